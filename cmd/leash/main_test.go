@@ -1,0 +1,301 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+var binary string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "leash-bin")
+	if err != nil {
+		panic(err)
+	}
+	binary = filepath.Join(dir, "leash")
+	out, err := exec.Command("go", "build", "-race", "-o", binary, ".").CombinedOutput()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "build leash: %v\n%s", err, out)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+func TestVersionAndKeys(t *testing.T) {
+	out, err := exec.Command(binary, "version").Output()
+	if err != nil || !strings.HasPrefix(string(out), "leash ") {
+		t.Fatalf("leash version = %q, %v", out, err)
+	}
+	out, err = exec.Command(binary, "keys", "new").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile(`(lsh_[A-Za-z0-9_-]{43})[\s\S]*api_key_sha256: \["([0-9a-f]{64})"\]`).FindStringSubmatch(string(out))
+	if m == nil {
+		t.Fatalf("leash keys new printed %q", out)
+	}
+	sum := sha256.Sum256([]byte(m[1]))
+	if hex.EncodeToString(sum[:]) != m[2] {
+		t.Fatalf("printed hash %s is not the SHA-256 of the key %s", m[2], m[1])
+	}
+	if err := exec.Command(binary, "bogus").Run(); err == nil {
+		t.Fatal("unknown command exited 0")
+	}
+}
+
+func TestBadConfigFailsBeforeListening(t *testing.T) {
+	dir := t.TempDir()
+	cases := map[string]string{
+		"unknown key": "http:\n  adr: \":1\"\n",
+		"bad value":   "store:\n  memory:\n    max_entries: lots\n",
+		"bad backend": "store:\n  backend: etcd\n",
+	}
+	for name, body := range cases {
+		t.Run(name, func(t *testing.T) {
+			path := filepath.Join(dir, strings.ReplaceAll(name, " ", "_")+".yaml")
+			os.WriteFile(path, []byte(body), 0o600)
+			cmd := exec.Command(binary, "serve", "--config", path)
+			cmd.Env = append(os.Environ(), "LEASH_HTTP_ADDR=127.0.0.1:0", "LEASH_ADMIN_ADDR=127.0.0.1:0")
+			var stderr bytes.Buffer
+			cmd.Stderr = &stderr
+			done := make(chan error, 1)
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			go func() { done <- cmd.Wait() }()
+			select {
+			case err := <-done:
+				if err == nil {
+					t.Fatalf("exit 0 with a bad config; stderr %s", stderr.String())
+				}
+			case <-time.After(20 * time.Second):
+				cmd.Process.Kill()
+				t.Fatal("leash kept running with a bad config")
+			}
+			key := map[string]string{"unknown key": "adr", "bad value": "max_entries", "bad backend": "store.backend"}[name]
+			if !strings.Contains(stderr.String(), key) {
+				t.Fatalf("error does not name %q: %s", key, stderr.String())
+			}
+		})
+	}
+}
+
+// proc is a running `leash serve`.
+type proc struct {
+	cmd        *exec.Cmd
+	stdout     *bytes.Buffer
+	mu         sync.Mutex
+	logs       []map[string]any
+	raw        []string // stderr lines that are not JSON log records (panics, race reports)
+	http, adm  string
+	exited     chan error
+	stdoutDone chan struct{}
+}
+
+func startLeash(t *testing.T, env ...string) *proc {
+	t.Helper()
+	p := &proc{stdout: new(bytes.Buffer), exited: make(chan error, 1)}
+	p.cmd = exec.Command(binary, "serve")
+	p.cmd.Env = append(os.Environ(), append([]string{"LEASH_HTTP_ADDR=127.0.0.1:0", "LEASH_ADMIN_ADDR=127.0.0.1:0"}, env...)...)
+	p.cmd.Stdout = p.stdout
+	stderr, err := p.cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	ready := make(chan struct{})
+	go func() {
+		sc := bufio.NewScanner(stderr)
+		for sc.Scan() {
+			var rec map[string]any
+			if json.Unmarshal(sc.Bytes(), &rec) != nil {
+				p.mu.Lock()
+				p.raw = append(p.raw, sc.Text())
+				p.mu.Unlock()
+				continue
+			}
+			p.mu.Lock()
+			p.logs = append(p.logs, rec)
+			p.mu.Unlock()
+			if rec["msg"] == "leash serving" {
+				p.http, p.adm = rec["http"].(string), rec["admin"].(string)
+				close(ready)
+			}
+		}
+	}()
+	go func() { p.exited <- p.cmd.Wait() }()
+	t.Cleanup(func() {
+		p.cmd.Process.Kill()
+		if t.Failed() {
+			p.mu.Lock()
+			t.Logf("leash stderr (non-JSON lines):\n%s", strings.Join(p.raw, "\n"))
+			p.mu.Unlock()
+		}
+	})
+	select {
+	case <-ready:
+	case err := <-p.exited:
+		t.Fatalf("leash exited at start: %v", err)
+	case <-time.After(20 * time.Second):
+		t.Fatal("leash did not start")
+	}
+	return p
+}
+
+func (p *proc) hasLog(msg string) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, r := range p.logs {
+		if r["msg"] == msg {
+			return true
+		}
+	}
+	return false
+}
+
+func call(t *testing.T, method, url, key, body string) (int, map[string]any) {
+	t.Helper()
+	req, _ := http.NewRequest(method, url, strings.NewReader(body))
+	if key != "" {
+		req.Header.Set("Authorization", "Bearer "+key)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var out map[string]any
+	json.NewDecoder(resp.Body).Decode(&out)
+	return resp.StatusCode, out
+}
+
+func TestServeWithoutConfig(t *testing.T) {
+	p := startLeash(t, "LEASH_DEV_API_KEY=dev-key-123")
+	base := "http://" + p.http
+	code, out := call(t, "POST", base+"/v1/limit", "dev-key-123", `{"namespace":"demo","key":"u1","limit":1,"window_ms":60000,"algorithm":"token_bucket"}`)
+	if code != 200 || out["allowed"] != true {
+		t.Fatalf("first check = %d %v", code, out)
+	}
+	code, out = call(t, "POST", base+"/v1/limit", "dev-key-123", `{"namespace":"demo","key":"u1","limit":1,"window_ms":60000,"algorithm":"token_bucket"}`)
+	if code != 200 || out["allowed"] != false {
+		t.Fatalf("second check = %d %v", code, out)
+	}
+	if code, _ := call(t, "POST", base+"/v1/leases", "dev-key-123", `{"namespace":"demo","key":"u1","limit":1,"window_ms":1000}`); code != 200 {
+		t.Fatalf("dev account (plan scale) must have leases: %d", code)
+	}
+	if code, _ := call(t, "POST", base+"/v1/limit", "wrong", `{}`); code != 401 {
+		t.Fatalf("wrong key = %d", code)
+	}
+	for path, want := range map[string]int{"/healthz": 200, "/readyz": 200, "/metrics": 200} {
+		resp, err := http.Get("http://" + p.adm + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != want {
+			t.Fatalf("%s = %d", path, resp.StatusCode)
+		}
+		if path == "/metrics" && !strings.Contains(string(b), `leash_decisions_total{endpoint="limit",outcome="denied"} 1`) {
+			t.Fatalf("metrics lack the denied decision:\n%s", b)
+		}
+	}
+	if strings.Contains(p.stdout.String(), "dev-key-123") {
+		t.Fatal("a key taken from the environment must not be printed")
+	}
+}
+
+func TestServePrintsGeneratedDevKeyOnce(t *testing.T) {
+	p := startLeash(t)
+	m := regexp.MustCompile(`lsh_[A-Za-z0-9_-]{43}`).FindAllString(p.stdout.String(), -1)
+	if len(m) == 0 {
+		t.Fatalf("no dev key printed: %q", p.stdout.String())
+	}
+	if code, _ := call(t, "POST", "http://"+p.http+"/v1/limit", m[0], `{"namespace":"d","key":"k","limit":1,"window_ms":1000}`); code != 200 {
+		t.Fatalf("printed key rejected: %d", code)
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, r := range p.logs {
+		if b, _ := json.Marshal(r); strings.Contains(string(b), m[0]) {
+			t.Fatalf("the key appears in a log line: %s", b)
+		}
+	}
+}
+
+// TestGracefulShutdown: a request in flight when SIGTERM arrives completes, /readyz turns
+// 503 during the drain delay, and the process exits 0 after flushing usage.
+func TestGracefulShutdown(t *testing.T) {
+	p := startLeash(t, "LEASH_DEV_API_KEY=k", "LEASH_SHUTDOWN_DRAIN_DELAY=700ms")
+	body := `{"namespace":"demo","key":"slow","limit":5,"window_ms":60000}`
+	conn, err := net.Dial("tcp", p.http)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	fmt.Fprintf(conn, "POST /v1/limit HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer k\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", len(body), body[:10])
+	time.Sleep(100 * time.Millisecond)
+	sent := time.Now()
+	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(200 * time.Millisecond)
+	resp, err := http.Get("http://" + p.adm + "/readyz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 503 {
+		t.Fatalf("readyz while draining = %d", resp.StatusCode)
+	}
+	time.Sleep(800 * time.Millisecond) // past the drain delay: the listener is closed now
+	if c, err := net.DialTimeout("tcp", p.http, time.Second); err == nil {
+		c.Close()
+		t.Fatal("new connections are still accepted after the drain delay")
+	}
+	fmt.Fprint(conn, body[10:])
+	r, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	if err != nil {
+		t.Fatalf("in-flight request lost: %v", err)
+	}
+	if r.StatusCode != 200 {
+		t.Fatalf("in-flight request = %d", r.StatusCode)
+	}
+	select {
+	case err := <-p.exited:
+		var ee *exec.ExitError
+		if errors.As(err, &ee) || err != nil {
+			t.Fatalf("exit: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("leash did not exit within 10 s of SIGTERM")
+	}
+	if time.Since(sent) > 10*time.Second {
+		t.Fatal("shutdown took longer than 10 s")
+	}
+	if !p.hasLog("stopped") {
+		t.Fatal("no final log line")
+	}
+}

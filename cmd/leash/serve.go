@@ -1,0 +1,211 @@
+package main
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/leashd/leash/admin"
+	"github.com/leashd/leash/config"
+	"github.com/leashd/leash/engine"
+	"github.com/leashd/leash/engine/memstore"
+	"github.com/leashd/leash/httpapi"
+	"github.com/leashd/leash/metrics"
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+func hashKey(key string) [32]byte { return engine.HashKey(key) }
+
+// serve runs the service until SIGTERM or SIGINT, then shuts down cleanly (CONTRACT
+// §11.18, §12.17): /readyz turns 503, listeners close after the drain delay, requests in
+// flight complete, usage is flushed, and the process exits 0.
+func serve(paths, environ []string, stdout, stderr io.Writer) int {
+	cfg, err := config.Load(paths, environ)
+	if err != nil {
+		fmt.Fprintln(stderr, "leash:", err)
+		return 1
+	}
+	log := newLogger(cfg.Log, stderr)
+
+	dir, err := directory(cfg, environ, stdout, log)
+	if err != nil {
+		log.Error("invalid accounts", "err", err)
+		return 1
+	}
+	m := metrics.New()
+	store, err := openStore(cfg, m)
+	if err != nil {
+		log.Error("cannot open the store", "err", err)
+		return 1
+	}
+	eng := engine.New(m.Instrument(store), dir, engine.Options{Logger: log})
+	adm := admin.New(admin.Options{Ping: eng.Ping, Gatherer: m.Registry, Pprof: cfg.Admin.Pprof})
+	api := httpapi.New(httpapi.Options{Engine: eng, Metrics: m, Logger: log})
+
+	// Bind every listener before serving, so a taken port is a start-up error.
+	httpLn, err := listen(cfg.HTTP.Addr, cfg.HTTP.TLS.CertFile, cfg.HTTP.TLS.KeyFile)
+	if err != nil {
+		log.Error("cannot listen", "listener", "http", "addr", cfg.HTTP.Addr, "err", err)
+		_ = store.Close()
+		return 1
+	}
+	adminLn, err := net.Listen("tcp", cfg.Admin.Addr)
+	if err != nil {
+		log.Error("cannot listen", "listener", "admin", "addr", cfg.Admin.Addr, "err", err)
+		_ = httpLn.Close()
+		_ = store.Close()
+		return 1
+	}
+	httpSrv := httpapi.NewServer(cfg.HTTP.Addr, api)
+	httpSrv.ErrorLog = slog.NewLogLogger(log.Handler(), slog.LevelWarn)
+	adminSrv := httpapi.NewServer(cfg.Admin.Addr, adm)
+
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+
+	flushCtx, stopFlush := context.WithCancel(context.Background())
+	flushed := make(chan error, 1)
+	go func() { flushed <- eng.Run(flushCtx, cfg.Shutdown.Timeout/2) }()
+
+	watchCtx, stopWatch := context.WithCancel(context.Background())
+	defer stopWatch()
+	if len(paths) > 0 {
+		go config.Watch(watchCtx, paths, environ, func(c *config.Config) {
+			d, err := c.Directory()
+			if err != nil || !c.HasAccounts() {
+				log.Error("config reload: accounts rejected; keeping the running ones", "err", err)
+				return
+			}
+			eng.SetDirectory(d)
+			log.Info("config reloaded", "accounts", len(d.Accounts()))
+		}, log)
+	}
+
+	serveErr := make(chan error, 2)
+	go func() { serveErr <- httpSrv.Serve(httpLn) }()
+	go func() { serveErr <- adminSrv.Serve(adminLn) }()
+	log.Info("leash serving", "version", buildVersion(), "http", httpLn.Addr().String(),
+		"admin", adminLn.Addr().String(), "store", cfg.Store.Backend)
+
+	code := 0
+	select {
+	case <-ctx.Done():
+		log.Info("shutting down", "drain_delay", cfg.Shutdown.DrainDelay.String())
+	case err := <-serveErr:
+		log.Error("listener failed", "err", err)
+		code = 1
+	}
+	stop()
+	deadline := time.Now().Add(cfg.Shutdown.Timeout)
+
+	// 1. /readyz turns 503 so load balancers stop routing here; keep serving meanwhile.
+	adm.Drain()
+	time.Sleep(min(cfg.Shutdown.DrainDelay, time.Until(deadline)/2))
+	// 2. Close the listeners and let every request already received complete.
+	sctx, cancel := context.WithDeadline(context.Background(), deadline.Add(-cfg.Shutdown.Timeout/4))
+	if err := httpSrv.Shutdown(sctx); err != nil {
+		log.Error("http drain incomplete", "err", err)
+		code = 1
+	}
+	cancel()
+	// 3. Flush usage (the flush loop does a final flush when stopped).
+	stopFlush()
+	if err := <-flushed; err != nil {
+		log.Error("final usage flush failed", "err", err)
+		code = 1
+	}
+	actx, cancel := context.WithDeadline(context.Background(), deadline)
+	_ = adminSrv.Shutdown(actx)
+	cancel()
+	if err := store.Close(); err != nil {
+		log.Error("store close", "err", err)
+	}
+	log.Info("stopped", "exit_code", code)
+	return code
+}
+
+// directory builds the accounts: the config's, or with none the dev account on plan
+// scale whose key is $LEASH_DEV_API_KEY or generated and printed once.
+func directory(cfg *config.Config, environ []string, stdout io.Writer, log *slog.Logger) (*engine.Directory, error) {
+	if cfg.HasAccounts() {
+		return cfg.Directory()
+	}
+	key := lookupEnv(environ, config.DevAPIKeyEnv)
+	if key == "" {
+		key = newAPIKey()
+		fmt.Fprintf(stdout, "No accounts configured: account \"dev\" (plan scale) uses API key\n\n    %s\n\n"+
+			"  curl -H 'Authorization: Bearer %s' -H 'Content-Type: application/json' \\\n"+
+			"       -d '{\"namespace\":\"demo\",\"key\":\"user-1\",\"limit\":5,\"window_ms\":60000}' http://localhost%s/v1/limit\n\n",
+			key, key, portOf(cfg.HTTP.Addr))
+	} else {
+		log.Info("dev account uses the API key from " + config.DevAPIKeyEnv)
+	}
+	plan, ok := cfg.Plans["scale"]
+	if !ok {
+		return nil, errors.New("plan scale is missing")
+	}
+	return engine.NewDirectory([]engine.AccountSpec{{ID: config.DevAccountID, Plan: plan, KeyHashes: [][32]byte{engine.HashKey(key)}}})
+}
+
+func openStore(cfg *config.Config, m *metrics.Metrics) (engine.Store, error) {
+	switch cfg.Store.Backend {
+	case "memory":
+		s := memstore.New(memstore.Options{MaxEntries: cfg.Store.Memory.MaxEntries})
+		m.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "leash_memstore_evictions_total",
+			Help: "Rate counters evicted from the memory store to stay within store.memory.max_entries.",
+		}, func() float64 { return float64(s.Evictions()) }))
+		return s, nil
+	default:
+		return nil, fmt.Errorf("store.backend %q is not available in this build", cfg.Store.Backend)
+	}
+}
+
+// listen binds addr, with TLS when both files are set; the certificate is re-read when
+// its files change.
+func listen(addr, certFile, keyFile string) (net.Listener, error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil || certFile == "" {
+		return ln, err
+	}
+	rl, err := newCertReloader(certFile, keyFile)
+	if err != nil {
+		ln.Close()
+		return nil, err
+	}
+	return tls.NewListener(ln, &tls.Config{MinVersion: tls.VersionTLS12, GetCertificate: rl.get, NextProtos: []string{"h2", "http/1.1"}}), nil
+}
+
+func newLogger(c config.Log, w io.Writer) *slog.Logger {
+	var level slog.Level
+	_ = level.UnmarshalText([]byte(c.Level))
+	opts := &slog.HandlerOptions{Level: level}
+	if c.Format == "text" {
+		return slog.New(slog.NewTextHandler(w, opts))
+	}
+	return slog.New(slog.NewJSONHandler(w, opts))
+}
+
+func lookupEnv(environ []string, name string) string {
+	for _, kv := range environ {
+		if v, ok := strings.CutPrefix(kv, name+"="); ok {
+			return v
+		}
+	}
+	return ""
+}
+
+func portOf(addr string) string {
+	if i := strings.LastIndex(addr, ":"); i >= 0 {
+		return addr[i:]
+	}
+	return ""
+}

@@ -1,0 +1,463 @@
+// Package config loads Leash's configuration (CONTRACT §10): one or more YAML files,
+// merged by viper key by key, then environment overrides LEASH_<PATH>.
+//
+// Rules:
+//   - With no file, every key has its default (see example.yaml, also returned by
+//     Example) and envoy.default_account is "dev".
+//   - Later files override earlier ones key by key; a list given in a later file replaces
+//     the earlier list (so a ConfigMap file and a Secret file combine).
+//   - Every scalar or list key can be overridden by the environment: LEASH_ and the key path
+//     in upper case with "_" for "." (LEASH_STORE_REDIS_URL, LEASH_SHUTDOWN_DRAIN_DELAY).
+//     Lists are comma-separated (LEASH_STORE_REDIS_CLUSTER_ADDRS=a:6379,b:6379). plans,
+//     accounts and envoy.domains come from files only. LEASH_DEV_API_KEY is reserved (the
+//     dev account's key, read by the caller) and LEASH_TEST_* is left to tests; any other
+//     LEASH_ variable that names no key is an error.
+//   - A YAML null means "absent" (the earlier file's value or the default stays), except
+//     plans.<name>.hard_cap, where null means "no cap".
+//   - Keys are case-sensitive and strict: an unknown key, a wrong type (quoted numbers,
+//     floats for integers, "yes" for booleans) or an inconsistent combination is an error
+//     naming the key path, e.g. "config: store.memory.max_entries: expected an integer".
+//   - Durations are Go duration strings ("500ms", "2s", "5m"); 0 may be written bare.
+//
+// Keys beyond CONTRACT §10 (all optional):
+//   - shutdown.timeout (default 10s): the whole SIGTERM budget (CONTRACT §11.18);
+//     shutdown.drain_delay must be below it.
+//   - store.redis.dial_timeout / read_timeout / write_timeout (default 500ms each):
+//     deadlines of the Redis client.
+//   - store.redis.pool_size (default 0 = the driver's default): connections per node.
+//
+// Plans (CONTRACT §11.13, §12.12): a plan named like a built-in one (free, pro, scale)
+// merges field by field over it; an absent hard_cap inherits the built-in value and
+// hard_cap: null removes the cap. A new plan must set algorithms (may be []) and
+// monthly_quota; its concurrent_limit and webhooks default to false and an absent hard_cap
+// means no cap. Plan names match [a-z0-9][a-z0-9_-]{0,63}.
+package config
+
+import (
+	_ "embed"
+	"encoding/hex"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/go-viper/mapstructure/v2"
+	"github.com/leashd/leash/engine"
+	"github.com/spf13/viper"
+	"go.yaml.in/yaml/v3"
+)
+
+// DevAccountID is the account that exists when the effective config defines no accounts
+// (CONTRACT §2, §12.12).
+const DevAccountID = "dev"
+
+// DevAPIKeyEnv is the reserved environment variable holding the dev account's API key.
+const DevAPIKeyEnv = "LEASH_DEV_API_KEY"
+
+const (
+	envPrefix = "LEASH_"
+	// viperDelim separates key levels inside viper; domain names may contain ".".
+	viperDelim = "\x1f"
+)
+
+// Config is the effective configuration: defaults, files and environment merged.
+type Config struct {
+	// HTTP is the /v1 listener.
+	HTTP HTTP
+	// GRPC is the Envoy rate-limit listener.
+	GRPC GRPC
+	// Admin is the health, metrics and pprof listener.
+	Admin Admin
+	// Store is the state backend.
+	Store Store
+	// Shutdown is SIGTERM handling.
+	Shutdown Shutdown
+	// Plans holds the built-in plans with the config's plans merged over them, by name.
+	Plans map[string]engine.Plan
+	// Accounts are in file order; API key hashes are normalised to lower-case hex.
+	Accounts []Account
+	// Envoy is the Envoy rate-limit service's account mapping and descriptor files.
+	Envoy Envoy
+	// Webhooks is webhook screening and delivery.
+	Webhooks Webhooks
+	// Log is the log level and format.
+	Log Log
+}
+
+// HTTP configures the /v1 listener.
+type HTTP struct {
+	// Addr is the listen address (default ":8080").
+	Addr string `mapstructure:"addr"`
+	// TLS, when set, serves HTTPS.
+	TLS TLS `mapstructure:"tls"`
+}
+
+// TLS names a certificate and key; both empty means plain TCP.
+type TLS struct {
+	// CertFile is the PEM certificate chain.
+	CertFile string `mapstructure:"cert_file"`
+	// KeyFile is the PEM private key.
+	KeyFile string `mapstructure:"key_file"`
+}
+
+// GRPC configures the Envoy rate-limit listener.
+type GRPC struct {
+	// Addr is the listen address (default ":8081"); "" disables gRPC.
+	Addr string `mapstructure:"addr"`
+	// TLS, when set, serves gRPC over TLS.
+	TLS GRPCTLS `mapstructure:"tls"`
+}
+
+// GRPCTLS is TLS for gRPC; with ClientCAFile, client certificates are required (mTLS).
+type GRPCTLS struct {
+	// CertFile is the PEM certificate chain.
+	CertFile string `mapstructure:"cert_file"`
+	// KeyFile is the PEM private key.
+	KeyFile string `mapstructure:"key_file"`
+	// ClientCAFile is the PEM CA bundle client certificates must chain to.
+	ClientCAFile string `mapstructure:"client_ca_file"`
+}
+
+// Admin configures the health, metrics and pprof listener.
+type Admin struct {
+	// Addr is the listen address (default ":9090").
+	Addr string `mapstructure:"addr"`
+	// Pprof serves /debug/pprof/ (default false).
+	Pprof bool `mapstructure:"pprof"`
+}
+
+// Store selects and configures the state backend.
+type Store struct {
+	// Backend is "memory" (default) or "redis".
+	Backend string `mapstructure:"backend"`
+	// Redis configures the redis backend.
+	Redis Redis `mapstructure:"redis"`
+	// Memory configures the memory backend.
+	Memory Memory `mapstructure:"memory"`
+}
+
+// Redis configures the Redis store; exactly one of URL, ClusterAddrs and Sentinel is in use
+// (see Mode).
+type Redis struct {
+	// URL is a single node, redis:// or rediss:// (default "redis://127.0.0.1:6379/0").
+	URL string `mapstructure:"url"`
+	// ClusterAddrs are Redis Cluster seed nodes (host:port).
+	ClusterAddrs []string `mapstructure:"cluster_addrs"`
+	// Sentinel names a Sentinel-managed master.
+	Sentinel Sentinel `mapstructure:"sentinel"`
+	// Prefix starts every key (default "leash").
+	Prefix string `mapstructure:"prefix"`
+	// Username is the Redis ACL user.
+	Username string `mapstructure:"username"`
+	// Password is the Redis password; never log it.
+	Password string `mapstructure:"password"`
+	// WaitReplicas is how many replicas a lease acquisition waits for (default 0, §12.16).
+	WaitReplicas int `mapstructure:"wait_replicas"`
+	// DialTimeout bounds connecting (default 500ms).
+	DialTimeout time.Duration `mapstructure:"dial_timeout"`
+	// ReadTimeout bounds reading a reply (default 500ms).
+	ReadTimeout time.Duration `mapstructure:"read_timeout"`
+	// WriteTimeout bounds writing a command (default 500ms).
+	WriteTimeout time.Duration `mapstructure:"write_timeout"`
+	// PoolSize is the connection pool size per node; 0 means the driver's default.
+	PoolSize int `mapstructure:"pool_size"`
+}
+
+// Sentinel names a Sentinel-managed master and the sentinels to ask.
+type Sentinel struct {
+	// Master is the monitored master's name.
+	Master string `mapstructure:"master"`
+	// Addrs are the sentinels (host:port).
+	Addrs []string `mapstructure:"addrs"`
+}
+
+// RedisMode is how the Redis store connects.
+type RedisMode string
+
+// The three Redis deployments.
+const (
+	RedisSingle   RedisMode = "single"
+	RedisCluster  RedisMode = "cluster"
+	RedisSentinel RedisMode = "sentinel"
+)
+
+// Mode reports which of URL, ClusterAddrs and Sentinel is in use (Load ensures one).
+func (r *Redis) Mode() RedisMode {
+	switch {
+	case len(r.ClusterAddrs) > 0:
+		return RedisCluster
+	case r.Sentinel.Master != "" || len(r.Sentinel.Addrs) > 0:
+		return RedisSentinel
+	}
+	return RedisSingle
+}
+
+// Memory configures the memory store.
+type Memory struct {
+	// MaxEntries bounds live counters and lease sets (default 1000000, §12.4).
+	MaxEntries int `mapstructure:"max_entries"`
+}
+
+// Shutdown configures SIGTERM handling (CONTRACT §11.18, §12.17).
+type Shutdown struct {
+	// DrainDelay is the time between /readyz turning 503 and listeners closing (default 2s).
+	DrainDelay time.Duration `mapstructure:"drain_delay"`
+	// Timeout is the whole shutdown budget (default 10s); DrainDelay is below it.
+	Timeout time.Duration `mapstructure:"timeout"`
+}
+
+// Account is one tenant as configured.
+type Account struct {
+	// ID matches [a-z0-9][a-z0-9_-]{0,63} and is unique.
+	ID string `mapstructure:"id"`
+	// Plan names a key of Config.Plans.
+	Plan string `mapstructure:"plan"`
+	// APIKeys are plaintext keys (development and tests).
+	APIKeys []string `mapstructure:"api_keys"`
+	// APIKeySHA256 are SHA-256 digests of keys, 64 lower-case hex characters after Load.
+	APIKeySHA256 []string `mapstructure:"api_key_sha256"`
+}
+
+// Envoy configures the Envoy rate-limit service.
+type Envoy struct {
+	// ConfigPaths are files or folders of envoyproxy/ratelimit descriptor YAML.
+	ConfigPaths []string `mapstructure:"config_paths"`
+	// DefaultAccount is the account of a domain not in Domains ("dev" with no config file).
+	DefaultAccount string `mapstructure:"default_account"`
+	// Domains maps a domain to its account; names keep their spelling.
+	Domains map[string]EnvoyDomain `mapstructure:"domains"`
+	// ResponseHeaders adds RateLimit-* and Retry-After to replies (default true).
+	ResponseHeaders bool `mapstructure:"response_headers"`
+}
+
+// EnvoyDomain says which account an Envoy domain counts against.
+type EnvoyDomain struct {
+	// Account is the id of an account (or "dev" when none are configured).
+	Account string `mapstructure:"account"`
+}
+
+// Webhooks configures webhook screening and delivery.
+type Webhooks struct {
+	// AllowHTTP admits http:// URLs (tests only; default false).
+	AllowHTTP bool `mapstructure:"allow_http"`
+	// AllowPrivateTargets admits loopback and private addresses (tests only; default false).
+	AllowPrivateTargets bool `mapstructure:"allow_private_targets"`
+	// Timeout bounds one delivery attempt (default 10s).
+	Timeout time.Duration `mapstructure:"timeout"`
+	// MaxAttempts bounds deliveries of one event (default 12).
+	MaxAttempts int `mapstructure:"max_attempts"`
+	// BackoffBase is the first retry delay, doubled per attempt (default 1s).
+	BackoffBase time.Duration `mapstructure:"backoff_base"`
+	// BackoffMax caps the retry delay (default 5m).
+	BackoffMax time.Duration `mapstructure:"backoff_max"`
+}
+
+// Log configures log/slog.
+type Log struct {
+	// Level is debug, info (default), warn or error.
+	Level string `mapstructure:"level"`
+	// Format is json (default) or text.
+	Format string `mapstructure:"format"`
+}
+
+// document is what viper decodes: the config with plans still raw.
+type document struct {
+	HTTP     HTTP               `mapstructure:"http"`
+	GRPC     GRPC               `mapstructure:"grpc"`
+	Admin    Admin              `mapstructure:"admin"`
+	Store    Store              `mapstructure:"store"`
+	Shutdown Shutdown           `mapstructure:"shutdown"`
+	Plans    map[string]planDoc `mapstructure:"plans"`
+	Accounts []Account          `mapstructure:"accounts"`
+	Envoy    Envoy              `mapstructure:"envoy"`
+	Webhooks Webhooks           `mapstructure:"webhooks"`
+	Log      Log                `mapstructure:"log"`
+}
+
+// planDoc is a plan as written; nil fields were not given.
+type planDoc struct {
+	Algorithms      []string `mapstructure:"algorithms"`
+	ConcurrentLimit *bool    `mapstructure:"concurrent_limit"`
+	Webhooks        *bool    `mapstructure:"webhooks"`
+	MonthlyQuota    *int64   `mapstructure:"monthly_quota"`
+	HardCap         *int64   `mapstructure:"hard_cap"`
+}
+
+// file is one config file's name and content.
+type file struct {
+	path string
+	data []byte
+	err  error
+}
+
+func readFiles(paths []string) []file {
+	files := make([]file, len(paths))
+	for i, p := range paths {
+		data, err := os.ReadFile(p)
+		files[i] = file{path: p, data: data, err: err}
+	}
+	return files
+}
+
+// Load reads the config files in order (none: defaults only), applies the LEASH_*
+// variables found in environ (e.g. os.Environ()) and validates the result. The error
+// names every key at fault, one per line.
+func Load(paths []string, environ []string) (*Config, error) {
+	return load(readFiles(paths), environ)
+}
+
+func load(files []file, environ []string) (*Config, error) {
+	root := schema()
+	v := viper.NewWithOptions(viper.KeyDelimiter(viperDelim))
+	root.leaves("", func(path string, n *node) {
+		if n.def != nil {
+			v.SetDefault(viperKey(path), n.def)
+		}
+	})
+
+	all := &errList{}
+	st := newFileState(all)
+	for _, f := range files {
+		if f.err != nil {
+			return nil, fmt.Errorf("config: %w", f.err)
+		}
+		raw, err := parseYAML(f.data)
+		if err != nil {
+			return nil, fmt.Errorf("config: %s: %w", f.path, err)
+		}
+		errs := &errList{prefix: f.path + ": "}
+		st.errs = errs
+		cleaned, _ := st.check("", raw, root)
+		st.record(raw)
+		if err := errs.err(); err != nil {
+			return nil, err
+		}
+		if err := v.MergeConfigMap(cleaned.(map[string]any)); err != nil {
+			return nil, fmt.Errorf("config: %s: %w", f.path, err)
+		}
+	}
+	st.errs = all
+
+	env := applyEnv(v, root, environ, all)
+	if err := all.err(); err != nil {
+		return nil, err
+	}
+
+	var doc document
+	if err := v.UnmarshalExact(&doc, func(c *mapstructure.DecoderConfig) {
+		c.WeaklyTypedInput = false
+		c.DecodeHook = mapstructure.StringToTimeDurationHookFunc()
+	}); err != nil {
+		return nil, fmt.Errorf("config: %w", err)
+	}
+
+	cfg := &Config{
+		HTTP: doc.HTTP, GRPC: doc.GRPC, Admin: doc.Admin, Store: doc.Store, Shutdown: doc.Shutdown,
+		Accounts: doc.Accounts, Envoy: doc.Envoy, Webhooks: doc.Webhooks, Log: doc.Log,
+	}
+	normalise(cfg)
+	if len(files) == 0 && !env["envoy.default_account"] {
+		cfg.Envoy.DefaultAccount = DevAccountID
+	}
+	// viper lower-cases map keys: give envoy.domains back their spelling.
+	if len(cfg.Envoy.Domains) > 0 {
+		domains := make(map[string]EnvoyDomain, len(cfg.Envoy.Domains))
+		for k, d := range cfg.Envoy.Domains {
+			if orig, ok := st.domains[k]; ok {
+				k = orig
+			}
+			domains[k] = d
+		}
+		cfg.Envoy.Domains = domains
+	}
+	explicit := func(path string) bool { return st.set[path] || env[path] }
+	cfg.Plans = mergePlans(doc.Plans, st, all)
+	validate(cfg, explicit, all)
+	if err := all.err(); err != nil {
+		return nil, err
+	}
+	return cfg, nil
+}
+
+// normalise makes every empty list or map nil, however it was written.
+func normalise(c *Config) {
+	nilIfEmpty := func(s *[]string) {
+		if len(*s) == 0 {
+			*s = nil
+		}
+	}
+	nilIfEmpty(&c.Store.Redis.ClusterAddrs)
+	nilIfEmpty(&c.Store.Redis.Sentinel.Addrs)
+	nilIfEmpty(&c.Envoy.ConfigPaths)
+	if len(c.Accounts) == 0 {
+		c.Accounts = nil
+	}
+	for i := range c.Accounts {
+		nilIfEmpty(&c.Accounts[i].APIKeys)
+		nilIfEmpty(&c.Accounts[i].APIKeySHA256)
+	}
+	if len(c.Envoy.Domains) == 0 {
+		c.Envoy.Domains = nil
+	}
+}
+
+func viperKey(path string) string {
+	out := []byte(path)
+	for i, c := range out {
+		if c == '.' {
+			out[i] = viperDelim[0]
+		}
+	}
+	return string(out)
+}
+
+// parseYAML decodes one file into a case-preserving map; an empty file is an empty map.
+func parseYAML(data []byte) (map[string]any, error) {
+	var raw any
+	if err := yaml.Unmarshal(data, &raw); err != nil {
+		return nil, err
+	}
+	switch m := raw.(type) {
+	case nil:
+		return map[string]any{}, nil
+	case map[string]any:
+		return m, nil
+	case map[any]any:
+		return nil, fmt.Errorf("top-level keys must be strings")
+	}
+	return nil, fmt.Errorf("the top level must be a mapping of keys")
+}
+
+// HasAccounts reports whether the config defines any account; with none, the caller runs
+// the dev account (CONTRACT §12.12).
+func (c *Config) HasAccounts() bool { return len(c.Accounts) > 0 }
+
+// Directory builds the account directory: each account with its plan resolved and the
+// SHA-256 of every api_keys entry plus every api_key_sha256 digest.
+func (c *Config) Directory() (*engine.Directory, error) {
+	specs := make([]engine.AccountSpec, 0, len(c.Accounts))
+	for _, a := range c.Accounts {
+		plan, ok := c.Plans[a.Plan]
+		if !ok {
+			return nil, fmt.Errorf("config: account %q: unknown plan %q", a.ID, a.Plan)
+		}
+		spec := engine.AccountSpec{ID: a.ID, Plan: plan}
+		for _, k := range a.APIKeys {
+			spec.KeyHashes = append(spec.KeyHashes, engine.HashKey(k))
+		}
+		for _, h := range a.APIKeySHA256 {
+			var sum [32]byte
+			if n, err := hex.Decode(sum[:], []byte(h)); err != nil || n != len(sum) || len(h) != 2*len(sum) {
+				return nil, fmt.Errorf("config: account %q: api_key_sha256 entry is not 64 hex characters", a.ID)
+			}
+			spec.KeyHashes = append(spec.KeyHashes, sum)
+		}
+		specs = append(specs, spec)
+	}
+	return engine.NewDirectory(specs)
+}
+
+//go:embed example.yaml
+var exampleYAML string
+
+// Example returns a config file that lists every key with its default and comments.
+func Example() string { return exampleYAML }

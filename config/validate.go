@@ -1,0 +1,393 @@
+package config
+
+import (
+	"encoding/hex"
+	"fmt"
+	"maps"
+	"net"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+	"unicode"
+
+	"github.com/leashd/leash/engine"
+	"github.com/spf13/viper"
+)
+
+// applyEnv sets every LEASH_<PATH> variable of environ on v and returns the key paths set.
+// Unknown LEASH_ variables are errors, except DevAPIKeyEnv and LEASH_TEST_*.
+func applyEnv(v *viper.Viper, root *node, environ []string, errs *errList) map[string]bool {
+	byEnv := map[string]string{}
+	kinds := map[string]*node{}
+	root.leaves("", func(path string, n *node) {
+		byEnv[envName(path)] = path
+		kinds[path] = n
+	})
+	values := map[string]string{}
+	for _, kv := range environ {
+		name, value, ok := strings.Cut(kv, "=")
+		if !ok || !strings.HasPrefix(name, envPrefix) {
+			continue
+		}
+		values[name] = value // a later duplicate wins
+	}
+	set := map[string]bool{}
+	for _, name := range slices.Sorted(maps.Keys(values)) {
+		value := values[name]
+		if name == DevAPIKeyEnv || strings.HasPrefix(name, envPrefix+"TEST_") {
+			continue
+		}
+		path, ok := byEnv[name]
+		if !ok {
+			rest := strings.TrimPrefix(name, envPrefix)
+			if rest == "PLANS" || rest == "ACCOUNTS" || strings.HasPrefix(rest, "PLANS_") ||
+				strings.HasPrefix(rest, "ACCOUNTS_") || strings.HasPrefix(rest, "ENVOY_DOMAINS") {
+				errs.addRaw(fmt.Sprintf("environment variable %s: plans, accounts and envoy.domains can only be set in a config file", name))
+			} else {
+				errs.addRaw(fmt.Sprintf("environment variable %s names no config key (LEASH_ variables are the key path in upper case with _ for ., e.g. LEASH_STORE_REDIS_URL)", name))
+			}
+			continue
+		}
+		val, err := parseEnv(value, kinds[path].kind)
+		if err != nil {
+			errs.addRaw(fmt.Sprintf("%s (environment variable %s): %v", path, name, err))
+			continue
+		}
+		v.Set(viperKey(path), val)
+		set[path] = true
+	}
+	return set
+}
+
+func parseEnv(s string, k kind) (any, error) {
+	switch k {
+	case kString:
+		return s, nil
+	case kInt:
+		i, err := strconv.ParseInt(strings.TrimSpace(s), 10, 64)
+		if err != nil {
+			return nil, fmt.Errorf("expected an integer, got %q", s)
+		}
+		return i, nil
+	case kBool:
+		b, err := strconv.ParseBool(strings.TrimSpace(s))
+		if err != nil {
+			return nil, fmt.Errorf("expected a boolean (true or false), got %q", s)
+		}
+		return b, nil
+	case kDuration:
+		d, err := time.ParseDuration(strings.TrimSpace(s))
+		if err != nil {
+			return nil, fmt.Errorf("expected a duration such as \"2s\" or \"500ms\", got %q", s)
+		}
+		return d, nil
+	case kStrings:
+		out := []string{}
+		for _, part := range strings.Split(s, ",") {
+			if part = strings.TrimSpace(part); part != "" {
+				out = append(out, part)
+			}
+		}
+		return out, nil
+	}
+	return nil, fmt.Errorf("cannot be set from the environment")
+}
+
+// mergePlans lays the configured plans over the built-in ones, field by field.
+func mergePlans(docs map[string]planDoc, st *fileState, errs *errList) map[string]engine.Plan {
+	plans := engine.BuiltinPlans()
+	names := map[string]bool{}
+	for n := range docs {
+		names[n] = true
+	}
+	for n := range st.plans {
+		names[n] = true
+	}
+	for _, name := range slices.Sorted(maps.Keys(names)) {
+		doc := docs[name]
+		path := "plans." + name
+		set := func(field string) bool { return st.set[path+"."+field] }
+		plan, builtin := plans[name]
+		if !builtin {
+			plan = engine.Plan{Name: name}
+			for _, f := range []string{"algorithms", "monthly_quota"} {
+				if !set(f) {
+					errs.add(path+"."+f, "required for a plan that is not built in (built-in plans: free, pro, scale)")
+				}
+			}
+		}
+		if set("algorithms") {
+			var algs engine.AlgorithmSet
+			for i, s := range doc.Algorithms {
+				a, ok := engine.ParseAlgorithm(s)
+				switch {
+				case !ok:
+					errs.add(index(path+".algorithms", i), "unknown algorithm %q (use fixed_window, sliding_window or token_bucket)", s)
+				case a == engine.ConcurrentLimit:
+					errs.add(index(path+".algorithms", i), "concurrent_limit is not a rate algorithm; set concurrent_limit: true on the plan instead")
+				default:
+					algs = algs.With(a)
+				}
+			}
+			plan.Algorithms = algs
+		}
+		if doc.ConcurrentLimit != nil {
+			plan.ConcurrentLimit = *doc.ConcurrentLimit
+		}
+		if doc.Webhooks != nil {
+			plan.Webhooks = *doc.Webhooks
+		}
+		if doc.MonthlyQuota != nil {
+			if *doc.MonthlyQuota < 0 {
+				errs.add(path+".monthly_quota", "must be 0 or more")
+			}
+			plan.MonthlyQuota = *doc.MonthlyQuota
+		}
+		switch {
+		case st.hardCapNull[name]:
+			plan.HardCap = nil
+		case doc.HardCap != nil:
+			if *doc.HardCap < 1 {
+				errs.add(path+".hard_cap", "must be 1 or more, or null for no cap")
+			}
+			hc := *doc.HardCap
+			plan.HardCap = &hc
+		}
+		plans[name] = plan
+	}
+	return plans
+}
+
+// validate checks values and combinations; explicit reports whether a key path was given
+// in a file or the environment (not just defaulted).
+func validate(c *Config, explicit func(string) bool, errs *errList) {
+	checkAddr(errs, "http.addr", c.HTTP.Addr, false)
+	checkAddr(errs, "grpc.addr", c.GRPC.Addr, true)
+	checkAddr(errs, "admin.addr", c.Admin.Addr, false)
+	checkPair(errs, "http.tls", c.HTTP.TLS.CertFile, c.HTTP.TLS.KeyFile)
+	checkPair(errs, "grpc.tls", c.GRPC.TLS.CertFile, c.GRPC.TLS.KeyFile)
+	if c.GRPC.TLS.ClientCAFile != "" && c.GRPC.TLS.CertFile == "" {
+		errs.add("grpc.tls.client_ca_file", "needs grpc.tls.cert_file and grpc.tls.key_file (mTLS is on top of TLS)")
+	}
+
+	switch c.Store.Backend {
+	case "memory", "redis":
+	default:
+		errs.add("store.backend", "must be memory or redis, got %q", c.Store.Backend)
+	}
+	validateRedis(&c.Store.Redis, explicit, errs)
+	if c.Store.Memory.MaxEntries < 1 {
+		errs.add("store.memory.max_entries", "must be 1 or more")
+	}
+
+	if c.Shutdown.Timeout <= 0 {
+		errs.add("shutdown.timeout", "must be more than 0")
+	}
+	if c.Shutdown.DrainDelay < 0 {
+		errs.add("shutdown.drain_delay", "must be 0 or more")
+	} else if c.Shutdown.Timeout > 0 && c.Shutdown.DrainDelay >= c.Shutdown.Timeout {
+		errs.add("shutdown.drain_delay", "must be below shutdown.timeout (%s)", c.Shutdown.Timeout)
+	}
+
+	if c.Webhooks.Timeout <= 0 {
+		errs.add("webhooks.timeout", "must be more than 0")
+	}
+	if c.Webhooks.MaxAttempts < 1 {
+		errs.add("webhooks.max_attempts", "must be 1 or more")
+	}
+	if c.Webhooks.BackoffBase <= 0 {
+		errs.add("webhooks.backoff_base", "must be more than 0")
+	}
+	if c.Webhooks.BackoffMax < c.Webhooks.BackoffBase {
+		errs.add("webhooks.backoff_max", "must be at least webhooks.backoff_base (%s)", c.Webhooks.BackoffBase)
+	}
+
+	switch l := strings.ToLower(c.Log.Level); l {
+	case "debug", "info", "warn", "error":
+		c.Log.Level = l
+	default:
+		errs.add("log.level", "must be debug, info, warn or error, got %q", c.Log.Level)
+	}
+	switch f := strings.ToLower(c.Log.Format); f {
+	case "json", "text":
+		c.Log.Format = f
+	default:
+		errs.add("log.format", "must be json or text, got %q", c.Log.Format)
+	}
+
+	validateAccounts(c, errs)
+	validateEnvoy(c, errs)
+}
+
+func checkAddr(errs *errList, key, addr string, emptyOK bool) {
+	if addr == "" {
+		if !emptyOK {
+			errs.add(key, "must not be empty")
+		}
+		return
+	}
+	if _, _, err := net.SplitHostPort(addr); err != nil {
+		errs.add(key, "must be host:port or :port, got %q", addr)
+	}
+}
+
+func checkPair(errs *errList, key, cert, keyFile string) {
+	if (cert == "") != (keyFile == "") {
+		errs.add(key, "cert_file and key_file must be set together")
+	}
+}
+
+func validateRedis(r *Redis, explicit func(string) bool, errs *errList) {
+	const p = "store.redis."
+	urlSet := explicit(p + "url")
+	cluster := len(r.ClusterAddrs) > 0
+	sentinel := r.Sentinel.Master != "" || len(r.Sentinel.Addrs) > 0
+	switch {
+	case urlSet && cluster:
+		errs.add(p+"cluster_addrs", "set either store.redis.url or store.redis.cluster_addrs, not both")
+	case urlSet && sentinel:
+		errs.add(p+"sentinel", "set either store.redis.url or store.redis.sentinel, not both")
+	case cluster && sentinel:
+		errs.add(p+"sentinel", "set either store.redis.cluster_addrs or store.redis.sentinel, not both")
+	}
+	if !cluster && !sentinel {
+		// The URL is never echoed: it may carry a password.
+		u, err := url.Parse(r.URL)
+		switch {
+		case err != nil:
+			errs.add(p+"url", "is not a valid URL")
+		case u.Scheme != "redis" && u.Scheme != "rediss":
+			errs.add(p+"url", "scheme must be redis:// or rediss://")
+		case u.Host == "":
+			errs.add(p+"url", "must name a host, e.g. redis://127.0.0.1:6379/0")
+		}
+	}
+	for i, a := range r.ClusterAddrs {
+		checkAddr(errs, index(p+"cluster_addrs", i), a, false)
+	}
+	if sentinel {
+		if r.Sentinel.Master == "" {
+			errs.add(p+"sentinel.master", "is required with store.redis.sentinel.addrs")
+		}
+		if len(r.Sentinel.Addrs) == 0 {
+			errs.add(p+"sentinel.addrs", "is required with store.redis.sentinel.master")
+		}
+		for i, a := range r.Sentinel.Addrs {
+			checkAddr(errs, index(p+"sentinel.addrs", i), a, false)
+		}
+	}
+	if r.Prefix == "" {
+		errs.add(p+"prefix", "must not be empty")
+	} else if strings.ContainsAny(r.Prefix, "{}") || strings.IndexFunc(r.Prefix, unicode.IsSpace) >= 0 {
+		errs.add(p+"prefix", "must not contain braces (they would change the Redis Cluster hash tag) or spaces")
+	}
+	if r.WaitReplicas < 0 {
+		errs.add(p+"wait_replicas", "must be 0 or more")
+	}
+	if r.PoolSize < 0 {
+		errs.add(p+"pool_size", "must be 0 (the driver's default) or more")
+	}
+	for _, d := range []struct {
+		key string
+		v   time.Duration
+	}{{"dial_timeout", r.DialTimeout}, {"read_timeout", r.ReadTimeout}, {"write_timeout", r.WriteTimeout}} {
+		if d.v <= 0 {
+			errs.add(p+d.key, "must be more than 0")
+		}
+	}
+}
+
+func validateAccounts(c *Config, errs *errList) {
+	ids := map[string]int{}
+	keys := map[[32]byte]string{} // key hash → "accounts[i]" that holds it
+	for i := range c.Accounts {
+		a := &c.Accounts[i]
+		path := index("accounts", i)
+		switch {
+		case a.ID == "":
+			errs.add(path+".id", "is required")
+		case !engine.ValidAccountID(a.ID):
+			errs.add(path+".id", "%q must match [a-z0-9][a-z0-9_-]{0,63}", a.ID)
+		default:
+			if j, dup := ids[a.ID]; dup {
+				errs.add(path+".id", "account %q is already defined by accounts[%d]", a.ID, j)
+			} else {
+				ids[a.ID] = i
+			}
+		}
+		if a.Plan == "" {
+			errs.add(path+".plan", "is required")
+		} else if _, ok := c.Plans[a.Plan]; !ok {
+			errs.add(path+".plan", "unknown plan %q (known: %s)", a.Plan, strings.Join(slices.Sorted(maps.Keys(c.Plans)), ", "))
+		}
+		claim := func(keyPath string, h [32]byte) {
+			if other, dup := keys[h]; dup {
+				errs.add(keyPath, "this API key is already used by %s", other)
+				return
+			}
+			keys[h] = fmt.Sprintf("%s (%q)", path, a.ID)
+		}
+		for j, k := range a.APIKeys {
+			kp := index(path+".api_keys", j)
+			if k == "" {
+				errs.add(kp, "must not be empty")
+				continue
+			}
+			if strings.IndexFunc(k, func(r rune) bool { return unicode.IsSpace(r) || unicode.IsControl(r) }) >= 0 {
+				errs.add(kp, "must not contain spaces or control characters (it could not be sent as a Bearer token)")
+				continue
+			}
+			claim(kp, engine.HashKey(k))
+		}
+		for j, h := range a.APIKeySHA256 {
+			kp := index(path+".api_key_sha256", j)
+			var sum [32]byte
+			lower := strings.ToLower(h)
+			if len(h) != 64 {
+				errs.add(kp, "must be 64 hex characters (a SHA-256), got %d characters", len(h))
+				continue
+			}
+			if _, err := hex.Decode(sum[:], []byte(lower)); err != nil {
+				errs.add(kp, "must be 64 hex characters (a SHA-256)")
+				continue
+			}
+			a.APIKeySHA256[j] = lower
+			claim(kp, sum)
+		}
+	}
+}
+
+func validateEnvoy(c *Config, errs *errList) {
+	for i, p := range c.Envoy.ConfigPaths {
+		if strings.TrimSpace(p) == "" {
+			errs.add(index("envoy.config_paths", i), "must not be empty")
+		}
+	}
+	exists := func(id string) bool {
+		if !c.HasAccounts() {
+			return id == DevAccountID
+		}
+		return slices.ContainsFunc(c.Accounts, func(a Account) bool { return a.ID == id })
+	}
+	hint := func() string {
+		if !c.HasAccounts() {
+			return "no accounts are configured, so only the dev account exists"
+		}
+		return "define it under accounts"
+	}
+	if d := c.Envoy.DefaultAccount; d != "" && !exists(d) {
+		errs.add("envoy.default_account", "unknown account %q (%s)", d, hint())
+	}
+	for _, name := range slices.Sorted(maps.Keys(c.Envoy.Domains)) {
+		acct := c.Envoy.Domains[name].Account
+		path := "envoy.domains." + name + ".account"
+		switch {
+		case acct == "":
+			errs.add(path, "is required")
+		case !exists(acct):
+			errs.add(path, "unknown account %q (%s)", acct, hint())
+		}
+	}
+}

@@ -1,0 +1,145 @@
+package config
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/binary"
+	"log/slog"
+	"path/filepath"
+	"time"
+
+	"github.com/fsnotify/fsnotify"
+)
+
+const (
+	// watchDebounce lets a burst of file events (an editor's or kubelet's write) settle.
+	watchDebounce = 100 * time.Millisecond
+	// watchPoll re-reads the files even without events (a missed event, no inotify).
+	watchPoll = time.Second
+)
+
+// Watch re-loads the config whenever one of its files changes and passes each valid
+// result to onChange; an invalid one is logged with its error and ignored, so the running
+// config stays. It blocks until ctx is done (run it in a goroutine) and calls onChange from
+// that goroutine only.
+//
+// It watches the files' folders, not the files, so atomic renames and Kubernetes ConfigMap
+// symlink swaps are seen, and it also re-reads the files every second; a change is applied
+// within about a second. A file is re-loaded only when the content of some file changed.
+//
+// Only accounts, plans and envoy settings are meant to apply live (CONTRACT §12.13):
+// listeners, TLS settings, the store and the other keys need a restart; the caller picks
+// what it uses from the new Config. logger may be nil. The first fingerprint is taken
+// when Watch starts: start it right after Load so no edit falls in between.
+func Watch(ctx context.Context, paths []string, environ []string, onChange func(*Config), logger *slog.Logger) {
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	if len(paths) == 0 {
+		<-ctx.Done()
+		return
+	}
+	last := fingerprint(readFiles(paths))
+
+	var events <-chan fsnotify.Event
+	var errs <-chan error
+	if fw, err := fsnotify.NewWatcher(); err != nil {
+		logger.Warn("config watch: file events unavailable; polling every second", "err", err)
+	} else {
+		defer fw.Close()
+		for _, dir := range watchDirs(paths) {
+			if err := fw.Add(dir); err != nil {
+				logger.Warn("config watch: cannot watch folder; polling it every second", "dir", dir, "err", err)
+			}
+		}
+		events, errs = fw.Events, fw.Errors
+	}
+
+	poll := time.NewTicker(watchPoll)
+	defer poll.Stop()
+	debounce := time.NewTimer(time.Hour)
+	debounce.Stop()
+	defer debounce.Stop()
+
+	check := func() {
+		files := readFiles(paths)
+		fp := fingerprint(files)
+		if fp == last {
+			return
+		}
+		last = fp
+		cfg, err := load(files, environ)
+		if err != nil {
+			logger.Error("config reload rejected; the running config stays", "err", err)
+			return
+		}
+		logger.Info("config reloaded", "files", paths)
+		onChange(cfg)
+	}
+
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case _, ok := <-events:
+			if !ok {
+				events = nil
+				continue
+			}
+			debounce.Reset(watchDebounce)
+		case err, ok := <-errs:
+			if !ok {
+				errs = nil
+				continue
+			}
+			logger.Warn("config watch: file event error", "err", err)
+		case <-debounce.C:
+			check()
+		case <-poll.C:
+			check()
+		}
+	}
+}
+
+// watchDirs returns the folders holding the files and, for symlinks, their targets.
+func watchDirs(paths []string) []string {
+	seen := map[string]bool{}
+	var dirs []string
+	add := func(p string) {
+		d := filepath.Dir(p)
+		if abs, err := filepath.Abs(d); err == nil {
+			d = abs
+		}
+		if !seen[d] {
+			seen[d] = true
+			dirs = append(dirs, d)
+		}
+	}
+	for _, p := range paths {
+		add(p)
+		if real, err := filepath.EvalSymlinks(p); err == nil {
+			add(real)
+		}
+	}
+	return dirs
+}
+
+// fingerprint summarises the files' names, contents and read errors.
+func fingerprint(files []file) [32]byte {
+	h := sha256.New()
+	part := func(b []byte) {
+		h.Write(binary.BigEndian.AppendUint64(nil, uint64(len(b))))
+		h.Write(b)
+	}
+	for _, f := range files {
+		part([]byte(f.path))
+		if f.err != nil {
+			part([]byte("error: " + f.err.Error()))
+		} else {
+			part(f.data)
+		}
+	}
+	var sum [32]byte
+	h.Sum(sum[:0])
+	return sum
+}

@@ -1,0 +1,458 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"sync/atomic"
+	"time"
+)
+
+// CheckRequest is a rate-limit check (POST /v1/limit). Nil fields are absent.
+type CheckRequest struct {
+	Namespace string
+	Key       string
+	Algorithm *string
+	Limit     *int64
+	WindowMS  *int64
+	Cost      *int64
+}
+
+// ResetRequest clears one counter (POST /v1/limit/reset), resolved like a check.
+type ResetRequest struct {
+	Namespace string
+	Key       string
+	Algorithm *string
+	WindowMS  *int64
+}
+
+// AcquireRequest asks for a lease (POST /v1/leases).
+type AcquireRequest struct {
+	Namespace string
+	Key       string
+	Limit     *int64
+	WindowMS  *int64
+}
+
+// RuleRequest is the body of POST /v1/namespaces/{ns}/rules. A limit or window beyond
+// int64 is passed as math.MaxInt64 (out of range: invalid_rule).
+type RuleRequest struct {
+	Algorithm *string
+	Limit     *int64
+	WindowMS  *int64
+	Name      *string
+}
+
+// NamespaceRule is a rule together with the namespace it belongs to.
+type NamespaceRule struct {
+	Namespace string
+	Rule
+}
+
+// DayStats is one day of a namespace's usage.
+type DayStats struct {
+	Day Day
+	UsageCount
+}
+
+// MonthStats is an account's usage this month against its plan.
+type MonthStats struct {
+	Month     Month
+	Total     int64
+	Quota     int64
+	OverQuota bool
+	HardCap   *int64
+}
+
+// Stats is GET /v1/namespaces/{ns}/stats.
+type Stats struct {
+	Namespace string
+	Total     int64
+	Blocked   int64
+	Days      []DayStats
+	Month     MonthStats
+}
+
+// StatsDays is how many UTC days Stats reports.
+const StatsDays = 30
+
+// Options configures an Engine.
+type Options struct {
+	// FlushInterval is how often usage is written to the store; default 1s.
+	FlushInterval time.Duration
+	// Logger receives flush failures; default slog.Default().
+	Logger *slog.Logger
+}
+
+// Engine decides checks and leases for accounts over one Store.
+type Engine struct {
+	store     Store
+	directory atomic.Pointer[Directory]
+	usage     *usage
+	interval  time.Duration
+	log       *slog.Logger
+}
+
+// New returns an engine over store serving the accounts of dir.
+func New(store Store, dir *Directory, opts Options) *Engine {
+	if opts.FlushInterval <= 0 {
+		opts.FlushInterval = time.Second
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	e := &Engine{store: store, usage: newUsage(), interval: opts.FlushInterval, log: opts.Logger}
+	e.directory.Store(dir)
+	return e
+}
+
+// SetDirectory replaces the accounts the engine serves (config reload).
+func (e *Engine) SetDirectory(d *Directory) { e.directory.Store(d) }
+
+// Authenticate returns the account that owns apiKey.
+func (e *Engine) Authenticate(apiKey string) (*Account, bool) {
+	return e.directory.Load().Lookup(apiKey)
+}
+
+// Ping reports whether the store answers.
+func (e *Engine) Ping(ctx context.Context) error { return e.store.Ping(ctx) }
+
+// Check spends units of a counter (CONTRACT §4). A denial is a Decision, not an error.
+func (e *Engine) Check(ctx context.Context, a *Account, r *CheckRequest) (Decision, error) {
+	if err := checkTarget(r.Namespace, r.Key); err != nil {
+		return Decision{}, err
+	}
+	if err := checkInline("limit", r.Limit, MaxLimit); err != nil {
+		return Decision{}, err
+	}
+	if err := checkInline("window_ms", r.WindowMS, MaxWindowMS); err != nil {
+		return Decision{}, err
+	}
+	cost := int64(1)
+	if r.Cost != nil {
+		if *r.Cost < 0 {
+			return Decision{}, Invalid("cost must be a non-negative integer")
+		}
+		cost = *r.Cost
+	}
+	alg, limit, window, err := e.resolveRate(ctx, a, r.Namespace, r.Algorithm, r.Limit, r.WindowMS, true)
+	if err != nil {
+		return Decision{}, err
+	}
+	if cost > limit {
+		return Decision{}, Invalid("cost must not exceed limit")
+	}
+	if err := e.hardCap(a); err != nil {
+		return Decision{}, err
+	}
+	d, err := e.store.Spend(ctx, Spend{
+		Counter: Counter{Account: a.ID, Namespace: r.Namespace, Key: r.Key, Algorithm: alg, WindowMS: window},
+		Limit:   limit,
+		Cost:    cost,
+	})
+	if err != nil {
+		return Decision{}, unavailable(err)
+	}
+	e.usage.record(a.ID, r.Namespace, d.NowMS, !d.Allowed)
+	return d, nil
+}
+
+// Reset clears one counter; a counter with no unexpired state is key_not_found.
+func (e *Engine) Reset(ctx context.Context, a *Account, r *ResetRequest) error {
+	if err := checkTarget(r.Namespace, r.Key); err != nil {
+		return err
+	}
+	if err := checkInline("window_ms", r.WindowMS, MaxWindowMS); err != nil {
+		return err
+	}
+	alg, _, window, err := e.resolveRate(ctx, a, r.Namespace, r.Algorithm, nil, r.WindowMS, false)
+	if err != nil {
+		return err
+	}
+	existed, err := e.store.Reset(ctx, Counter{Account: a.ID, Namespace: r.Namespace, Key: r.Key, Algorithm: alg, WindowMS: window})
+	if err != nil {
+		return unavailable(err)
+	}
+	if !existed {
+		return newError(CodeKeyNotFound, "no counter state for this key")
+	}
+	return nil
+}
+
+// resolveRate fills algorithm, limit and window from inline values, else the namespace's
+// rate rule (CONTRACT §4), and applies the algorithm plan gate. needLimit is false for
+// resets, which ignore the limit.
+func (e *Engine) resolveRate(ctx context.Context, a *Account, ns string, algName *string, limit, window *int64, needLimit bool) (Algorithm, int64, int64, error) {
+	alg := AlgorithmUnknown
+	if algName != nil {
+		var ok bool
+		if alg, ok = ParseAlgorithm(*algName); !ok {
+			return 0, 0, 0, newError(CodeUnknownAlgorithm, "algorithm must be one of fixed_window, sliding_window, token_bucket")
+		}
+		if alg == ConcurrentLimit {
+			return 0, 0, 0, Invalid("algorithm concurrent_limit is for POST /v1/leases, not rate-limit checks")
+		}
+	}
+	var l, w int64
+	if limit != nil {
+		l = *limit
+	}
+	if window != nil {
+		w = *window
+	}
+	if alg == AlgorithmUnknown || (needLimit && limit == nil) || window == nil {
+		rules, err := e.store.Rules(ctx, a.ID, ns)
+		if err != nil {
+			return 0, 0, 0, unavailable(err)
+		}
+		if rule := rules.Rate; rule != nil {
+			if alg == AlgorithmUnknown {
+				alg = rule.Algorithm
+			}
+			if limit == nil {
+				l = rule.Limit
+			}
+			if window == nil {
+				w = rule.WindowMS
+			}
+		}
+	}
+	if (needLimit && l == 0) || w == 0 {
+		return 0, 0, 0, newError(CodeMissingLimit, "limit and window_ms are required: send them or set a rate rule on the namespace")
+	}
+	if alg == AlgorithmUnknown {
+		alg = SlidingWindow
+	}
+	if !a.Plan.AllowsAlgorithm(alg) {
+		return 0, 0, 0, newError(CodeAlgorithmNotOnPlan, "algorithm "+alg.String()+" is not available on plan "+a.Plan.Name)
+	}
+	return alg, l, w, nil
+}
+
+// hardCap refuses work once the account's month usage reached its plan's hard cap.
+func (e *Engine) hardCap(a *Account) error {
+	if a.Plan.HardCap == nil {
+		return nil
+	}
+	total, nowMS := e.usage.monthTotal(a.ID)
+	if total < *a.Plan.HardCap {
+		return nil
+	}
+	end := MonthOf(time.UnixMilli(nowMS)).End().UnixMilli()
+	return &Error{
+		Code:          CodeHardCapExceeded,
+		Message:       "monthly hard cap reached; requests are refused until the month ends (UTC)",
+		RetryAfterSec: max(1, (end-nowMS+999)/1000),
+	}
+}
+
+// LeasesAllowed reports concurrent_not_on_plan for plans without leases; the HTTP edge
+// calls it before reading the body (CONTRACT §12.1).
+func LeasesAllowed(a *Account) error {
+	if !a.Plan.ConcurrentLimit {
+		return newError(CodeConcurrentNotOnPlan, "concurrency leases are not available on plan "+a.Plan.Name)
+	}
+	return nil
+}
+
+// Acquire takes a lease if fewer than limit are held (CONTRACT §5).
+func (e *Engine) Acquire(ctx context.Context, a *Account, r *AcquireRequest) (LeaseDecision, error) {
+	if err := LeasesAllowed(a); err != nil {
+		return LeaseDecision{}, err
+	}
+	if err := checkTarget(r.Namespace, r.Key); err != nil {
+		return LeaseDecision{}, err
+	}
+	if err := checkInline("limit", r.Limit, MaxLimit); err != nil {
+		return LeaseDecision{}, err
+	}
+	if err := checkInline("window_ms", r.WindowMS, MaxWindowMS); err != nil {
+		return LeaseDecision{}, err
+	}
+	var limit, ttl int64
+	if r.Limit != nil {
+		limit = *r.Limit
+	}
+	if r.WindowMS != nil {
+		ttl = *r.WindowMS
+	}
+	if r.Limit == nil || r.WindowMS == nil {
+		rules, err := e.store.Rules(ctx, a.ID, r.Namespace)
+		if err != nil {
+			return LeaseDecision{}, unavailable(err)
+		}
+		if rule := rules.Concurrent; rule != nil {
+			if r.Limit == nil {
+				limit = rule.Limit
+			}
+			if r.WindowMS == nil {
+				ttl = rule.WindowMS
+			}
+		}
+	}
+	if limit == 0 || ttl == 0 {
+		return LeaseDecision{}, newError(CodeMissingLimit, "limit and window_ms are required: send them or set a concurrent_limit rule on the namespace")
+	}
+	if err := e.hardCap(a); err != nil {
+		return LeaseDecision{}, err
+	}
+	token := newLeaseToken()
+	d, err := e.store.Acquire(ctx, LeaseSet{Account: a.ID, Namespace: r.Namespace, Key: r.Key}, token, limit, ttl)
+	if err != nil {
+		return LeaseDecision{}, unavailable(err)
+	}
+	if d.Allowed {
+		d.LeaseID = FormatLeaseID(r.Namespace, r.Key, token)
+	}
+	e.usage.record(a.ID, r.Namespace, d.NowMS, !d.Allowed)
+	return d, nil
+}
+
+func parseLease(a *Account, id string) (LeaseSet, string, error) {
+	ns, key, token, ok := ParseLeaseID(id)
+	if !ok {
+		return LeaseSet{}, "", newError(CodeInvalidLeaseID, "lease id is not one Leash issued")
+	}
+	return LeaseSet{Account: a.ID, Namespace: ns, Key: key}, token, nil
+}
+
+// Release frees a lease; it is idempotent and never touches another account's leases.
+func (e *Engine) Release(ctx context.Context, a *Account, leaseID string) (ReleaseResult, error) {
+	set, token, err := parseLease(a, leaseID)
+	if err != nil {
+		return ReleaseResult{}, err
+	}
+	res, err := e.store.Release(ctx, set, token)
+	if err != nil {
+		return ReleaseResult{}, unavailable(err)
+	}
+	return res, nil
+}
+
+// Renew extends a held lease to now + window (default: its original time-to-live).
+func (e *Engine) Renew(ctx context.Context, a *Account, leaseID string, windowMS *int64) (RenewResult, error) {
+	set, token, err := parseLease(a, leaseID)
+	if err != nil {
+		return RenewResult{}, err
+	}
+	if err := checkInline("window_ms", windowMS, MaxWindowMS); err != nil {
+		return RenewResult{}, err
+	}
+	var ttl int64
+	if windowMS != nil {
+		ttl = *windowMS
+	}
+	res, err := e.store.Renew(ctx, set, token, ttl)
+	if err != nil {
+		return RenewResult{}, unavailable(err)
+	}
+	return res, nil
+}
+
+// PutRule creates or replaces the namespace's rule of the algorithm's kind (CONTRACT §6).
+func (e *Engine) PutRule(ctx context.Context, a *Account, ns string, r *RuleRequest) (NamespaceRule, bool, error) {
+	if err := checkNamespace(ns); err != nil {
+		return NamespaceRule{}, false, err
+	}
+	if r.Algorithm == nil {
+		return NamespaceRule{}, false, Invalid("algorithm is required")
+	}
+	if r.Limit == nil {
+		return NamespaceRule{}, false, Invalid("limit is required")
+	}
+	if r.WindowMS == nil {
+		return NamespaceRule{}, false, Invalid("window_ms is required")
+	}
+	if *r.Limit < 0 {
+		return NamespaceRule{}, false, Invalid("limit must be a non-negative integer")
+	}
+	if *r.WindowMS < 0 {
+		return NamespaceRule{}, false, Invalid("window_ms must be a non-negative integer")
+	}
+	if r.Name != nil && len(*r.Name) > MaxRuleName {
+		return NamespaceRule{}, false, Invalid("name must be at most 256 bytes")
+	}
+	if *r.Limit < 1 || *r.Limit > MaxLimit {
+		return NamespaceRule{}, false, newError(CodeInvalidRule, "limit must be from 1 to 1000000000")
+	}
+	if *r.WindowMS < 1 || *r.WindowMS > MaxWindowMS {
+		return NamespaceRule{}, false, newError(CodeInvalidRule, "window_ms must be from 1 to 31622400000")
+	}
+	alg, ok := ParseAlgorithm(*r.Algorithm)
+	if !ok {
+		return NamespaceRule{}, false, newError(CodeUnknownAlgorithm, "algorithm must be one of fixed_window, sliding_window, token_bucket, concurrent_limit")
+	}
+	if !a.Plan.AllowsAlgorithm(alg) {
+		return NamespaceRule{}, false, newError(CodeAlgorithmNotOnPlan, "algorithm "+alg.String()+" is not available on plan "+a.Plan.Name)
+	}
+	rule := Rule{Algorithm: alg, Limit: *r.Limit, WindowMS: *r.WindowMS, Name: r.Name}
+	created, err := e.store.PutRule(ctx, a.ID, ns, rule)
+	if err != nil {
+		return NamespaceRule{}, false, unavailable(err)
+	}
+	return NamespaceRule{Namespace: ns, Rule: rule}, created, nil
+}
+
+// Rules lists the namespace's rules: the rate rule first, then the concurrent rule.
+func (e *Engine) Rules(ctx context.Context, a *Account, ns string) ([]Rule, error) {
+	if err := checkNamespace(ns); err != nil {
+		return nil, err
+	}
+	rules, err := e.store.Rules(ctx, a.ID, ns)
+	if err != nil {
+		return nil, unavailable(err)
+	}
+	out := make([]Rule, 0, 2)
+	for _, r := range []*Rule{rules.Rate, rules.Concurrent} {
+		if r != nil {
+			out = append(out, *r)
+		}
+	}
+	return out, nil
+}
+
+// DeleteRule removes the namespace's rule of one kind; deleting none is not an error.
+func (e *Engine) DeleteRule(ctx context.Context, a *Account, ns string, kind RuleKind) (bool, error) {
+	if err := checkNamespace(ns); err != nil {
+		return false, err
+	}
+	deleted, err := e.store.DeleteRule(ctx, a.ID, ns, kind)
+	if err != nil {
+		return false, unavailable(err)
+	}
+	return deleted, nil
+}
+
+// Stats reports a namespace's last 30 UTC days and its account's month (CONTRACT §7).
+func (e *Engine) Stats(ctx context.Context, a *Account, ns string) (Stats, error) {
+	if err := checkNamespace(ns); err != nil {
+		return Stats{}, err
+	}
+	nowMS, err := e.store.NowMS(ctx)
+	if err != nil {
+		return Stats{}, unavailable(err)
+	}
+	today := DayOf(nowMS)
+	q := UsageQuery{Account: a.ID, Namespace: ns, FirstDay: today - StatsDays + 1, LastDay: today, Month: today.Month()}
+	rep, err := e.store.ReadUsage(ctx, q)
+	if err != nil {
+		return Stats{}, unavailable(err)
+	}
+	if len(rep.Days) != StatsDays {
+		return Stats{}, errors.New("engine: store returned a usage report of the wrong length")
+	}
+	st := Stats{Namespace: ns, Days: make([]DayStats, StatsDays)}
+	for i, c := range rep.Days {
+		st.Days[i] = DayStats{Day: q.FirstDay + Day(i), UsageCount: c}
+		st.Total += c.Total
+		st.Blocked += c.Blocked
+	}
+	st.Month = MonthStats{
+		Month:     q.Month,
+		Total:     rep.MonthTotal,
+		Quota:     a.Plan.MonthlyQuota,
+		OverQuota: rep.MonthTotal > a.Plan.MonthlyQuota,
+		HardCap:   a.Plan.HardCap,
+	}
+	return st, nil
+}

@@ -1,0 +1,239 @@
+// Package engine is Leash's domain: it resolves requests against namespace rules and plans,
+// enforces the monthly hard cap, counts usage, and talks to state only through a Store.
+package engine
+
+import "time"
+
+// Algorithm names a rate-limit algorithm, or the lease kind concurrent_limit.
+type Algorithm uint8
+
+// The algorithms of CONTRACT §4 and the lease kind of §5.
+const (
+	AlgorithmUnknown Algorithm = iota
+	FixedWindow
+	SlidingWindow
+	TokenBucket
+	ConcurrentLimit
+)
+
+var algorithmNames = [...]string{"", "fixed_window", "sliding_window", "token_bucket", "concurrent_limit"}
+
+// String returns the algorithm's wire name.
+func (a Algorithm) String() string {
+	if int(a) < len(algorithmNames) {
+		return algorithmNames[a]
+	}
+	return ""
+}
+
+// ParseAlgorithm maps a wire name to an Algorithm; ok is false for an unknown name.
+func ParseAlgorithm(s string) (a Algorithm, ok bool) {
+	for i := FixedWindow; i <= ConcurrentLimit; i++ {
+		if algorithmNames[i] == s {
+			return i, true
+		}
+	}
+	return AlgorithmUnknown, false
+}
+
+// Kind is the rule kind the algorithm belongs to: rate or concurrent.
+func (a Algorithm) Kind() RuleKind {
+	if a == ConcurrentLimit {
+		return ConcurrentRule
+	}
+	return RateRule
+}
+
+// Counter identifies one rate counter: two windows on one key are two counters.
+type Counter struct {
+	Account   string
+	Namespace string
+	Key       string
+	Algorithm Algorithm
+	WindowMS  int64
+}
+
+// Spend asks a store to spend Cost units of Counter under Limit, atomically.
+type Spend struct {
+	Counter Counter
+	Limit   int64
+	Cost    int64
+}
+
+// Decision is a store's verdict on a Spend (CONTRACT §4).
+type Decision struct {
+	Allowed   bool
+	Limit     int64
+	Remaining int64
+	// ResetMS: if allowed, ms until Remaining is back to Limit with no further traffic;
+	// if denied, ms until the same request would be allowed.
+	ResetMS int64
+	// NowMS is the store's clock (Unix ms) at the decision; usage days follow it.
+	NowMS int64
+}
+
+// LeaseSet identifies the leases held on one (account, namespace, key).
+type LeaseSet struct {
+	Account   string
+	Namespace string
+	Key       string
+}
+
+// LeaseDecision is the verdict on acquiring a lease (CONTRACT §5).
+type LeaseDecision struct {
+	Allowed bool
+	// LeaseID is set by the engine when Allowed; stores leave it empty.
+	LeaseID string
+	Active  int64
+	Limit   int64
+	// ResetMS: the lease's time-to-live when allowed; when denied, ms until the
+	// soonest-expiring lease frees a slot.
+	ResetMS int64
+	// NowMS is the store's clock (Unix ms) at the decision.
+	NowMS int64
+}
+
+// ReleaseResult is the outcome of releasing a lease.
+type ReleaseResult struct {
+	Released bool
+	Active   int64
+}
+
+// RenewResult is the outcome of renewing a lease.
+type RenewResult struct {
+	Renewed bool
+	Active  int64
+	ResetMS int64
+}
+
+// RuleKind separates a namespace's two rule slots.
+type RuleKind uint8
+
+// The two kinds of rule a namespace holds at most one each of.
+const (
+	RateRule RuleKind = iota
+	ConcurrentRule
+)
+
+// String returns the kind's path name: "rate" or "concurrent".
+func (k RuleKind) String() string {
+	if k == ConcurrentRule {
+		return "concurrent"
+	}
+	return "rate"
+}
+
+// ParseRuleKind maps "rate" or "concurrent" to a RuleKind.
+func ParseRuleKind(s string) (RuleKind, bool) {
+	switch s {
+	case "rate":
+		return RateRule, true
+	case "concurrent":
+		return ConcurrentRule, true
+	}
+	return RateRule, false
+}
+
+// Rule is a namespace's default for one kind (CONTRACT §6).
+type Rule struct {
+	Algorithm Algorithm
+	Limit     int64
+	WindowMS  int64
+	Name      *string
+}
+
+// Rules holds a namespace's rate rule and concurrent rule; either may be nil.
+type Rules struct {
+	Rate       *Rule
+	Concurrent *Rule
+}
+
+// Day is a UTC day as days since the Unix epoch.
+type Day int64
+
+// Month is a UTC month as year*12 + (month-1).
+type Month int64
+
+const msPerDay = 24 * 60 * 60 * 1000
+
+// DayOf returns the UTC day of a Unix-ms instant.
+func DayOf(ms int64) Day {
+	if ms < 0 {
+		return Day((ms - msPerDay + 1) / msPerDay)
+	}
+	return Day(ms / msPerDay)
+}
+
+// Time returns the day's first instant.
+func (d Day) Time() time.Time { return time.UnixMilli(int64(d) * msPerDay).UTC() }
+
+// String formats the day as 2006-01-02.
+func (d Day) String() string { return d.Time().Format(time.DateOnly) }
+
+// Month returns the month the day is in.
+func (d Day) Month() Month { return MonthOf(d.Time()) }
+
+// MonthOf returns the UTC month of t.
+func MonthOf(t time.Time) Month {
+	t = t.UTC()
+	return Month(t.Year()*12 + int(t.Month()) - 1)
+}
+
+// Start returns the month's first instant.
+func (m Month) Start() time.Time {
+	return time.Date(int(m)/12, time.Month(int(m)%12+1), 1, 0, 0, 0, 0, time.UTC)
+}
+
+// End returns the first instant of the next month.
+func (m Month) End() time.Time { return (m + 1).Start() }
+
+// String formats the month as 2006-01.
+func (m Month) String() string { return m.Start().Format("2006-01") }
+
+// UsageKey identifies one namespace's usage on one day.
+type UsageKey struct {
+	Account   string
+	Namespace string
+	Day       Day
+}
+
+// UsageCount is a number of decisions and how many of them were denied.
+type UsageCount struct {
+	Total   int64
+	Blocked int64
+}
+
+// UsageBatch is a set of usage increments applied at most once, identified by ID.
+type UsageBatch struct {
+	// ID is unique per batch; a store that already applied a batch with this ID ignores it.
+	ID     string
+	Counts map[UsageKey]UsageCount
+}
+
+// UsageQuery asks for one namespace's days and its account's month total.
+type UsageQuery struct {
+	Account   string
+	Namespace string
+	FirstDay  Day // inclusive
+	LastDay   Day // inclusive
+	Month     Month
+}
+
+// UsageReport answers a UsageQuery.
+type UsageReport struct {
+	// Days has one entry per day from FirstDay to LastDay, oldest first, zero-filled.
+	Days []UsageCount
+	// MonthTotal is the account's total over all namespaces in the queried month.
+	MonthTotal int64
+}
+
+// Clock tells the time; stores take one so tests can control it.
+type Clock interface {
+	Now() time.Time
+}
+
+// SystemClock is the real clock.
+type SystemClock struct{}
+
+// Now returns time.Now().
+func (SystemClock) Now() time.Time { return time.Now() }

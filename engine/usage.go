@@ -1,0 +1,220 @@
+package engine
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"hash/maphash"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Usage is counted in process and written to the store in batches, off the request path
+// (CONTRACT §7, DESIGN-NOTES "The hot path is one store operation"):
+//
+//   - record adds one decision to a sharded map keyed by (account, namespace, day);
+//   - Flush moves the map into a batch with a unique id and applies it with AddUsage. A
+//     failed batch is kept and sent again, with the same id, before anything newer, so a
+//     store that already applied it ignores the repeat: nothing is lost or counted twice;
+//   - each account's month total is the store's total (refreshed on every flush) plus what
+//     this instance counted since. The hard cap is enforced from it, so with several
+//     instances the cap is overshot by at most what they serve in about two flush intervals.
+
+const usageShards = 32
+
+type usageShard struct {
+	mu     sync.Mutex
+	counts map[UsageKey]UsageCount
+	_      [40]byte // keep shards on separate cache lines
+}
+
+// accountTotal is one account's month total as this instance knows it.
+type accountTotal struct {
+	stored atomic.Int64 // the store's total at the last refresh (plus batches flushed since)
+	local  atomic.Int64 // counted here and not yet flushed
+}
+
+type usage struct {
+	seed     maphash.Seed
+	shards   [usageShards]usageShard
+	totalsMu sync.RWMutex
+	totals   map[string]*accountTotal // by account id
+	lastNow  atomic.Int64
+	instance string
+	seq      atomic.Uint64
+
+	flushMu sync.Mutex // one flush at a time; guards pending
+	pending *pendingBatch
+}
+
+type pendingBatch struct {
+	batch UsageBatch
+	sums  map[string]int64 // per account: decisions in the batch
+}
+
+func newUsage() *usage {
+	var id [8]byte
+	_, _ = rand.Read(id[:])
+	u := &usage{seed: maphash.MakeSeed(), instance: hex.EncodeToString(id[:]), totals: make(map[string]*accountTotal)}
+	for i := range u.shards {
+		u.shards[i].counts = make(map[UsageKey]UsageCount)
+	}
+	return u
+}
+
+func (u *usage) total(account string) *accountTotal {
+	u.totalsMu.RLock()
+	t := u.totals[account]
+	u.totalsMu.RUnlock()
+	if t != nil {
+		return t
+	}
+	u.totalsMu.Lock()
+	defer u.totalsMu.Unlock()
+	if t = u.totals[account]; t == nil {
+		t = new(accountTotal)
+		u.totals[account] = t
+	}
+	return t
+}
+
+// record counts one decision taken at the store's time nowMS.
+func (u *usage) record(account, namespace string, nowMS int64, blocked bool) {
+	k := UsageKey{Account: account, Namespace: namespace, Day: DayOf(nowMS)}
+	s := &u.shards[maphash.String(u.seed, namespace)%usageShards]
+	s.mu.Lock()
+	c := s.counts[k]
+	c.Total++
+	if blocked {
+		c.Blocked++
+	}
+	s.counts[k] = c
+	s.mu.Unlock()
+	u.total(account).local.Add(1)
+	if nowMS > u.lastNow.Load() {
+		u.lastNow.Store(nowMS)
+	}
+}
+
+// monthTotal returns the account's month usage as known here and the latest store time seen.
+func (u *usage) monthTotal(account string) (total, nowMS int64) {
+	t := u.total(account)
+	return t.stored.Load() + t.local.Load(), u.lastNow.Load()
+}
+
+// take empties the shards into a new batch; nil when nothing was counted.
+func (u *usage) take() *pendingBatch {
+	var p *pendingBatch
+	for i := range u.shards {
+		s := &u.shards[i]
+		s.mu.Lock()
+		counts := s.counts
+		if len(counts) == 0 {
+			s.mu.Unlock()
+			continue
+		}
+		s.counts = make(map[UsageKey]UsageCount, len(counts))
+		s.mu.Unlock()
+		if p == nil {
+			p = &pendingBatch{
+				batch: UsageBatch{ID: u.instance + "-" + itoa(int64(u.seq.Add(1))), Counts: make(map[UsageKey]UsageCount)},
+				sums:  make(map[string]int64),
+			}
+		}
+		for k, c := range counts {
+			p.batch.Counts[k] = c
+			p.sums[k.Account] += c.Total
+		}
+	}
+	return p
+}
+
+// Flush writes counted usage to the store and refreshes the month totals the hard cap
+// uses. A batch that fails stays pending and is retried first by the next Flush.
+func (e *Engine) Flush(ctx context.Context) error {
+	u := e.usage
+	u.flushMu.Lock()
+	defer u.flushMu.Unlock()
+	for range 2 { // the pending retry, if any, then what was counted since
+		if u.pending == nil {
+			u.pending = u.take()
+			if u.pending == nil {
+				break
+			}
+		}
+		if err := e.store.AddUsage(ctx, u.pending.batch); err != nil {
+			return err
+		}
+		for account, n := range u.pending.sums {
+			t := u.total(account)
+			t.stored.Add(n) // first, so the total errs high, never low
+			t.local.Add(-n)
+		}
+		u.pending = nil
+	}
+	return e.refreshTotals(ctx)
+}
+
+// refreshTotals reads the month totals of the accounts that have a hard cap.
+func (e *Engine) refreshTotals(ctx context.Context) error {
+	nowMS, err := e.store.NowMS(ctx)
+	if err != nil {
+		return err
+	}
+	e.usage.lastNow.Store(nowMS)
+	var ids []string
+	for _, a := range e.directory.Load().Accounts() {
+		if a.Plan.HardCap != nil {
+			ids = append(ids, a.ID)
+		}
+	}
+	if len(ids) == 0 {
+		return nil
+	}
+	totals, err := e.store.MonthTotals(ctx, DayOf(nowMS).Month(), ids)
+	if err != nil {
+		return err
+	}
+	for i, id := range ids {
+		e.usage.total(id).stored.Store(totals[i])
+	}
+	return nil
+}
+
+// Run flushes usage every interval until ctx is done, then flushes once more within
+// finalTimeout so a clean shutdown loses nothing.
+func (e *Engine) Run(ctx context.Context, finalTimeout time.Duration) error {
+	t := time.NewTicker(e.interval)
+	defer t.Stop()
+	e.flushLogged(ctx)
+	for {
+		select {
+		case <-ctx.Done():
+			fctx, cancel := context.WithTimeout(context.Background(), finalTimeout)
+			defer cancel()
+			for {
+				err := e.Flush(fctx)
+				if err == nil {
+					return nil
+				}
+				e.log.Error("final usage flush failed", "err", err)
+				select {
+				case <-fctx.Done():
+					return err
+				case <-time.After(100 * time.Millisecond):
+				}
+			}
+		case <-t.C:
+			e.flushLogged(ctx)
+		}
+	}
+}
+
+func (e *Engine) flushLogged(ctx context.Context) {
+	fctx, cancel := context.WithTimeout(ctx, e.interval)
+	defer cancel()
+	if err := e.Flush(fctx); err != nil && ctx.Err() == nil {
+		e.log.Warn("usage flush failed; will retry", "err", err)
+	}
+}

@@ -1,0 +1,114 @@
+package engine
+
+import (
+	"unicode/utf8"
+)
+
+// Bounds of rule and inline values (CONTRACT §6).
+const (
+	MaxLimit     int64 = 1_000_000_000
+	MaxWindowMS  int64 = 31_622_400_000 // 366 days
+	MaxRuleName        = 256            // bytes
+	MaxNamespace       = 128            // characters
+	MaxKey             = 512            // bytes
+)
+
+// ValidNamespace reports whether ns is 1-128 characters of [A-Za-z0-9._-] starting with a
+// letter or digit.
+func ValidNamespace(ns string) bool {
+	if len(ns) == 0 || len(ns) > MaxNamespace {
+		return false
+	}
+	for i := 0; i < len(ns); i++ {
+		c := ns[i]
+		switch {
+		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9':
+		case (c == '.' || c == '_' || c == '-') && i > 0:
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// ValidKey reports whether key is 1-512 bytes of valid UTF-8 without control characters.
+func ValidKey(key string) bool {
+	if len(key) == 0 || len(key) > MaxKey {
+		return false
+	}
+	for i := 0; i < len(key); {
+		c := key[i]
+		if c < utf8.RuneSelf {
+			if c < 0x20 || c == 0x7f {
+				return false
+			}
+			i++
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(key[i:])
+		if r == utf8.RuneError && size == 1 {
+			return false
+		}
+		if r >= 0x80 && r <= 0x9f { // C1 controls
+			return false
+		}
+		i += size
+	}
+	return true
+}
+
+const (
+	msgNamespace = "namespace must be 1-128 characters of [A-Za-z0-9._-] starting with a letter or digit"
+	msgKey       = "key must be 1-512 bytes of UTF-8 without control characters"
+)
+
+func checkNamespace(ns string) error {
+	if !ValidNamespace(ns) {
+		return Invalid(msgNamespace)
+	}
+	return nil
+}
+
+func checkTarget(ns, key string) error {
+	if err := checkNamespace(ns); err != nil {
+		return err
+	}
+	if !ValidKey(key) {
+		return Invalid(msgKey)
+	}
+	return nil
+}
+
+// checkInline validates an optional inline limit or window against the rule ranges; a
+// value outside them is invalid_request naming the field.
+func checkInline(field string, v *int64, max int64) error {
+	if v == nil {
+		return nil
+	}
+	if *v < 1 || *v > max {
+		return Invalid(field + " must be an integer from 1 to " + itoa(max))
+	}
+	return nil
+}
+
+func itoa(v int64) string {
+	var b [20]byte
+	i := len(b)
+	neg := v < 0
+	if neg {
+		v = -v
+	}
+	for {
+		i--
+		b[i] = byte('0' + v%10)
+		v /= 10
+		if v == 0 {
+			break
+		}
+	}
+	if neg {
+		i--
+		b[i] = '-'
+	}
+	return string(b[i:])
+}

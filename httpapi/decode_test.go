@@ -1,0 +1,110 @@
+package httpapi
+
+import (
+	"fmt"
+	"math"
+	"testing"
+
+	"github.com/go-json-experiment/json/jsontext"
+)
+
+func TestParseInt(t *testing.T) {
+	tests := []struct {
+		in    string
+		n     int64
+		class intClass
+	}{
+		{"0", 0, intOK},
+		{"-0", 0, intOK},
+		{"7", 7, intOK},
+		{"9223372036854775807", math.MaxInt64, intOK},
+		{"9223372036854775808", 0, intTooBig},
+		{"18446744073709551616", 0, intTooBig},
+		{"123456789012345678901234567890", 0, intTooBig},
+		{"-1", 0, intNegative},
+		{"-9223372036854775808", 0, intNegative},
+		{"-99999999999999999999", 0, intNegative},
+		{"1.0", 0, intFraction},
+		{"1e3", 0, intFraction},
+		{"1E3", 0, intFraction},
+		{"-1.5", 0, intFraction},
+		{"0.5", 0, intFraction},
+		{"99999999999999999999.5", 0, intFraction},
+		{"99999999999999999999e1", 0, intFraction},
+	}
+	for _, tt := range tests {
+		n, class := parseInt([]byte(tt.in))
+		if n != tt.n || class != tt.class {
+			t.Errorf("parseInt(%s) = %d, %d; want %d, %d", tt.in, n, class, tt.n, tt.class)
+		}
+	}
+}
+
+// decodeSeeds are bodies of every shape: valid, each field error, syntax errors.
+var decodeSeeds = []string{
+	`{"namespace":"ns","key":"k","algorithm":"fixed_window","limit":10,"window_ms":1000,"cost":1}`,
+	` { "namespace" : "ns" , "key" : "k\u00e9\n" , "limit" : null , "cost" : 0 } `,
+	`{"namespace":"ns","key":"k","limit":1} {}`,
+	`{"namespace":"ns","key":"k","limit":1}x`,
+	`{"namespace":"ns","bogus":{"a":[1,{"b":"}"}]},"key":"k"}`,
+	`{"namespace":"ns","key":{"a":[1,{"b":"}"}]}}`,
+	`{"namespace":"ns","key":["]",2]}`,
+	`{"namespace":"ns","key":"a","k\u0065y":"b"}`,
+	`{"limit":1.5}`, `{"limit":-1}`, `{"limit":1e400}`, `{"limit":99999999999999999999}`,
+	`{"limit":true}`, `{"limit":"1"}`, `{"cost":-0}`, `{"window_ms":[]}`,
+	`{"algorithm":"token_bucket"}`, `{"algorithm":"x\"y"}`, `{"algorithm":5}`,
+	"{\"key\":\"a\xffb\"}", `{"key":"\ud800"}`, `{"key":"\ud83d\ude00"}`,
+	`{"namespace":`, `{"namespace":"ns",}`, `{"namespace" "ns"}`, `{"limit":01}`, `{`, `}`, `[]`, `null`, `"s"`, `12`,
+	`{"a\"b":1}`, `{}`, `{} `, "{}\n", `{"namespace":"ns","namespace":"ns"}`,
+	`{"limit":1,"bogus":}`, `{"bogus":1,"limit":}`,
+}
+
+// decodeResult renders what decodeCheck made of body.
+func decodeResult(body string, slow bool) string {
+	a := &API{decodeOpts: []jsontext.Options{jsontext.AllowDuplicateNames(true), jsontext.AllowInvalidUTF8(true)}}
+	c := new(call)
+	c.p.forceSlow = slow
+	c.body.WriteString(body)
+	err := a.decodeCheck(c)
+	r := c.chk
+	s := fmt.Sprintf("ns=%q key=%q", r.Namespace, r.Key)
+	if r.Algorithm != nil {
+		s += fmt.Sprintf(" alg=%q", *r.Algorithm)
+	}
+	for _, f := range []struct {
+		name string
+		v    *int64
+	}{{"limit", r.Limit}, {"window", r.WindowMS}, {"cost", r.Cost}} {
+		if f.v != nil {
+			s += fmt.Sprintf(" %s=%d", f.name, *f.v)
+		}
+	}
+	if err != nil {
+		return "error: " + err.Error()
+	}
+	return s
+}
+
+// FuzzDecodeModes checks that the fast mode (one grammar check, then a walk over the
+// checked bytes) decodes exactly as the token-by-token mode does, whatever the body.
+func FuzzDecodeModes(f *testing.F) {
+	for _, s := range decodeSeeds {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, body string) {
+		fast, slow := decodeResult(body, false), decodeResult(body, true)
+		if fast != slow {
+			t.Fatalf("body %q:\nfast: %s\nslow: %s", body, fast, slow)
+		}
+	})
+}
+
+func TestDecodeModesAgree(t *testing.T) {
+	for _, s := range decodeSeeds {
+		fast, slow := decodeResult(s, false), decodeResult(s, true)
+		if fast != slow {
+			t.Errorf("body %q:\nfast: %s\nslow: %s", s, fast, slow)
+		}
+		t.Logf("%q → %s", s, fast)
+	}
+}

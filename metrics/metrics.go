@@ -1,0 +1,189 @@
+// Package metrics holds Leash's Prometheus collectors. Labels are bounded: endpoints,
+// routes, outcomes, status codes and store operations, never namespaces, keys or accounts.
+package metrics
+
+import (
+	"context"
+	"strconv"
+	"time"
+
+	"github.com/leashd/leash/engine"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+)
+
+// Metrics is one process's collectors, registered on their own Registry.
+type Metrics struct {
+	Registry *prometheus.Registry
+
+	decisions     *prometheus.CounterVec
+	httpDuration  *prometheus.HistogramVec
+	storeDuration *prometheus.HistogramVec
+}
+
+// New creates the collectors and registers them, with the Go and process collectors.
+func New() *Metrics {
+	m := &Metrics{
+		Registry: prometheus.NewRegistry(),
+		decisions: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "leash_decisions_total",
+			Help: "Rate-limit and lease decisions by endpoint (limit, leases, envoy) and outcome (allowed, denied).",
+		}, []string{"endpoint", "outcome"}),
+		httpDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "leash_http_request_duration_seconds",
+			Help:    "HTTP /v1 request latency by route pattern and status code.",
+			Buckets: []float64{.0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5},
+		}, []string{"route", "code"}),
+		storeDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "leash_store_operation_duration_seconds",
+			Help:    "Store operation latency by operation and result (ok, error).",
+			Buckets: []float64{.00001, .000025, .00005, .0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, 1},
+		}, []string{"op", "result"}),
+	}
+	m.Registry.MustRegister(m.decisions, m.httpDuration, m.storeDuration,
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return m
+}
+
+// Decision counts one decision of endpoint.
+func (m *Metrics) Decision(endpoint string, allowed bool) {
+	outcome := "denied"
+	if allowed {
+		outcome = "allowed"
+	}
+	m.decisions.WithLabelValues(endpoint, outcome).Inc()
+}
+
+// ObserveHTTP records one /v1 request's latency under its route pattern.
+func (m *Metrics) ObserveHTTP(route string, code int, d time.Duration) {
+	m.httpDuration.WithLabelValues(route, strconv.Itoa(code)).Observe(d.Seconds())
+}
+
+// MustRegister adds further collectors (for example a store's own) to the registry.
+func (m *Metrics) MustRegister(cs ...prometheus.Collector) { m.Registry.MustRegister(cs...) }
+
+// storeOp is the pair of pre-resolved histograms of one store operation.
+type storeOp struct{ ok, err prometheus.Observer }
+
+func (m *Metrics) op(name string) storeOp {
+	return storeOp{ok: m.storeDuration.WithLabelValues(name, "ok"), err: m.storeDuration.WithLabelValues(name, "error")}
+}
+
+func (o storeOp) since(start time.Time, err error) {
+	if err != nil {
+		o.err.Observe(time.Since(start).Seconds())
+		return
+	}
+	o.ok.Observe(time.Since(start).Seconds())
+}
+
+// InstrumentedStore times every operation of an engine.Store.
+type InstrumentedStore struct {
+	engine.Store
+	spend, reset, acquire, release, renew, rules, putRule, deleteRule, addUsage, readUsage, monthTotals, ping storeOp
+}
+
+// Instrument wraps s so each operation's latency is observed.
+func (m *Metrics) Instrument(s engine.Store) *InstrumentedStore {
+	return &InstrumentedStore{
+		Store: s, spend: m.op("spend"), reset: m.op("reset"), acquire: m.op("acquire"), release: m.op("release"),
+		renew: m.op("renew"), rules: m.op("rules"), putRule: m.op("put_rule"), deleteRule: m.op("delete_rule"),
+		addUsage: m.op("add_usage"), readUsage: m.op("read_usage"), monthTotals: m.op("month_totals"), ping: m.op("ping"),
+	}
+}
+
+// Spend times Store.Spend.
+func (s *InstrumentedStore) Spend(ctx context.Context, sp engine.Spend) (engine.Decision, error) {
+	t := time.Now()
+	d, err := s.Store.Spend(ctx, sp)
+	s.spend.since(t, err)
+	return d, err
+}
+
+// Reset times Store.Reset.
+func (s *InstrumentedStore) Reset(ctx context.Context, c engine.Counter) (bool, error) {
+	t := time.Now()
+	ok, err := s.Store.Reset(ctx, c)
+	s.reset.since(t, err)
+	return ok, err
+}
+
+// Acquire times Store.Acquire.
+func (s *InstrumentedStore) Acquire(ctx context.Context, set engine.LeaseSet, token string, limit, ttlMS int64) (engine.LeaseDecision, error) {
+	t := time.Now()
+	d, err := s.Store.Acquire(ctx, set, token, limit, ttlMS)
+	s.acquire.since(t, err)
+	return d, err
+}
+
+// Release times Store.Release.
+func (s *InstrumentedStore) Release(ctx context.Context, set engine.LeaseSet, token string) (engine.ReleaseResult, error) {
+	t := time.Now()
+	r, err := s.Store.Release(ctx, set, token)
+	s.release.since(t, err)
+	return r, err
+}
+
+// Renew times Store.Renew.
+func (s *InstrumentedStore) Renew(ctx context.Context, set engine.LeaseSet, token string, ttlMS int64) (engine.RenewResult, error) {
+	t := time.Now()
+	r, err := s.Store.Renew(ctx, set, token, ttlMS)
+	s.renew.since(t, err)
+	return r, err
+}
+
+// Rules times Store.Rules.
+func (s *InstrumentedStore) Rules(ctx context.Context, account, namespace string) (engine.Rules, error) {
+	t := time.Now()
+	r, err := s.Store.Rules(ctx, account, namespace)
+	s.rules.since(t, err)
+	return r, err
+}
+
+// PutRule times Store.PutRule.
+func (s *InstrumentedStore) PutRule(ctx context.Context, account, namespace string, r engine.Rule) (bool, error) {
+	t := time.Now()
+	created, err := s.Store.PutRule(ctx, account, namespace, r)
+	s.putRule.since(t, err)
+	return created, err
+}
+
+// DeleteRule times Store.DeleteRule.
+func (s *InstrumentedStore) DeleteRule(ctx context.Context, account, namespace string, kind engine.RuleKind) (bool, error) {
+	t := time.Now()
+	deleted, err := s.Store.DeleteRule(ctx, account, namespace, kind)
+	s.deleteRule.since(t, err)
+	return deleted, err
+}
+
+// AddUsage times Store.AddUsage.
+func (s *InstrumentedStore) AddUsage(ctx context.Context, b engine.UsageBatch) error {
+	t := time.Now()
+	err := s.Store.AddUsage(ctx, b)
+	s.addUsage.since(t, err)
+	return err
+}
+
+// ReadUsage times Store.ReadUsage.
+func (s *InstrumentedStore) ReadUsage(ctx context.Context, q engine.UsageQuery) (engine.UsageReport, error) {
+	t := time.Now()
+	r, err := s.Store.ReadUsage(ctx, q)
+	s.readUsage.since(t, err)
+	return r, err
+}
+
+// MonthTotals times Store.MonthTotals.
+func (s *InstrumentedStore) MonthTotals(ctx context.Context, month engine.Month, accounts []string) ([]int64, error) {
+	t := time.Now()
+	r, err := s.Store.MonthTotals(ctx, month, accounts)
+	s.monthTotals.since(t, err)
+	return r, err
+}
+
+// Ping times Store.Ping.
+func (s *InstrumentedStore) Ping(ctx context.Context) error {
+	t := time.Now()
+	err := s.Store.Ping(ctx)
+	s.ping.since(t, err)
+	return err
+}
