@@ -153,7 +153,7 @@ func (e *Engine) Check(ctx context.Context, a *Account, r *CheckRequest) (Decisi
 	if err != nil {
 		return Decision{}, unavailable(err)
 	}
-	e.usage.record(a.ID, r.Namespace, d.NowMS, !d.Allowed)
+	e.usage.record(a, r.Namespace, d.NowMS, !d.Allowed)
 	return d, nil
 }
 
@@ -304,7 +304,7 @@ func (e *Engine) Acquire(ctx context.Context, a *Account, r *AcquireRequest) (Le
 	if d.Allowed {
 		d.LeaseID = FormatLeaseID(r.Namespace, r.Key, token)
 	}
-	e.usage.record(a.ID, r.Namespace, d.NowMS, !d.Allowed)
+	e.usage.record(a, r.Namespace, d.NowMS, !d.Allowed)
 	return d, nil
 }
 
@@ -351,7 +351,7 @@ func (e *Engine) Renew(ctx context.Context, a *Account, leaseID string, windowMS
 
 // PutRule creates or replaces the namespace's rule of the algorithm's kind (CONTRACT §6).
 func (e *Engine) PutRule(ctx context.Context, a *Account, ns string, r *RuleRequest) (NamespaceRule, bool, error) {
-	if err := checkNamespace(ns); err != nil {
+	if err := CheckNamespace(ns); err != nil {
 		return NamespaceRule{}, false, err
 	}
 	if r.Algorithm == nil {
@@ -395,7 +395,7 @@ func (e *Engine) PutRule(ctx context.Context, a *Account, ns string, r *RuleRequ
 
 // Rules lists the namespace's rules: the rate rule first, then the concurrent rule.
 func (e *Engine) Rules(ctx context.Context, a *Account, ns string) ([]Rule, error) {
-	if err := checkNamespace(ns); err != nil {
+	if err := CheckNamespace(ns); err != nil {
 		return nil, err
 	}
 	rules, err := e.store.Rules(ctx, a.ID, ns)
@@ -413,7 +413,7 @@ func (e *Engine) Rules(ctx context.Context, a *Account, ns string) ([]Rule, erro
 
 // DeleteRule removes the namespace's rule of one kind; deleting none is not an error.
 func (e *Engine) DeleteRule(ctx context.Context, a *Account, ns string, kind RuleKind) (bool, error) {
-	if err := checkNamespace(ns); err != nil {
+	if err := CheckNamespace(ns); err != nil {
 		return false, err
 	}
 	deleted, err := e.store.DeleteRule(ctx, a.ID, ns, kind)
@@ -425,7 +425,7 @@ func (e *Engine) DeleteRule(ctx context.Context, a *Account, ns string, kind Rul
 
 // Stats reports a namespace's last 30 UTC days and its account's month (CONTRACT §7).
 func (e *Engine) Stats(ctx context.Context, a *Account, ns string) (Stats, error) {
-	if err := checkNamespace(ns); err != nil {
+	if err := CheckNamespace(ns); err != nil {
 		return Stats{}, err
 	}
 	nowMS, err := e.store.NowMS(ctx)

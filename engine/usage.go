@@ -2,9 +2,9 @@ package engine
 
 import (
 	"context"
-	"crypto/rand"
+	crand "crypto/rand"
 	"encoding/hex"
-	"hash/maphash"
+	"math/rand/v2"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -13,7 +13,8 @@ import (
 // Usage is counted in process and written to the store in batches, off the request path
 // (CONTRACT §7, DESIGN-NOTES "The hot path is one store operation"):
 //
-//   - record adds one decision to a sharded map keyed by (account, namespace, day);
+//   - record adds one decision to one of several maps keyed by (account, namespace, day),
+//     picked at random so concurrent decisions rarely share a lock;
 //   - Flush moves the map into a batch with a unique id and applies it with AddUsage. A
 //     failed batch is kept and sent again, with the same id, before anything newer, so a
 //     store that already applied it ignores the repeat: nothing is lost or counted twice;
@@ -25,8 +26,9 @@ const usageShards = 32
 
 type usageShard struct {
 	mu     sync.Mutex
-	counts map[UsageKey]UsageCount
-	_      [40]byte // keep shards on separate cache lines
+	counts map[UsageKey]*UsageCount // pointers: one map lookup per decision
+	capped map[string]int64         // per account with a hard cap: decisions also added to accountTotal.local
+	_      [32]byte                 // keep shards on separate cache lines
 }
 
 // accountTotal is one account's month total as this instance knows it.
@@ -36,7 +38,6 @@ type accountTotal struct {
 }
 
 type usage struct {
-	seed     maphash.Seed
 	shards   [usageShards]usageShard
 	totalsMu sync.RWMutex
 	totals   map[string]*accountTotal // by account id
@@ -50,15 +51,16 @@ type usage struct {
 
 type pendingBatch struct {
 	batch UsageBatch
-	sums  map[string]int64 // per account: decisions in the batch
+	sums  map[string]int64 // per capped account: decisions in the batch counted in accountTotal.local
 }
 
 func newUsage() *usage {
 	var id [8]byte
-	_, _ = rand.Read(id[:])
-	u := &usage{seed: maphash.MakeSeed(), instance: hex.EncodeToString(id[:]), totals: make(map[string]*accountTotal)}
+	_, _ = crand.Read(id[:])
+	u := &usage{instance: hex.EncodeToString(id[:]), totals: make(map[string]*accountTotal)}
 	for i := range u.shards {
-		u.shards[i].counts = make(map[UsageKey]UsageCount)
+		u.shards[i].counts = make(map[UsageKey]*UsageCount)
+		u.shards[i].capped = make(map[string]int64)
 	}
 	return u
 }
@@ -79,19 +81,29 @@ func (u *usage) total(account string) *accountTotal {
 	return t
 }
 
-// record counts one decision taken at the store's time nowMS.
-func (u *usage) record(account, namespace string, nowMS int64, blocked bool) {
-	k := UsageKey{Account: account, Namespace: namespace, Day: DayOf(nowMS)}
-	s := &u.shards[maphash.String(u.seed, namespace)%usageShards]
+// record counts one decision of account a taken at the store's time nowMS. Only accounts
+// with a hard cap keep a running local total (the cap is checked against it).
+func (u *usage) record(a *Account, namespace string, nowMS int64, blocked bool) {
+	k := UsageKey{Account: a.ID, Namespace: namespace, Day: DayOf(nowMS)}
+	capped := a.Plan.HardCap != nil
+	s := &u.shards[rand.Uint32()%usageShards]
 	s.mu.Lock()
 	c := s.counts[k]
+	if c == nil {
+		c = new(UsageCount)
+		s.counts[k] = c
+	}
 	c.Total++
 	if blocked {
 		c.Blocked++
 	}
-	s.counts[k] = c
+	if capped {
+		s.capped[a.ID]++
+	}
 	s.mu.Unlock()
-	u.total(account).local.Add(1)
+	if capped {
+		u.total(a.ID).local.Add(1)
+	}
 	if nowMS > u.lastNow.Load() {
 		u.lastNow.Store(nowMS)
 	}
@@ -114,7 +126,9 @@ func (u *usage) take() *pendingBatch {
 			s.mu.Unlock()
 			continue
 		}
-		s.counts = make(map[UsageKey]UsageCount, len(counts))
+		capped := s.capped
+		s.counts = make(map[UsageKey]*UsageCount, len(counts))
+		s.capped = make(map[string]int64, len(capped))
 		s.mu.Unlock()
 		if p == nil {
 			p = &pendingBatch{
@@ -123,8 +137,13 @@ func (u *usage) take() *pendingBatch {
 			}
 		}
 		for k, c := range counts {
-			p.batch.Counts[k] = c
-			p.sums[k.Account] += c.Total
+			sum := p.batch.Counts[k]
+			sum.Total += c.Total
+			sum.Blocked += c.Blocked
+			p.batch.Counts[k] = sum
+		}
+		for account, n := range capped {
+			p.sums[account] += n
 		}
 	}
 	return p

@@ -62,7 +62,8 @@ const (
 	msgKey       = "key must be 1-512 bytes of UTF-8 without control characters"
 )
 
-func checkNamespace(ns string) error {
+// CheckNamespace returns the invalid_request error for a malformed namespace, else nil.
+func CheckNamespace(ns string) error {
 	if !ValidNamespace(ns) {
 		return Invalid(msgNamespace)
 	}
@@ -70,7 +71,7 @@ func checkNamespace(ns string) error {
 }
 
 func checkTarget(ns, key string) error {
-	if err := checkNamespace(ns); err != nil {
+	if err := CheckNamespace(ns); err != nil {
 		return err
 	}
 	if !ValidKey(key) {

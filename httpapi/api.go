@@ -88,15 +88,19 @@ type API struct {
 
 	calls sync.Pool // *call: per-request state and buffers
 
+	// Metric handles resolved once (nil maps and zero counters when Metrics is nil).
+	observers                      map[string]*metrics.RouteObserver // by route pattern
+	limitDecisions, leaseDecisions metrics.DecisionCounter
+
 	idPrefix string
 	idSeq    atomic.Uint64
 
 	decodeOpts []jsontext.Options
 	// Header values shared by every response. They are never mutated: net/http only
 	// reads header value slices.
-	hdrJSON    []string
-	hdrBearer  []string
-	hdrRetry1  []string
+	hdrJSON   []string
+	hdrBearer []string
+	hdrRetry1 []string
 }
 
 // New returns the API over opts.Engine.
@@ -123,9 +127,9 @@ func New(opts Options) *API {
 			jsontext.AllowDuplicateNames(true),
 			jsontext.AllowInvalidUTF8(true),
 		},
-		hdrJSON:    []string{"application/json"},
-		hdrBearer:  []string{"Bearer"},
-		hdrRetry1:  []string{"1"},
+		hdrJSON:   []string{"application/json"},
+		hdrBearer: []string{"Bearer"},
+		hdrRetry1: []string{"1"},
 	}
 	a.calls.New = func() any { return new(call) }
 	a.literal = make(map[string][]*route)
@@ -138,6 +142,13 @@ func New(opts Options) *API {
 		}
 	}
 	a.mux.HandleFunc("/", a.unmatched)
+	if m := opts.Metrics; m != nil {
+		a.limitDecisions, a.leaseDecisions = m.Decisions("limit"), m.Decisions("leases")
+		a.observers = map[string]*metrics.RouteObserver{unmatchedRoute: m.Route(unmatchedRoute)}
+		for _, rt := range a.routes {
+			a.observers[rt.pattern] = m.Route(rt.pattern)
+		}
+	}
 	return a
 }
 
@@ -169,8 +180,9 @@ func (a *API) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	a.mux.ServeHTTP(c, r)
 }
 
-// finish recovers a panic as 500 internal, logs 5xx and records metrics. A call whose
-// handler panicked is not returned to the pool.
+// finish recovers a panic as 500 internal (or aborts the connection if the response had
+// begun), logs 5xx and records metrics. A call whose handler panicked is not returned to
+// the pool.
 func (a *API) finish(c *call, start time.Time) {
 	if v := recover(); v != nil {
 		if v == http.ErrAbortHandler {
@@ -178,10 +190,14 @@ func (a *API) finish(c *call, start time.Time) {
 		}
 		a.log.Error("panic serving request", "request_id", a.requestID(c), "method", c.r.Method,
 			"route", c.route, "panic", v, "stack", string(debug.Stack()))
-		if c.status == 0 {
-			c.err = nil
-			a.writeError(c, http.StatusInternalServerError, engine.CodeInternal, msgInternal)
+		if c.status != 0 {
+			// The response has begun: abort the connection rather than let a partial
+			// response pass for a whole one.
+			a.observe(c, start)
+			panic(http.ErrAbortHandler)
 		}
+		c.err = nil
+		a.writeError(c, http.StatusInternalServerError, engine.CodeInternal, msgInternal)
 		a.observe(c, start)
 		return
 	}
@@ -198,8 +214,8 @@ func (a *API) finish(c *call, start time.Time) {
 }
 
 func (a *API) observe(c *call, start time.Time) {
-	if a.met != nil {
-		a.met.ObserveHTTP(c.route, c.status, time.Since(start))
+	if o := a.observers[c.route]; o != nil {
+		o.Observe(c.status, time.Since(start))
 	}
 	if a.log.Enabled(c.r.Context(), slog.LevelDebug) {
 		a.log.Debug("request", "request_id", a.requestID(c), "method", c.r.Method, "route", c.route,

@@ -2,6 +2,7 @@ package httpapi_test
 
 import (
 	"bytes"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -10,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-json-experiment/json"
 	"github.com/leashd/leash/httpapi"
 )
 
@@ -369,5 +371,142 @@ func TestNewServer(t *testing.T) {
 	if s.ReadHeaderTimeout != 5*time.Second || s.ReadTimeout != 30*time.Second || s.WriteTimeout != 30*time.Second ||
 		s.IdleTimeout != 120*time.Second || s.MaxHeaderBytes != 64<<10 || s.Addr != ":0" {
 		t.Fatalf("server %+v", s)
+	}
+}
+
+// metricValue sums the samples of a metric family whose labels include want (counters:
+// the value; histograms: the sample count).
+func metricValue(t *testing.T, e *env, family string, want map[string]string) float64 {
+	t.Helper()
+	mfs, err := e.met.Registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sum float64
+	for _, mf := range mfs {
+		if mf.GetName() != family {
+			continue
+		}
+	next:
+		for _, m := range mf.GetMetric() {
+			labels := map[string]string{}
+			for _, l := range m.GetLabel() {
+				labels[l.GetName()] = l.GetValue()
+			}
+			for k, v := range want {
+				if labels[k] != v {
+					continue next
+				}
+			}
+			sum += m.GetCounter().GetValue() + float64(m.GetHistogram().GetSampleCount())
+		}
+	}
+	return sum
+}
+
+func TestMetrics(t *testing.T) {
+	e := newEnv(t, nil)
+	body := lim(`"algorithm":"fixed_window","limit":1,"window_ms":1000`)
+	e.post(pLimit, keyAcme, body)
+	e.post(pLimit, keyAcme, body)
+	e.post(pLeases, keyAcme, lim(`"limit":1,"window_ms":1000`))
+	e.post(pLimit, keyAcme, `{}`) // an error: no decision
+	e.get("/v1/nope", keyAcme)
+	e.do(req{method: "GET", path: pLimit})
+	e.del("/v1/namespaces/ns/rules/x", keyAcme)
+	e.get("/v1/namespaces/ns/rules", keyAcme)
+
+	for _, c := range []struct {
+		family string
+		labels map[string]string
+		want   float64
+	}{
+		{"leash_decisions_total", map[string]string{"endpoint": "limit", "outcome": "allowed"}, 1},
+		{"leash_decisions_total", map[string]string{"endpoint": "limit", "outcome": "denied"}, 1},
+		{"leash_decisions_total", map[string]string{"endpoint": "leases", "outcome": "allowed"}, 1},
+		{"leash_http_request_duration_seconds", map[string]string{"route": "POST /v1/limit", "code": "200"}, 2},
+		{"leash_http_request_duration_seconds", map[string]string{"route": "POST /v1/limit", "code": "400"}, 1},
+		{"leash_http_request_duration_seconds", map[string]string{"route": "POST /v1/leases", "code": "200"}, 1},
+		{"leash_http_request_duration_seconds", map[string]string{"route": "GET /v1/namespaces/{ns}/rules", "code": "200"}, 1},
+		{"leash_http_request_duration_seconds", map[string]string{"route": "unmatched", "code": "404"}, 2},
+		{"leash_http_request_duration_seconds", map[string]string{"route": "unmatched", "code": "405"}, 1},
+	} {
+		if got := metricValue(t, e, c.family, c.labels); got != c.want {
+			t.Errorf("%s%v = %v, want %v", c.family, c.labels, got, c.want)
+		}
+	}
+}
+
+// TestConcurrent serves many requests at once through a real server (headers are written
+// after the handler returns, so a pooled call must not leak into them) and checks that
+// every response is consistent with itself.
+func TestConcurrent(t *testing.T) {
+	e := newEnv(t, nil)
+	srv := httptest.NewServer(e.api)
+	defer srv.Close()
+	const workers, each = 8, 60
+	ids := make(chan string, workers*each)
+	errs := make(chan error, workers)
+	for w := range workers {
+		go func() {
+			errs <- func() error {
+				for i := range each {
+					key := "k" + strconv.Itoa(w)
+					body := `{"namespace":"ns","key":"` + key + `","algorithm":"fixed_window","limit":1000,"window_ms":60000}`
+					var want int
+					rq, _ := http.NewRequest("POST", srv.URL+pLimit, strings.NewReader(body))
+					rq.Header.Set("Authorization", "Bearer "+keyAcme)
+					if i%3 == 2 { // an error now and then
+						rq, _ = http.NewRequest("POST", srv.URL+pLimit, strings.NewReader(`{"bogus":1}`))
+						rq.Header.Set("Authorization", "Bearer "+keyAcme)
+						want = 400
+					} else {
+						want = 200
+					}
+					if i%2 == 0 {
+						rq.Header.Set("X-Request-Id", "w"+strconv.Itoa(w)+"-"+strconv.Itoa(i))
+					}
+					res, err := srv.Client().Do(rq)
+					if err != nil {
+						return err
+					}
+					b, _ := io.ReadAll(res.Body)
+					res.Body.Close()
+					if res.StatusCode != want {
+						return fmt.Errorf("status %d: %s", res.StatusCode, b)
+					}
+					id := res.Header.Get("X-Request-Id")
+					if i%2 == 0 && id != "w"+strconv.Itoa(w)+"-"+strconv.Itoa(i) {
+						return fmt.Errorf("request id %q not echoed", id)
+					}
+					ids <- id
+					if want == 200 {
+						var m struct {
+							Remaining int64 `json:"remaining"`
+						}
+						if err := json.Unmarshal(b, &m); err != nil {
+							return err
+						}
+						if res.Header.Get("RateLimit-Remaining") != strconv.FormatInt(m.Remaining, 10) || res.Header.Get("RateLimit-Limit") != "1000" {
+							return fmt.Errorf("headers %v do not match body %s", res.Header, b)
+						}
+					}
+				}
+				return nil
+			}()
+		}()
+	}
+	for range workers {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	close(ids)
+	seen := map[string]bool{}
+	for id := range ids {
+		if seen[id] {
+			t.Fatalf("request id %q given twice", id)
+		}
+		seen[id] = true
 	}
 }

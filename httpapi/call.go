@@ -36,8 +36,8 @@ type call struct {
 	acq  engine.AcquireRequest
 	rule engine.RuleRequest
 	// Storage of optional fields: the requests above point here when a field is present.
-	alg, name, ignoredStr   string
-	limit, window, cost, ig int64
+	alg, name, ignoredStr string
+	limit, window, cost   int64
 }
 
 // maxPooledBody is the largest body buffer kept for reuse; a call that read a larger

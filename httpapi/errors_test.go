@@ -319,7 +319,7 @@ func TestUnavailable(t *testing.T) {
 func TestInternal(t *testing.T) {
 	e := newEnv(t, func(s engine.Store) engine.Store { return brokenStore{s} })
 	for _, q := range []req{
-		{method: "GET", path: "/v1/namespaces/ns/stats", key: keyAcme},                  // wrong-length usage report
+		{method: "GET", path: "/v1/namespaces/ns/stats", key: keyAcme},                                    // wrong-length usage report
 		{method: "GET", path: pRules, key: keyAcme, header: map[string]string{"X-Request-Id": "panic-1"}}, // panic
 	} {
 		r := e.do(q)

@@ -22,7 +22,7 @@ func (a *API) check(c *call) {
 		return
 	}
 	if a.met != nil {
-		a.met.Decision("limit", d.Allowed)
+		a.limitDecisions.Inc(d.Allowed)
 	}
 
 	// X-Request-Id (when generated), RateLimit-* and Retry-After share one string and one
@@ -142,7 +142,7 @@ func (a *API) acquire(c *call) {
 		return
 	}
 	if a.met != nil {
-		a.met.Decision("leases", d.Allowed)
+		a.leaseDecisions.Inc(d.Allowed)
 	}
 	o := append(c.out[:0], `{"allowed":`...)
 	o = strconv.AppendBool(o, d.Allowed)
@@ -321,15 +321,11 @@ func (a *API) listRules(c *call) {
 	a.marshal(c, http.StatusOK, &out)
 }
 
-// msgPathNamespace is the engine's message for a bad namespace, for {ns} checked before
-// the body is read.
-const msgPathNamespace = "namespace must be 1-128 characters of [A-Za-z0-9._-] starting with a letter or digit"
-
 // putRule serves POST /v1/namespaces/{ns}/rules: 201 created, 200 replaced.
 func (a *API) putRule(c *call) {
 	ns := c.r.PathValue("ns")
-	if !engine.ValidNamespace(ns) {
-		a.engineError(c, engine.Invalid(msgPathNamespace))
+	if err := engine.CheckNamespace(ns); err != nil {
+		a.engineError(c, err)
 		return
 	}
 	if err := a.decodeRule(c); err != nil {

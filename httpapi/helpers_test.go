@@ -81,6 +81,7 @@ type env struct {
 	clock *fakeClock
 	eng   *engine.Engine
 	api   *httpapi.API
+	met   *metrics.Metrics
 	logs  *syncBuffer
 }
 
@@ -113,8 +114,9 @@ func newEnv(t testing.TB, wrap func(engine.Store) engine.Store) *env {
 	logs := &syncBuffer{}
 	log := slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	eng := engine.New(store, directory(t), engine.Options{Logger: log})
-	api := httpapi.New(httpapi.Options{Engine: eng, Metrics: metrics.New(), Logger: log})
-	return &env{t: t, clock: clock, eng: eng, api: api, logs: logs}
+	met := metrics.New()
+	api := httpapi.New(httpapi.Options{Engine: eng, Metrics: met, Logger: log})
+	return &env{t: t, clock: clock, eng: eng, api: api, met: met, logs: logs}
 }
 
 // resp is a recorded response.

@@ -66,7 +66,7 @@ func routeTable() []route {
 		{Route: Route{http.MethodGet, "/v1/namespaces/{ns}/rules"}, serve: (*API).listRules},
 		{Route: Route{http.MethodPost, "/v1/namespaces/{ns}/rules"}, body: requiredBody, serve: (*API).putRule},
 		{Route: Route{http.MethodDelete, "/v1/namespaces/{ns}/rules/{kind}"},
-			enum: &pathEnum{name: "kind", values: []string{engine.RateRule.String(), engine.ConcurrentRule.String()}},
+			enum:  &pathEnum{name: "kind", values: []string{engine.RateRule.String(), engine.ConcurrentRule.String()}},
 			serve: (*API).deleteRule},
 		{Route: Route{http.MethodGet, "/v1/namespaces/{ns}/stats"}, serve: (*API).stats},
 	}

@@ -5,6 +5,7 @@ package metrics
 import (
 	"context"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/leashd/leash/engine"
@@ -45,18 +46,48 @@ func New() *Metrics {
 	return m
 }
 
-// Decision counts one decision of endpoint.
-func (m *Metrics) Decision(endpoint string, allowed bool) {
-	outcome := "denied"
-	if allowed {
-		outcome = "allowed"
-	}
-	m.decisions.WithLabelValues(endpoint, outcome).Inc()
+// DecisionCounter counts one endpoint's decisions; its counters are resolved once.
+type DecisionCounter struct{ allowed, denied prometheus.Counter }
+
+// Decisions returns the decision counter of endpoint (limit, leases, envoy).
+func (m *Metrics) Decisions(endpoint string) DecisionCounter {
+	return DecisionCounter{allowed: m.decisions.WithLabelValues(endpoint, "allowed"), denied: m.decisions.WithLabelValues(endpoint, "denied")}
 }
 
-// ObserveHTTP records one /v1 request's latency under its route pattern.
-func (m *Metrics) ObserveHTTP(route string, code int, d time.Duration) {
-	m.httpDuration.WithLabelValues(route, strconv.Itoa(code)).Observe(d.Seconds())
+// Inc counts one decision.
+func (c DecisionCounter) Inc(allowed bool) {
+	if allowed {
+		c.allowed.Inc()
+		return
+	}
+	c.denied.Inc()
+}
+
+// RouteObserver records one route's request latencies by status code.
+type RouteObserver struct {
+	route  string
+	vec    *prometheus.HistogramVec
+	byCode [600]atomic.Pointer[prometheus.Observer] // resolved on first use, by status code
+}
+
+// Route returns the latency observer of one route pattern.
+func (m *Metrics) Route(route string) *RouteObserver {
+	return &RouteObserver{route: route, vec: m.httpDuration}
+}
+
+// Observe records one request's latency.
+func (o *RouteObserver) Observe(code int, d time.Duration) {
+	if code < 0 || code >= len(o.byCode) {
+		o.vec.WithLabelValues(o.route, strconv.Itoa(code)).Observe(d.Seconds())
+		return
+	}
+	p := o.byCode[code].Load()
+	if p == nil {
+		obs := o.vec.WithLabelValues(o.route, strconv.Itoa(code))
+		p = &obs
+		o.byCode[code].Store(p)
+	}
+	(*p).Observe(d.Seconds())
 }
 
 // MustRegister adds further collectors (for example a store's own) to the registry.

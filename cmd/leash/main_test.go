@@ -99,10 +99,28 @@ func TestBadConfigFailsBeforeListening(t *testing.T) {
 	}
 }
 
+// syncBuffer is a bytes.Buffer safe to read while a process writes into it.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
 // proc is a running `leash serve`.
 type proc struct {
 	cmd        *exec.Cmd
-	stdout     *bytes.Buffer
+	stdout     *syncBuffer
 	mu         sync.Mutex
 	logs       []map[string]any
 	raw        []string // stderr lines that are not JSON log records (panics, race reports)
@@ -113,7 +131,7 @@ type proc struct {
 
 func startLeash(t *testing.T, env ...string) *proc {
 	t.Helper()
-	p := &proc{stdout: new(bytes.Buffer), exited: make(chan error, 1)}
+	p := &proc{stdout: new(syncBuffer), exited: make(chan error, 1)}
 	p.cmd = exec.Command(binary, "serve")
 	p.cmd.Env = append(os.Environ(), append([]string{"LEASH_HTTP_ADDR=127.0.0.1:0", "LEASH_ADMIN_ADDR=127.0.0.1:0"}, env...)...)
 	p.cmd.Stdout = p.stdout
