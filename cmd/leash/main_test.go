@@ -131,8 +131,13 @@ type proc struct {
 
 func startLeash(t *testing.T, env ...string) *proc {
 	t.Helper()
+	return startLeashArgs(t, nil, env...)
+}
+
+func startLeashArgs(t *testing.T, args []string, env ...string) *proc {
+	t.Helper()
 	p := &proc{stdout: new(syncBuffer), exited: make(chan error, 1)}
-	p.cmd = exec.Command(binary, "serve")
+	p.cmd = exec.Command(binary, append([]string{"serve"}, args...)...)
 	p.cmd.Env = append(os.Environ(), append([]string{"LEASH_HTTP_ADDR=127.0.0.1:0", "LEASH_ADMIN_ADDR=127.0.0.1:0"}, env...)...)
 	p.cmd.Stdout = p.stdout
 	stderr, err := p.cmd.StderrPipe()
@@ -315,5 +320,47 @@ func TestGracefulShutdown(t *testing.T) {
 	}
 	if !p.hasLog("stopped") {
 		t.Fatal("no final log line")
+	}
+}
+
+// TestConfigReloadAppliesAccounts: a key added to the config file works and a removed one
+// stops working within 2 s, without a restart (CONTRACT §12.13); an invalid edit is ignored.
+func TestConfigReloadAppliesAccounts(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "leash.yaml")
+	write := func(body string) {
+		tmp := path + ".tmp"
+		if err := os.WriteFile(tmp, []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Rename(tmp, path); err != nil { // atomic, as editors and ConfigMaps do
+			t.Fatal(err)
+		}
+	}
+	write("accounts:\n  - {id: acme, plan: pro, api_keys: [key-one]}\n")
+	p := startLeashArgs(t, []string{"--config", path})
+	check := func(key string) int {
+		code, _ := call(t, "POST", "http://"+p.http+"/v1/limit", key, `{"namespace":"n","key":"k","limit":100,"window_ms":1000}`)
+		return code
+	}
+	waitFor := func(what string, cond func() bool) {
+		t.Helper()
+		deadline := time.Now().Add(2500 * time.Millisecond)
+		for !cond() {
+			if time.Now().After(deadline) {
+				t.Fatalf("not within 2 s: %s", what)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	if check("key-one") != 200 || check("key-two") != 401 {
+		t.Fatal("initial keys wrong")
+	}
+	write("accounts:\n  - {id: acme, plan: pro, api_keys: [key-two]}\n")
+	waitFor("key-two accepted", func() bool { return check("key-two") == 200 })
+	waitFor("key-one refused", func() bool { return check("key-one") == 401 })
+	write("accounts:\n  - {id: acme, plan: nosuchplan, api_keys: [key-three]}\n")
+	time.Sleep(1500 * time.Millisecond)
+	if check("key-two") != 200 || check("key-three") != 401 {
+		t.Fatal("an invalid config edit changed the running accounts")
 	}
 }

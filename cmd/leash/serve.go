@@ -17,6 +17,7 @@ import (
 	"github.com/leashd/leash/config"
 	"github.com/leashd/leash/engine"
 	"github.com/leashd/leash/engine/memstore"
+	"github.com/leashd/leash/engine/redisstore"
 	"github.com/leashd/leash/httpapi"
 	"github.com/leashd/leash/metrics"
 	"github.com/prometheus/client_golang/prometheus"
@@ -40,10 +41,13 @@ func serve(paths, environ []string, stdout, stderr io.Writer) int {
 		log.Error("invalid accounts", "err", err)
 		return 1
 	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+
 	m := metrics.New()
-	store, err := openStore(cfg, m)
+	store, err := openStore(ctx, cfg, m, log)
 	if err != nil {
-		log.Error("cannot open the store", "err", err)
+		log.Error("cannot open the store", "backend", cfg.Store.Backend, "err", err)
 		return 1
 	}
 	eng := engine.New(m.Instrument(store), dir, engine.Options{Logger: log})
@@ -67,9 +71,6 @@ func serve(paths, environ []string, stdout, stderr io.Writer) int {
 	httpSrv := httpapi.NewServer(cfg.HTTP.Addr, api)
 	httpSrv.ErrorLog = slog.NewLogLogger(log.Handler(), slog.LevelWarn)
 	adminSrv := httpapi.NewServer(cfg.Admin.Addr, adm)
-
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
-	defer stop()
 
 	flushCtx, stopFlush := context.WithCancel(context.Background())
 	flushed := make(chan error, 1)
@@ -155,7 +156,7 @@ func directory(cfg *config.Config, environ []string, stdout io.Writer, log *slog
 	return engine.NewDirectory([]engine.AccountSpec{{ID: config.DevAccountID, Plan: plan, KeyHashes: [][32]byte{engine.HashKey(key)}}})
 }
 
-func openStore(cfg *config.Config, m *metrics.Metrics) (engine.Store, error) {
+func openStore(ctx context.Context, cfg *config.Config, m *metrics.Metrics, log *slog.Logger) (engine.Store, error) {
 	switch cfg.Store.Backend {
 	case "memory":
 		s := memstore.New(memstore.Options{MaxEntries: cfg.Store.Memory.MaxEntries})
@@ -164,8 +165,25 @@ func openStore(cfg *config.Config, m *metrics.Metrics) (engine.Store, error) {
 			Help: "Rate counters evicted from the memory store to stay within store.memory.max_entries.",
 		}, func() float64 { return float64(s.Evictions()) }))
 		return s, nil
+	case "redis":
+		r := cfg.Store.Redis
+		o := redisstore.Options{
+			Prefix: r.Prefix, Username: r.Username, Password: r.Password, WaitReplicas: r.WaitReplicas,
+			DialTimeout: r.DialTimeout, ReadTimeout: r.ReadTimeout, WriteTimeout: r.WriteTimeout,
+			PoolSize: r.PoolSize, Logger: log,
+		}
+		switch r.Mode() {
+		case config.RedisCluster:
+			o.ClusterAddrs = r.ClusterAddrs
+		case config.RedisSentinel:
+			o.Sentinel = redisstore.Sentinel{Master: r.Sentinel.Master, Addrs: r.Sentinel.Addrs}
+		default:
+			o.URL = r.URL
+		}
+		redisstore.RouteDriverLogs(log)
+		return redisstore.Open(ctx, o)
 	default:
-		return nil, fmt.Errorf("store.backend %q is not available in this build", cfg.Store.Backend)
+		return nil, fmt.Errorf("store.backend %q is not supported", cfg.Store.Backend)
 	}
 }
 

@@ -1,0 +1,125 @@
+package redisstore
+
+import (
+	"context"
+	"math/rand/v2"
+	"testing"
+	"time"
+
+	"github.com/leashd/leash/engine"
+	"github.com/leashd/leash/engine/algo"
+)
+
+// model is engine/algo applied in Go to one counter, as the memory store does: the
+// reference the Lua scripts must match exactly.
+type model struct {
+	st  [3]int64
+	exp int64
+	has bool
+}
+
+func (m *model) spend(alg engine.Algorithm, now, limit, window, cost int64) algo.Result {
+	var st [3]int64
+	if m.has && m.exp > now {
+		st = m.st
+	}
+	var res algo.Result
+	switch alg {
+	case engine.FixedWindow:
+		s, r := algo.FixedWindow(algo.FixedState{Window: st[0], Count: st[1]}, now, limit, window, cost)
+		st, res = [3]int64{s.Window, s.Count, 0}, r
+	case engine.SlidingWindow:
+		s, r := algo.SlidingWindow(algo.SlidingState{Window: st[0], Curr: st[1], Prev: st[2]}, now, limit, window, cost)
+		st, res = [3]int64{s.Window, s.Curr, s.Prev}, r
+	default:
+		s, r := algo.TokenBucket(algo.BucketState{TatMS: st[0], TatRem: st[1], Limit: st[2]}, now, limit, window, cost)
+		st, res = [3]int64{s.TatMS, s.TatRem, s.Limit}, r
+	}
+	if res.Write {
+		m.st, m.exp, m.has = st, res.ExpiresMS, true
+	}
+	return res
+}
+
+// TestScriptsMatchAlgo drives the Lua scripts and engine/algo through the same random
+// sequences (limits changing, costs from 0 to the limit, windows from 1 ms to 366 days,
+// instants far in the future) and requires identical verdicts, remaining and reset.
+func TestScriptsMatchAlgo(t *testing.T) {
+	t.Parallel()
+	clock := newFakeClock(time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC))
+	s := singleStore(t, clock)
+	ctx := context.Background()
+	rng := rand.New(rand.NewPCG(1, 2))
+
+	windows := []int64{1, 2, 3, 7, 1000, 60_000, 86_400_000, 999_999_937, algo.MaxWindowMS}
+	limits := []int64{1, 2, 3, 5, 7, 100, 1_000_003, algo.MaxLimit}
+	steps, denied, limitChanges := 0, 0, 0
+	for _, alg := range []engine.Algorithm{engine.FixedWindow, engine.SlidingWindow, engine.TokenBucket} {
+		for ci := range 24 {
+			w := windows[rng.IntN(len(windows))]
+			if ci%3 == 0 {
+				w = 1 + rng.Int64N(algo.MaxWindowMS)
+			}
+			limit := limits[rng.IntN(len(limits))]
+			start := int64(1_700_000_000_000) + rng.Int64N(1<<41) // up to year ~2100
+			clock.SetMS(start)
+			counter := engine.Counter{Account: "acct", Namespace: "ns", Key: "k" + string(rune('a'+ci)), Algorithm: alg, WindowMS: w}
+			var m model
+			for step := range 40 {
+				steps++
+				switch rng.IntN(4) {
+				case 0: // stay
+				case 1:
+					clock.SetMS(clock.NowMS() + rng.Int64N(w/4+1))
+				case 2:
+					clock.SetMS(clock.NowMS() + rng.Int64N(2*w+1))
+				case 3:
+					clock.SetMS(clock.NowMS() + rng.Int64N(3))
+				}
+				if rng.IntN(8) == 0 { // change the limit
+					limitChanges++
+					limit = limits[rng.IntN(len(limits))]
+					if rng.IntN(2) == 0 {
+						limit = 1 + rng.Int64N(algo.MaxLimit)
+					}
+				}
+				var cost int64
+				switch rng.IntN(5) {
+				case 0:
+					cost = 0
+				case 1:
+					cost = limit
+				case 2:
+					cost = 1
+				default:
+					cost = rng.Int64N(limit + 1)
+				}
+				now := clock.NowMS()
+				want := m.spend(alg, now, limit, w, cost)
+				got, err := s.Spend(ctx, engine.Spend{Counter: counter, Limit: limit, Cost: cost})
+				if err != nil {
+					t.Fatalf("%v W=%d step %d: %v", alg, w, step, err)
+				}
+				if got.Allowed != want.Allowed || got.Remaining != want.Remaining || got.ResetMS != want.ResetMS || got.NowMS != now {
+					t.Fatalf("%v W=%d L=%d c=%d now=%d step %d: redis {allowed %v remaining %d reset %d now %d}, algo {allowed %v remaining %d reset %d}",
+						alg, w, limit, cost, now, step, got.Allowed, got.Remaining, got.ResetMS, got.NowMS, want.Allowed, want.Remaining, want.ResetMS)
+				}
+				if !got.Allowed {
+					denied++
+				}
+			}
+			// Reset agrees on "held unexpired state".
+			existed, err := s.Reset(ctx, counter)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if want := m.has && m.exp > clock.NowMS(); existed != want {
+				t.Fatalf("%v W=%d: reset existed = %v, algo says %v", alg, w, existed, want)
+			}
+		}
+	}
+	t.Logf("%d decisions identical in Lua and Go (%d denied, %d limit changes)", steps, denied, limitChanges)
+	if denied < steps/10 {
+		t.Fatalf("only %d of %d decisions denied: the sequences do not exercise denials", denied, steps)
+	}
+}

@@ -1,0 +1,316 @@
+package redisstore
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"log/slog"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/leashd/leash/engine"
+)
+
+// syncBuffer is a goroutine-safe log sink.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (w *syncBuffer) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.b.Write(p)
+}
+
+func (w *syncBuffer) String() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.b.String()
+}
+
+func bufLogger(w *syncBuffer) *slog.Logger {
+	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: slog.LevelDebug}))
+}
+
+// TestRedisStoppedAndRestarted: with Redis gone every call fails within the timeout (well
+// under 2 x ReadTimeout) and Ping fails; once Redis is back on the same port the same
+// Store serves again, with no restart.
+func TestRedisStoppedAndRestarted(t *testing.T) {
+	t.Parallel()
+	forModes(t, testRedisStoppedAndRestarted)
+}
+
+// forModes runs a test once per way of sharing connections.
+func forModes(t *testing.T, f func(t *testing.T, mode pipelineMode)) {
+	t.Run("pool", func(t *testing.T) { t.Parallel(); f(t, pipelinePool) })
+	t.Run("autopipeline", func(t *testing.T) { t.Parallel(); f(t, pipelineAuto) })
+	t.Run("adaptive", func(t *testing.T) { t.Parallel(); f(t, pipelineAdaptive) })
+}
+
+func testRedisStoppedAndRestarted(t *testing.T, mode pipelineMode) {
+	srv := startServer(t, false)
+	const readTimeout = 500 * time.Millisecond
+	s := openStore(t, Options{URL: srv.url(), ReadTimeout: readTimeout, pipeline: mode})
+	ctx := context.Background()
+	sp := engine.Spend{Counter: engine.Counter{Account: "a", Namespace: "ns", Key: "k", Algorithm: engine.FixedWindow, WindowMS: 60_000}, Limit: 1000, Cost: 1}
+	if _, err := s.Spend(ctx, sp); err != nil {
+		t.Fatal(err)
+	}
+
+	// Requests in flight while Redis dies.
+	stopLoad := make(chan struct{})
+	var loadWG sync.WaitGroup
+	var slowest time.Duration
+	var slowMu sync.Mutex
+	for range 8 {
+		loadWG.Add(1)
+		go func() {
+			defer loadWG.Done()
+			for {
+				select {
+				case <-stopLoad:
+					return
+				default:
+				}
+				start := time.Now()
+				_, err := s.Spend(ctx, sp)
+				if d := time.Since(start); err != nil {
+					slowMu.Lock()
+					slowest = max(slowest, d)
+					slowMu.Unlock()
+				}
+			}
+		}()
+	}
+	time.Sleep(100 * time.Millisecond)
+	srv.stop()
+	time.Sleep(300 * time.Millisecond)
+
+	var worst time.Duration
+	for range 10 {
+		start := time.Now()
+		_, err := s.Spend(ctx, sp)
+		d := time.Since(start)
+		if err == nil {
+			t.Fatal("spend succeeded with Redis stopped")
+		}
+		worst = max(worst, d)
+		start = time.Now()
+		if err := s.Ping(ctx); err == nil {
+			t.Fatal("ping succeeded with Redis stopped")
+		}
+		worst = max(worst, time.Since(start))
+		_, err = s.Acquire(ctx, engine.LeaseSet{Account: "a", Namespace: "ns", Key: "k"}, "tok", 1, 1000)
+		if err == nil {
+			t.Fatal("acquire succeeded with Redis stopped")
+		}
+	}
+	close(stopLoad)
+	loadWG.Wait()
+	worst = max(worst, slowest)
+	t.Logf("with Redis stopped: slowest failing call %v (ReadTimeout %v)", worst, readTimeout)
+	if worst >= 2*readTimeout {
+		t.Fatalf("a failing call took %v, not under 2 x ReadTimeout (%v)", worst, 2*readTimeout)
+	}
+
+	if err := srv.start(); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	back := time.Now()
+	for {
+		_, err := s.Spend(ctx, sp)
+		if err == nil && s.Ping(ctx) == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("store did not recover after Redis came back: %v", err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Logf("recovered %v after Redis restarted", time.Since(back).Round(time.Millisecond))
+	// Scripts were lost with the restart (NOSCRIPT): EVAL reloads them; every call works.
+	for range 20 {
+		if _, err := s.Spend(ctx, sp); err != nil {
+			t.Fatalf("spend after recovery: %v", err)
+		}
+	}
+	if _, err := s.Acquire(ctx, engine.LeaseSet{Account: "a", Namespace: "ns", Key: "k"}, "tok", 1, 1000); err != nil {
+		t.Fatalf("acquire after recovery: %v", err)
+	}
+}
+
+// TestHungRedisTimesOut: a Redis that is frozen (SIGSTOP: connections are accepted by the
+// kernel but nothing answers) makes calls fail within the timeout instead of hanging.
+func TestHungRedisTimesOut(t *testing.T) {
+	t.Parallel()
+	forModes(t, testHungRedisTimesOut)
+}
+
+func testHungRedisTimesOut(t *testing.T, mode pipelineMode) {
+	srv := startServer(t, false)
+	const readTimeout = 300 * time.Millisecond
+	s := openStore(t, Options{URL: srv.url(), ReadTimeout: readTimeout, pipeline: mode})
+	ctx := context.Background()
+	srv.signal(syscall.SIGSTOP)
+	defer srv.signal(syscall.SIGCONT)
+	sp := engine.Spend{Counter: engine.Counter{Account: "a", Namespace: "ns", Key: "k", Algorithm: engine.SlidingWindow, WindowMS: 1000}, Limit: 10, Cost: 1}
+	for range 3 {
+		start := time.Now()
+		_, err := s.Spend(ctx, sp)
+		d := time.Since(start)
+		if err == nil {
+			t.Fatal("spend succeeded on a frozen Redis")
+		}
+		t.Logf("frozen Redis: spend failed after %v (ReadTimeout %v)", d.Round(time.Millisecond), readTimeout)
+		if d >= 2*readTimeout {
+			t.Fatalf("spend took %v on a frozen Redis, not under 2 x ReadTimeout", d)
+		}
+		start = time.Now()
+		if s.Ping(ctx) == nil {
+			t.Fatal("ping succeeded on a frozen Redis")
+		}
+		if d := time.Since(start); d >= 2*readTimeout {
+			t.Fatalf("ping took %v on a frozen Redis", d)
+		}
+	}
+	srv.signal(syscall.SIGCONT)
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		if _, err := s.Spend(ctx, sp); err == nil {
+			break
+		} else if time.Now().After(deadline) {
+			t.Fatalf("no recovery after the freeze: %v", err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// TestStartupWaitsForRedis: Open retries a Redis that is not up yet, logging it, and
+// succeeds once it is.
+func TestStartupWaitsForRedis(t *testing.T) {
+	t.Parallel()
+	srv := startServer(t, false)
+	srv.stop()
+	var logs syncBuffer
+	done := make(chan error, 1)
+	var s *Store
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		var err error
+		s, err = Open(ctx, Options{URL: srv.url(), Prefix: uniquePrefix(), Logger: bufLogger(&logs)})
+		done <- err
+	}()
+	time.Sleep(700 * time.Millisecond)
+	select {
+	case err := <-done:
+		t.Fatalf("Open returned before Redis was up: %v", err)
+	default:
+	}
+	if err := srv.start(); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		t.Fatalf("Open: %v", err)
+	}
+	defer s.Close()
+	if !strings.Contains(logs.String(), "Redis not reachable yet; retrying") {
+		t.Fatalf("no retry log line; logs:\n%s", logs.String())
+	}
+	if err := s.Ping(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+
+	// With no Redis at all Open gives up when its context ends.
+	srv.stop()
+	ctx, cancel := context.WithTimeout(context.Background(), 600*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	_, err := Open(ctx, Options{URL: srv.url(), Logger: quietLogger()})
+	if err == nil {
+		t.Fatal("Open succeeded with no Redis")
+	}
+	if d := time.Since(start); d > 3*time.Second {
+		t.Fatalf("Open took %v to give up after its context ended", d)
+	}
+}
+
+// TestWrongPasswordFailsAtOnce: a rejected password is an immediate, clear error.
+func TestWrongPasswordFailsAtOnce(t *testing.T) {
+	t.Parallel()
+	srv := startServer(t, false, "--requirepass", "s3cret")
+	for _, o := range []Options{
+		{URL: srv.url(), Password: "wrong"},
+		{URL: srv.url()}, // NOAUTH
+		{URL: srv.url(), Username: "nobody", Password: "s3cret"},
+	} {
+		o.Logger = quietLogger()
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		start := time.Now()
+		_, err := Open(ctx, o)
+		cancel()
+		if err == nil {
+			t.Fatal("Open succeeded with wrong credentials")
+		}
+		if d := time.Since(start); d > 2*time.Second {
+			t.Fatalf("wrong credentials took %v to fail; want an immediate error", d)
+		}
+		if !strings.Contains(err.Error(), "rejected the credentials") {
+			t.Fatalf("error does not say the credentials were rejected: %v", err)
+		}
+		if strings.Contains(err.Error(), "s3cret") || strings.Contains(err.Error(), "wrong") {
+			t.Fatalf("error leaks the password: %v", err)
+		}
+	}
+	// The right password, given outside the URL, works.
+	s := openStore(t, Options{URL: srv.url(), Password: "s3cret"})
+	if err := s.Ping(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestEvictionPolicyWarning: a maxmemory-policy that can evict keys is warned about.
+func TestEvictionPolicyWarning(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		policy string
+		warn   bool
+	}{{"allkeys-lru", true}, {"noeviction", false}, {"volatile-ttl", false}} {
+		srv := startServer(t, false, "--maxmemory-policy", tc.policy)
+		var logs syncBuffer
+		openStore(t, Options{URL: srv.url(), Logger: bufLogger(&logs)})
+		if got := strings.Contains(logs.String(), "maxmemory-policy can evict"); got != tc.warn {
+			t.Fatalf("policy %s: warned = %v, want %v; logs:\n%s", tc.policy, got, tc.warn, logs.String())
+		}
+	}
+}
+
+// TestInvalidOptions: option mistakes are immediate errors.
+func TestInvalidOptions(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	for _, o := range []Options{
+		{},
+		{URL: "redis://127.0.0.1:1/0", ClusterAddrs: []string{"127.0.0.1:1"}},
+		{URL: "http://user:pw@127.0.0.1:1/0"},
+		{Sentinel: Sentinel{Master: "m"}},
+		{URL: "redis://127.0.0.1:1/0", Prefix: "a{b}"},
+	} {
+		o.Logger = quietLogger()
+		_, err := Open(ctx, o)
+		if err == nil {
+			t.Fatalf("Open(%+v) succeeded", o)
+		}
+		if strings.Contains(err.Error(), "pw") {
+			t.Fatalf("error leaks the URL's password: %v", err)
+		}
+	}
+	if _, err := Open(ctx, Options{URL: "http://x"}); err == nil || errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("bad scheme: %v", err)
+	}
+}

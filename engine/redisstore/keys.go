@@ -1,0 +1,143 @@
+package redisstore
+
+import (
+	"strconv"
+	"strings"
+
+	"github.com/leashd/leash/engine"
+)
+
+// Key layout (docs/redis.md has the full table). P is Options.Prefix; every name part is
+// escaped by esc, so no part can end a hash tag early or run into the next part:
+//
+//	{P:k:<account>:<namespace>:<key>}:f:<W>     fixed_window counter of window W ms
+//	{P:k:<account>:<namespace>:<key>}:s:<W>     sliding_window counter
+//	{P:k:<account>:<namespace>:<key>}:t:<W>     token_bucket counter
+//	{P:k:<account>:<namespace>:<key>}:lz        lease set: token -> expiry (sorted set)
+//	{P:k:<account>:<namespace>:<key>}:lt        lease set: token -> ttl it was taken with (hash)
+//	{P:u:<account>}:d:<day>                     usage of one UTC day (hash t:<ns>, b:<ns>)
+//	{P:u:<account>}:m:<month>                   usage total of one UTC month
+//	{P:u:<account>}:seen:<instance>             last batch ids applied from one instance
+//	{P:r}:<account>:<namespace>                 a namespace's rules (hash rate, concurrent)
+//	{P:r}:version                               bumped by every rule write
+//
+// All keys one script touches share one hash tag (the part in braces), so every script
+// runs on one Redis Cluster slot.
+
+// esc escapes '%', '{', '}' and, unless last, ':' as %XX. Account ids and namespaces never
+// contain any of them (CONTRACT §2, §3), so they read as written; keys may, and ':' is
+// left as it is in the last part of a tag, where it cannot be confused with a separator.
+func esc(b *strings.Builder, s string, last bool) {
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case c == '%' || c == '{' || c == '}' || (c == ':' && !last):
+			b.WriteByte('%')
+			b.WriteByte("0123456789ABCDEF"[c>>4])
+			b.WriteByte("0123456789ABCDEF"[c&15])
+		default:
+			b.WriteByte(c)
+		}
+	}
+}
+
+// keys builds key names for one prefix.
+type keys struct {
+	prefix string // escaped
+}
+
+func newKeys(prefix string) keys {
+	var b strings.Builder
+	esc(&b, prefix, false)
+	return keys{prefix: b.String()}
+}
+
+// tag returns "{P:k:<account>:<namespace>:<key>}", the hash tag of one key's counters and
+// leases.
+func (k keys) tag(account, namespace, key string) string {
+	var b strings.Builder
+	b.Grow(len(k.prefix) + len(account) + len(namespace) + len(key) + 24)
+	b.WriteByte('{')
+	b.WriteString(k.prefix)
+	b.WriteString(":k:")
+	esc(&b, account, false)
+	b.WriteByte(':')
+	esc(&b, namespace, false)
+	b.WriteByte(':')
+	esc(&b, key, true)
+	b.WriteByte('}')
+	return b.String()
+}
+
+// algCode is the one-letter algorithm code of keys and scripts.
+func algCode(a engine.Algorithm) string {
+	switch a {
+	case engine.FixedWindow:
+		return "f"
+	case engine.SlidingWindow:
+		return "s"
+	case engine.TokenBucket:
+		return "t"
+	}
+	return ""
+}
+
+// counter returns a rate counter's key.
+func (k keys) counter(c engine.Counter) string {
+	return k.tag(c.Account, c.Namespace, c.Key) + ":" + algCode(c.Algorithm) + ":" + strconv.FormatInt(c.WindowMS, 10)
+}
+
+// leases returns a lease set's two keys: the expiry sorted set and the ttl hash.
+func (k keys) leases(s engine.LeaseSet) [2]string {
+	t := k.tag(s.Account, s.Namespace, s.Key)
+	return [2]string{t + ":lz", t + ":lt"}
+}
+
+// usageTag returns "{P:u:<account>}".
+func (k keys) usageTag(account string) string {
+	var b strings.Builder
+	b.WriteByte('{')
+	b.WriteString(k.prefix)
+	b.WriteString(":u:")
+	esc(&b, account, true)
+	b.WriteByte('}')
+	return b.String()
+}
+
+func (k keys) usageDay(account string, d engine.Day) string {
+	return k.usageTag(account) + ":d:" + strconv.FormatInt(int64(d), 10)
+}
+
+func (k keys) usageMonth(account string, m engine.Month) string {
+	return k.usageTag(account) + ":m:" + strconv.FormatInt(int64(m), 10)
+}
+
+// usageSeen returns the key of the batch ids applied for account from the instance that
+// made batch id (the part of the id before its last '-').
+func (k keys) usageSeen(account, batchID string) string {
+	inst := batchID
+	if i := strings.LastIndexByte(batchID, '-'); i >= 0 {
+		inst = batchID[:i]
+	}
+	var b strings.Builder
+	b.WriteString(k.usageTag(account))
+	b.WriteString(":seen:")
+	esc(&b, inst, true)
+	return b.String()
+}
+
+// rulesTag is "{P:r}": all rules share one slot with the version key, so a rule write and
+// the version bump are one atomic script.
+func (k keys) rulesTag() string { return "{" + k.prefix + ":r}" }
+
+func (k keys) rules(account, namespace string) string {
+	var b strings.Builder
+	b.WriteString(k.rulesTag())
+	b.WriteByte(':')
+	esc(&b, account, false)
+	b.WriteByte(':')
+	esc(&b, namespace, true)
+	return b.String()
+}
+
+func (k keys) rulesVersion() string { return k.rulesTag() + ":version" }

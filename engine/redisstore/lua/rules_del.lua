@@ -1,0 +1,12 @@
+-- rules_del: remove the rule of one kind; the version is bumped only when one existed.
+-- KEYS[1] the namespace's rules hash, KEYS[2] the rules version key
+-- ARGV    kind ('rate' or 'concurrent')
+-- returns {deleted 0/1, version}
+local deleted = redis.call('HDEL', KEYS[1], ARGV[1])
+local v
+if deleted == 1 then
+  v = redis.call('INCR', KEYS[2])
+else
+  v = tonumber(redis.call('GET', KEYS[2]) or '0') or 0
+end
+return {deleted, v}

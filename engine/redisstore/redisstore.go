@@ -1,0 +1,457 @@
+// Package redisstore is Leash's Redis Store (single node, Redis Cluster or Sentinel) on
+// go-redis v9. Every decision (Spend, Reset, Acquire, Release, Renew) is one EVALSHA of a
+// Lua script that reads the time from Redis TIME and implements engine/algo's integer
+// formulas; rules are cached in process and invalidated across instances within 1 s;
+// usage batches are applied idempotently. docs/redis.md describes the key layout, the
+// scripts, the TTLs and the measurements.
+package redisstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/redis/go-redis/v9/maintnotifications"
+
+	"github.com/leashd/leash/engine"
+)
+
+// Store is an engine.Store on Redis. It is safe for concurrent use; Close stops it.
+type Store struct {
+	log     *slog.Logger
+	client  redis.UniversalClient
+	cluster *redis.ClusterClient // set in cluster mode
+	ap      *redis.AutoPipeliner // nil in pipelinePool mode
+	mode    pipelineMode
+	flying  atomic.Int64 // scripts in flight (pipelineAdaptive)
+	keys    keys
+	sc      *scripts
+	clock   engine.Clock // tests only; nil means Redis TIME
+	slack   int64        // extra ms on every TTL (see Options.Clock)
+	opTO    time.Duration
+	waitN   int
+	rules   *ruleCache
+	closed  atomic.Bool
+
+	stop      context.CancelFunc
+	wg        sync.WaitGroup
+	closeOnce sync.Once
+	closeErr  error
+}
+
+var _ engine.Store = (*Store)(nil)
+
+// errClosed is returned by every method after Close.
+var errClosed = errors.New("redisstore: store is closed")
+
+// Sentinel names a Sentinel-managed master and the sentinels to ask for it.
+type Sentinel struct {
+	// Master is the master's name as the sentinels know it.
+	Master string
+	// Addrs are the sentinels' host:port addresses.
+	Addrs []string
+	// Username and Password authenticate to the sentinels themselves, when they need it.
+	Username, Password string
+}
+
+// Options configures Open. Exactly one of URL, ClusterAddrs and Sentinel is set.
+type Options struct {
+	// URL is a single node: redis://host:port/db, or rediss:// for TLS.
+	URL string
+	// ClusterAddrs are Redis Cluster seed nodes (host:port).
+	ClusterAddrs []string
+	// Sentinel is a Sentinel-managed master.
+	Sentinel Sentinel
+
+	// Username and Password are the Redis ACL user and password. They override any in the
+	// URL, so the URL can stay free of secrets.
+	Username, Password string
+	// Prefix starts every key, so several deployments can share one Redis; default "leash".
+	Prefix string
+	// WaitReplicas, when above 0, makes every lease acquisition WAIT for that many replicas
+	// to acknowledge it (CONTRACT §12.16); an acquisition they do not acknowledge within
+	// half of ReadTimeout is undone and fails.
+	WaitReplicas int
+
+	// DialTimeout bounds connecting; default 500ms.
+	DialTimeout time.Duration
+	// ReadTimeout bounds each store operation from start to reply (a usage flush: twice
+	// that); default 500ms.
+	ReadTimeout time.Duration
+	// WriteTimeout bounds writing a command; default 500ms.
+	WriteTimeout time.Duration
+	// PoolSize is the number of connections per node; 0 means the driver's default
+	// (10 per CPU).
+	PoolSize int
+
+	// Logger receives start-up progress and warnings; default slog.Default().
+	Logger *slog.Logger
+
+	// Clock is FOR TESTS ONLY. When nil (always, in production) every script takes the
+	// time from Redis TIME, so all instances share one clock whatever their own clocks
+	// say (CONTRACT §4). When set, the scripts are given Clock's time instead; that is how
+	// the conformance suite's fake clock drives Redis. Never set it in a deployment: two
+	// instances with different clocks would then disagree.
+	Clock engine.Clock
+
+	// pipeline selects how concurrent scripts share connections (benchmarks set it).
+	pipeline pipelineMode
+}
+
+// pipelineMode is how concurrent EVALSHAs reach Redis.
+type pipelineMode int
+
+const (
+	// pipelineAdaptive, the default, sends a call on its own pooled connection while few
+	// calls are in flight (lowest latency), and coalesces calls into pipelines once more
+	// than adaptiveInFlight are (highest throughput): the best of the two measured modes
+	// (docs/redis.md).
+	pipelineAdaptive pipelineMode = iota
+	// pipelinePool gives each call its own pooled connection for one round trip.
+	pipelinePool
+	// pipelineAuto coalesces every call into pipelines (go-redis' AsyncAutoPipeline: one
+	// batch in flight per connection, the next one filling meanwhile); each caller waits
+	// for its own reply with its own deadline.
+	pipelineAuto
+)
+
+// adaptiveInFlight is the number of calls in flight above which pipelineAdaptive
+// pipelines.
+const adaptiveInFlight = 4
+
+const (
+	defaultTimeout = 500 * time.Millisecond
+	// testSlack is added to TTLs in test-clock mode: Redis expires keys on real time while
+	// the scripts follow the test clock.
+	testSlack = int64(10 * time.Minute / time.Millisecond)
+	// prodSlack keeps a key a little past the instant its state stops mattering.
+	prodSlack = int64(1000)
+)
+
+// Open connects to Redis and returns a Store. A Redis that does not answer yet is retried
+// with backoff (logging each attempt) until ctx ends; a rejected password or user, or an
+// invalid option, fails at once.
+func Open(ctx context.Context, opts Options) (*Store, error) {
+	if opts.Prefix == "" {
+		opts.Prefix = "leash"
+	}
+	if strings.ContainsAny(opts.Prefix, "{}") {
+		return nil, errors.New("redisstore: prefix must not contain braces")
+	}
+	for _, d := range []*time.Duration{&opts.DialTimeout, &opts.ReadTimeout, &opts.WriteTimeout} {
+		if *d <= 0 {
+			*d = defaultTimeout
+		}
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	if opts.WaitReplicas < 0 || opts.PoolSize < 0 {
+		return nil, errors.New("redisstore: WaitReplicas and PoolSize must not be negative")
+	}
+	s := &Store{
+		log:   opts.Logger,
+		keys:  newKeys(opts.Prefix),
+		sc:    newScripts(),
+		clock: opts.Clock,
+		slack: prodSlack,
+		opTO:  opts.ReadTimeout,
+		waitN: opts.WaitReplicas,
+	}
+	if opts.Clock != nil {
+		s.slack = testSlack
+		s.log.Warn("redis store: using a test clock instead of Redis TIME; this is for tests only")
+	}
+	if err := s.connect(&opts); err != nil {
+		return nil, err
+	}
+	if err := s.waitReady(ctx, &opts); err != nil {
+		_ = s.client.Close()
+		return nil, err
+	}
+	s.checkEviction(ctx)
+	s.loadScripts(ctx)
+	s.mode = opts.pipeline
+	if opts.pipeline != pipelinePool {
+		var ap *redis.AutoPipeliner
+		var err error
+		if s.cluster != nil {
+			ap, err = s.cluster.AsyncAutoPipeline()
+		} else {
+			ap, err = s.client.(*redis.Client).AsyncAutoPipeline()
+		}
+		if err != nil {
+			_ = s.client.Close()
+			return nil, fmt.Errorf("redisstore: autopipeline: %w", err)
+		}
+		s.ap = ap
+	}
+	bg, stop := context.WithCancel(context.Background())
+	s.stop = stop
+	s.rules = newRuleCache(s)
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		s.rules.poll(bg)
+	}()
+	return s, nil
+}
+
+// connect builds the go-redis client for the configured deployment.
+func (s *Store) connect(o *Options) error {
+	modes := 0
+	if o.URL != "" {
+		modes++
+	}
+	if len(o.ClusterAddrs) > 0 {
+		modes++
+	}
+	if o.Sentinel.Master != "" || len(o.Sentinel.Addrs) > 0 {
+		modes++
+	}
+	if modes != 1 {
+		return errors.New("redisstore: set exactly one of URL, ClusterAddrs and Sentinel")
+	}
+	noMaint := &maintnotifications.Config{Mode: maintnotifications.ModeDisabled}
+	switch {
+	case len(o.ClusterAddrs) > 0:
+		c := redis.NewClusterClient(&redis.ClusterOptions{
+			Addrs:    o.ClusterAddrs,
+			Username: o.Username,
+			Password: o.Password,
+			// Nothing is retransmitted: a retried spend could count twice. MOVED/ASK
+			// redirects (the command did not run) are still followed.
+			MaxRetries:            -1,
+			DialTimeout:           o.DialTimeout,
+			DialerRetries:         1,
+			ReadTimeout:           o.ReadTimeout,
+			WriteTimeout:          o.WriteTimeout,
+			ContextTimeoutEnabled: true,
+			PoolSize:              o.PoolSize,
+			PoolTimeout:           o.ReadTimeout,
+			// A dead master is noticed within a second instead of the default 60 s.
+			ClusterStateReloadInterval: time.Second,
+			MaintNotificationsConfig:   noMaint,
+		})
+		s.client, s.cluster = c, c
+	case o.Sentinel.Master != "" || len(o.Sentinel.Addrs) > 0:
+		if o.Sentinel.Master == "" || len(o.Sentinel.Addrs) == 0 {
+			return errors.New("redisstore: Sentinel needs both Master and Addrs")
+		}
+		s.client = redis.NewFailoverClient(&redis.FailoverOptions{
+			MasterName:            o.Sentinel.Master,
+			SentinelAddrs:         o.Sentinel.Addrs,
+			SentinelUsername:      o.Sentinel.Username,
+			SentinelPassword:      o.Sentinel.Password,
+			Username:              o.Username,
+			Password:              o.Password,
+			MaxRetries:            -1,
+			DialTimeout:           o.DialTimeout,
+			DialerRetries:         1,
+			ReadTimeout:           o.ReadTimeout,
+			WriteTimeout:          o.WriteTimeout,
+			ContextTimeoutEnabled: true,
+			PoolSize:              o.PoolSize,
+			PoolTimeout:           o.ReadTimeout,
+		})
+	default:
+		ro, err := redis.ParseURL(o.URL)
+		if err != nil {
+			// The URL may carry a password: never echo it.
+			return errors.New("redisstore: URL is not a valid redis:// or rediss:// URL")
+		}
+		if o.Username != "" {
+			ro.Username = o.Username
+		}
+		if o.Password != "" {
+			ro.Password = o.Password
+		}
+		ro.MaxRetries = -1
+		ro.DialTimeout = o.DialTimeout
+		ro.DialerRetries = 1
+		ro.ReadTimeout = o.ReadTimeout
+		ro.WriteTimeout = o.WriteTimeout
+		ro.ContextTimeoutEnabled = true
+		ro.PoolSize = o.PoolSize
+		ro.PoolTimeout = o.ReadTimeout
+		ro.MaintNotificationsConfig = noMaint
+		s.client = redis.NewClient(ro)
+	}
+	return nil
+}
+
+// RouteDriverLogs sends go-redis's own log lines (e.g. every failed dial while Redis is
+// down) to l at debug level instead of the standard logger. go-redis's logger is
+// process-wide: call this once at start-up, before Open.
+func RouteDriverLogs(l *slog.Logger) { redis.SetLogger(driverLogger{l}) }
+
+type driverLogger struct{ l *slog.Logger }
+
+func (d driverLogger) Printf(ctx context.Context, format string, v ...any) {
+	d.l.DebugContext(ctx, "go-redis: "+fmt.Sprintf(format, v...))
+}
+
+// isAuthError reports a rejected user or password: retrying cannot help.
+func isAuthError(err error) bool {
+	if err == nil {
+		return false
+	}
+	m := err.Error()
+	for _, p := range []string{"NOAUTH", "WRONGPASS", "invalid password", "invalid username-password", "AUTH <password> called without", "NOPERM"} {
+		if strings.Contains(m, p) {
+			return true
+		}
+	}
+	return false
+}
+
+// waitReady pings until Redis answers, backing off from 100ms to 5s, until ctx ends.
+func (s *Store) waitReady(ctx context.Context, o *Options) error {
+	backoff := 100 * time.Millisecond
+	for attempt := 1; ; attempt++ {
+		pctx, cancel := context.WithTimeout(ctx, o.DialTimeout+o.ReadTimeout)
+		err := s.ping(pctx)
+		cancel()
+		if err == nil {
+			if attempt > 1 {
+				s.log.Info("redis store: Redis is reachable", "attempts", attempt)
+			}
+			return nil
+		}
+		if isAuthError(err) {
+			return fmt.Errorf("redisstore: Redis rejected the credentials (check store.redis.username and store.redis.password): %w", err)
+		}
+		if ctx.Err() != nil {
+			return fmt.Errorf("redisstore: Redis not reachable before start-up gave up: %w", err)
+		}
+		s.log.Warn("redis store: Redis not reachable yet; retrying", "attempt", attempt, "retry_in", backoff.String(), "err", err)
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("redisstore: Redis not reachable before start-up gave up: %w", err)
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, 5*time.Second)
+	}
+}
+
+// checkEviction warns when a node's maxmemory-policy could evict Leash's keys (anything
+// but noeviction or volatile-*; CONTRACT §12.16).
+func (s *Store) checkEviction(ctx context.Context) {
+	check := func(ctx context.Context, c *redis.Client) error {
+		cctx, cancel := context.WithTimeout(ctx, s.opTO)
+		defer cancel()
+		m, err := c.ConfigGet(cctx, "maxmemory-policy").Result()
+		if err != nil {
+			s.log.Info("redis store: could not read maxmemory-policy (CONFIG GET refused?); make sure it is noeviction or volatile-*", "node", c.Options().Addr, "err", err)
+			return nil
+		}
+		if p := m["maxmemory-policy"]; p != "noeviction" && !strings.HasPrefix(p, "volatile-") {
+			s.log.Warn("redis store: maxmemory-policy can evict Leash keys (rules, counters, leases); use noeviction or volatile-*",
+				"node", c.Options().Addr, "maxmemory-policy", p)
+		}
+		return nil
+	}
+	switch c := s.client.(type) {
+	case *redis.ClusterClient:
+		_ = c.ForEachMaster(ctx, check)
+	case *redis.Client:
+		_ = check(ctx, c)
+	}
+}
+
+// loadScripts loads every script up front (on every master in a cluster) so the first
+// calls are EVALSHAs; a failure here is harmless (Script.Run falls back to EVAL).
+func (s *Store) loadScripts(ctx context.Context) {
+	lctx, cancel := context.WithTimeout(ctx, 2*s.opTO)
+	defer cancel()
+	for _, sc := range s.sc.all() {
+		if err := sc.Load(lctx, s.client).Err(); err != nil {
+			s.log.Debug("redis store: loading a script failed; it will load on first use", "err", err)
+			return
+		}
+	}
+}
+
+// opCtx bounds one store operation by ReadTimeout.
+func (s *Store) opCtx(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(ctx, s.opTO)
+}
+
+// nowArg is the scripts' time argument: "t" (Redis TIME) or the test clock's Unix ms.
+func (s *Store) nowArg() string {
+	if s.clock == nil {
+		return "t"
+	}
+	return strconv.FormatInt(s.clock.Now().UnixMilli(), 10)
+}
+
+// NowMS returns Redis's clock (TIME) in Unix milliseconds, or the test clock's.
+func (s *Store) NowMS(ctx context.Context) (int64, error) {
+	if s.closed.Load() {
+		return 0, errClosed
+	}
+	if s.clock != nil {
+		return s.clock.Now().UnixMilli(), nil
+	}
+	ctx, cancel := s.opCtx(ctx)
+	defer cancel()
+	t, err := s.client.Time(ctx).Result()
+	if err != nil {
+		return 0, err
+	}
+	return t.UnixMilli(), nil
+}
+
+// Ping reports whether Redis answers (every master, in a cluster) within ReadTimeout.
+func (s *Store) Ping(ctx context.Context) error {
+	if s.closed.Load() {
+		return errClosed
+	}
+	ctx, cancel := s.opCtx(ctx)
+	defer cancel()
+	return s.ping(ctx)
+}
+
+func (s *Store) ping(ctx context.Context) error {
+	if s.cluster != nil {
+		return s.cluster.ForEachMaster(ctx, func(ctx context.Context, c *redis.Client) error {
+			return c.Ping(ctx).Err()
+		})
+	}
+	return s.client.Ping(ctx).Err()
+}
+
+// Close stops the rule-cache poller and closes the connections. It is idempotent.
+func (s *Store) Close() error {
+	s.closeOnce.Do(func() {
+		s.closed.Store(true)
+		if s.stop != nil {
+			s.stop()
+		}
+		s.wg.Wait()
+		if s.ap != nil {
+			_ = s.ap.Close()
+		}
+		s.closeErr = s.client.Close()
+	})
+	return s.closeErr
+}
+
+// run executes sc with EVALSHA (EVAL on NOSCRIPT) within ReadTimeout and returns its
+// integer array reply.
+func (s *Store) run(ctx context.Context, sc *script, keys []string, args ...any) ([]int64, error) {
+	ctx, cancel := s.opCtx(ctx)
+	defer cancel()
+	cmd, err := s.eval(ctx, sc, keys, args...)
+	if err != nil {
+		return nil, err
+	}
+	return cmd.Int64Slice()
+}

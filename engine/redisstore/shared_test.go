@@ -1,0 +1,298 @@
+package redisstore
+
+import (
+	"context"
+	"math/rand/v2"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/leashd/leash/engine"
+)
+
+func ptr[T any](v T) *T { return &v }
+
+// twoEngines returns two engines, each on its own Store, sharing one Redis and one prefix:
+// two Leash instances.
+func twoEngines(t *testing.T, clockA, clockB engine.Clock) (a, b *engine.Engine, sa, sb *Store, acct *engine.Account) {
+	t.Helper()
+	url := singleURL(t)
+	prefix := uniquePrefix()
+	sa = openStore(t, Options{URL: url, Prefix: prefix, Clock: clockA})
+	sb = openStore(t, Options{URL: url, Prefix: prefix, Clock: clockB})
+	dir, err := engine.NewDirectory([]engine.AccountSpec{
+		{ID: "acme", Plan: engine.BuiltinPlans()["pro"], KeyHashes: [][32]byte{engine.HashKey("k-acme")}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	acct, _ = dir.Account("acme")
+	opts := engine.Options{Logger: quietLogger()}
+	return engine.New(sa, dir, opts), engine.New(sb, dir, opts), sa, sb, acct
+}
+
+// TestTwoInstancesLeaseInvariant: 200 concurrent acquirers on one key with limit 5, half
+// through each of two instances, never hold more than 5 leases. The holders' own count
+// and Redis's count (sampled) are both checked.
+func TestTwoInstancesLeaseInvariant(t *testing.T) {
+	t.Parallel()
+	a, b, sa, _, acct := twoEngines(t, nil, nil)
+	ctx := context.Background()
+	const limit, workers = 5, 200
+	req := engine.AcquireRequest{Namespace: "jobs", Key: "gpu", Limit: ptr(int64(limit)), WindowMS: ptr(int64(30_000))}
+
+	var held, maxHeld, granted, errs atomic.Int64
+	var sampledMax atomic.Int64
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for i := range workers {
+		eng := a
+		if i%2 == 1 {
+			eng = b
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			rng := rand.New(rand.NewPCG(uint64(i), 7))
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				d, err := eng.Acquire(ctx, acct, &req)
+				if err != nil {
+					errs.Add(1)
+					time.Sleep(5 * time.Millisecond)
+					continue
+				}
+				if !d.Allowed {
+					time.Sleep(time.Duration(rng.IntN(3)) * time.Millisecond)
+					continue
+				}
+				granted.Add(1)
+				n := held.Add(1)
+				for {
+					m := maxHeld.Load()
+					if n <= m || maxHeld.CompareAndSwap(m, n) {
+						break
+					}
+				}
+				time.Sleep(time.Duration(rng.IntN(3)) * time.Millisecond)
+				held.Add(-1)
+				if _, err := eng.Release(ctx, acct, d.LeaseID); err != nil {
+					errs.Add(1)
+				}
+			}
+		}()
+	}
+	// Sample Redis's own count of unexpired leases.
+	k := sa.keys.leases(engine.LeaseSet{Account: acct.ID, Namespace: req.Namespace, Key: req.Key})
+	sampler := redis.NewClient(&redis.Options{Addr: sa.client.(*redis.Client).Options().Addr})
+	defer sampler.Close()
+	samples := 0
+	sampleDone := make(chan struct{})
+	go func() {
+		defer close(sampleDone)
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			now, err := sampler.Time(ctx).Result()
+			if err == nil {
+				n, err := sampler.ZCount(ctx, k[0], "("+itoa(now.UnixMilli()), "+inf").Result()
+				if err == nil {
+					samples++
+					if n > sampledMax.Load() {
+						sampledMax.Store(n)
+					}
+				}
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}()
+	time.Sleep(2 * time.Second)
+	close(stop)
+	wg.Wait()
+	<-sampleDone
+	t.Logf("%d leases granted to %d acquirers on 2 instances; max held by callers %d, max in Redis over %d samples %d; %d errors",
+		granted.Load(), workers, maxHeld.Load(), samples, sampledMax.Load(), errs.Load())
+	if maxHeld.Load() > limit || sampledMax.Load() > limit {
+		t.Fatalf("more than %d leases held at once: callers %d, Redis %d", limit, maxHeld.Load(), sampledMax.Load())
+	}
+	if granted.Load() < 50 || errs.Load() > 0 {
+		t.Fatalf("granted %d leases with %d errors: the test did not exercise the limit", granted.Load(), errs.Load())
+	}
+	if maxHeld.Load() < limit-1 {
+		t.Fatalf("never more than %d held: the test did not reach the limit", maxHeld.Load())
+	}
+}
+
+func itoa(v int64) string { return strconv.FormatInt(v, 10) }
+
+// TestTwoInstancesShareCountsAndRules: counters, usage and rules written through one
+// instance are seen by the other; a rule write reaches the other within 1 s.
+func TestTwoInstancesShareCountsAndRules(t *testing.T) {
+	t.Parallel()
+	a, b, _, _, acct := twoEngines(t, nil, nil)
+	ctx := context.Background()
+	check := engine.CheckRequest{Namespace: "api", Key: "user-1", Algorithm: ptr("fixed_window"), Limit: ptr(int64(10)), WindowMS: ptr(int64(3_600_000))}
+	for i := range 10 {
+		eng := a
+		if i%2 == 1 {
+			eng = b
+		}
+		d, err := eng.Check(ctx, acct, &check)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !d.Allowed || d.Remaining != int64(9-i) {
+			t.Fatalf("check %d: allowed %v remaining %d, want allowed with %d remaining", i, d.Allowed, d.Remaining, 9-i)
+		}
+	}
+	for _, eng := range []*engine.Engine{a, b} {
+		if d, err := eng.Check(ctx, acct, &check); err != nil || d.Allowed {
+			t.Fatalf("11th check allowed (%v, %v): the instances do not share the counter", d, err)
+		}
+	}
+	// Usage counted on both instances is summed in Redis.
+	if err := a.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for _, eng := range []*engine.Engine{a, b} {
+		st, err := eng.Stats(ctx, acct, "api")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.Total != 12 || st.Blocked != 2 || st.Month.Total != 12 {
+			t.Fatalf("stats: total %d blocked %d month %d, want 12, 2, 12", st.Total, st.Blocked, st.Month.Total)
+		}
+	}
+
+	// Rules: b caches "no rule", a writes one; b must use it within 1 s. Then a replaces
+	// and deletes it, each seen by b within 1 s.
+	noInline := engine.CheckRequest{Namespace: "rules-ns", Key: "k"}
+	if _, err := b.Check(ctx, acct, &noInline); engine.CodeOf(err) != engine.CodeMissingLimit {
+		t.Fatalf("before any rule: %v, want missing_limit", err)
+	}
+	var worst time.Duration
+	for i, step := range []struct {
+		put   *engine.RuleRequest
+		limit int64 // the limit b must report; 0 = missing_limit
+	}{
+		{put: &engine.RuleRequest{Algorithm: ptr("sliding_window"), Limit: ptr(int64(100)), WindowMS: ptr(int64(60_000))}, limit: 100},
+		{put: &engine.RuleRequest{Algorithm: ptr("fixed_window"), Limit: ptr(int64(7)), WindowMS: ptr(int64(60_000))}, limit: 7},
+		{put: nil, limit: 0},
+	} {
+		written := time.Now()
+		if step.put != nil {
+			if _, _, err := a.PutRule(ctx, acct, "rules-ns", step.put); err != nil {
+				t.Fatal(err)
+			}
+		} else if _, err := a.DeleteRule(ctx, acct, "rules-ns", engine.RateRule); err != nil {
+			t.Fatal(err)
+		}
+		// The writer sees its own write at once.
+		d, err := a.Check(ctx, acct, &noInline)
+		if step.limit == 0 {
+			if engine.CodeOf(err) != engine.CodeMissingLimit {
+				t.Fatalf("step %d: writer still sees a rule: %v %v", i, d, err)
+			}
+		} else if err != nil || d.Limit != step.limit {
+			t.Fatalf("step %d: writer sees limit %d (%v), want %d", i, d.Limit, err, step.limit)
+		}
+		for {
+			d, err := b.Check(ctx, acct, &noInline)
+			if step.limit == 0 && engine.CodeOf(err) == engine.CodeMissingLimit {
+				break
+			}
+			if step.limit != 0 && err == nil && d.Limit == step.limit {
+				break
+			}
+			if time.Since(written) > 3*time.Second {
+				t.Fatalf("step %d: the other instance never saw the rule change", i)
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+		lag := time.Since(written)
+		worst = max(worst, lag)
+		t.Logf("step %d: rule change in force on the other instance after %v", i, lag.Round(time.Millisecond))
+	}
+	if worst >= time.Second {
+		t.Fatalf("a rule change took %v to reach the other instance; the bound is 1 s", worst)
+	}
+}
+
+// TestClockSkew: in production mode (no test clock) the instances' own clocks play no
+// part: every script reads Redis TIME, so two instances give the verdicts one instance
+// would, and report the same store time. As a control, two stores whose (test) clocks
+// differ by 5 minutes disagree on the same counter, which is what Redis TIME prevents.
+func TestClockSkew(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+
+	a, b, sa, sb, acct := twoEngines(t, nil, nil)
+	check := engine.CheckRequest{Namespace: "skew", Key: "k", Algorithm: ptr("fixed_window"), Limit: ptr(int64(20)), WindowMS: ptr(int64(3_600_000))}
+	allowed := 0
+	var lastA, lastB int64
+	for i := range 30 {
+		eng := a
+		if i%3 == 0 {
+			eng = b
+		}
+		d, err := eng.Check(ctx, acct, &check)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d.Allowed {
+			allowed++
+		}
+		if eng == a {
+			lastA = d.NowMS
+		} else {
+			lastB = d.NowMS
+		}
+	}
+	if allowed != 20 {
+		t.Fatalf("%d of 30 checks allowed across two instances, want exactly 20", allowed)
+	}
+	na, err := sa.NowMS(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	nb, err := sb.NowMS(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := na - nb; d < -1000 || d > 1000 || lastA-lastB > 1000 || lastB-lastA > 1000 {
+		t.Fatalf("the instances report different store times: %d vs %d", na, nb)
+	}
+
+	// Control: skewed test clocks on one counter give different windows and verdicts.
+	base := time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)
+	ca, cb := newFakeClock(base), newFakeClock(base.Add(5*time.Minute))
+	prefix := uniquePrefix()
+	ta := openStore(t, Options{URL: singleURL(t), Prefix: prefix, Clock: ca})
+	tb := openStore(t, Options{URL: singleURL(t), Prefix: prefix, Clock: cb})
+	sp := engine.Spend{Counter: engine.Counter{Account: "acme", Namespace: "skew", Key: "k", Algorithm: engine.FixedWindow, WindowMS: 60_000}, Limit: 1, Cost: 1}
+	da, err := ta.Spend(ctx, sp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	db, err := tb.Spend(ctx, sp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !da.Allowed || !db.Allowed {
+		t.Fatalf("control: skewed clocks should each see a fresh window (a %v, b %v)", da.Allowed, db.Allowed)
+	}
+}
