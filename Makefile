@@ -5,7 +5,7 @@ BIN     := bin/leash
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -s -w -X main.version=$(VERSION)
 
-.PHONY: build run test bench bench-http fmt vet clean
+.PHONY: build run test bench bench-http bench-load fmt vet clean
 
 build:
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/leash
@@ -24,6 +24,11 @@ bench:
 # HTTP load with wrk against leash and an empty Go handler, in one run; see docs/performance.md.
 bench-http: build
 	bash scripts/bench-http.sh
+
+# Redis-store load figures (wrk ratio, redis-benchmark EVALSHA, CPU per decision at a fixed
+# rate with vegeta); see docs/performance.md.
+bench-load: build
+	bash scripts/bench-load.sh
 
 fmt:
 	gofmt -w $$(git ls-files '*.go')

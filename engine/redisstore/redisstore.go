@@ -182,10 +182,14 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 	if opts.pipeline != pipelinePool {
 		var ap *redis.AutoPipeliner
 		var err error
+		// Full duplex (one held connection, a writer and a reader streaming batches)
+		// measured ~12% more decisions/s than the half-duplex default under 50
+		// concurrent HTTP clients on loopback (docs/performance.md).
+		apOpts := &redis.AutoPipelineOptions{FullDuplex: true}
 		if s.cluster != nil {
-			ap, err = s.cluster.AsyncAutoPipeline()
+			ap, err = s.cluster.AsyncAutoPipelineWithOptions(apOpts)
 		} else {
-			ap, err = s.client.(*redis.Client).AsyncAutoPipeline()
+			ap, err = s.client.(*redis.Client).AsyncAutoPipelineWithOptions(apOpts)
 		}
 		if err != nil {
 			_ = s.client.Close()
