@@ -82,6 +82,9 @@ type Options struct {
 	FlushInterval time.Duration
 	// Logger receives flush failures; default slog.Default().
 	Logger *slog.Logger
+	// Clock dates the checks that need no store operation (CountCheck); default the
+	// system clock. Give it the store's test clock in tests.
+	Clock Clock
 }
 
 // Engine decides checks and leases for accounts over one Store.
@@ -91,6 +94,7 @@ type Engine struct {
 	usage     *usage
 	interval  time.Duration
 	log       *slog.Logger
+	clock     Clock
 }
 
 // New returns an engine over store serving the accounts of dir.
@@ -101,7 +105,10 @@ func New(store Store, dir *Directory, opts Options) *Engine {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
-	e := &Engine{store: store, usage: newUsage(), interval: opts.FlushInterval, log: opts.Logger}
+	if opts.Clock == nil {
+		opts.Clock = SystemClock{}
+	}
+	e := &Engine{store: store, usage: newUsage(), interval: opts.FlushInterval, log: opts.Logger, clock: opts.Clock}
 	e.directory.Store(dir)
 	return e
 }
@@ -113,6 +120,12 @@ func (e *Engine) SetDirectory(d *Directory) { e.directory.Store(d) }
 func (e *Engine) Authenticate(apiKey string) (*Account, bool) {
 	return e.directory.Load().Lookup(apiKey)
 }
+
+// Account returns the account with the given id from the current directory.
+func (e *Engine) Account(id string) (*Account, bool) { return e.directory.Load().Account(id) }
+
+// Directory returns the accounts the engine serves now.
+func (e *Engine) Directory() *Directory { return e.directory.Load() }
 
 // Ping reports whether the store answers.
 func (e *Engine) Ping(ctx context.Context) error { return e.store.Ping(ctx) }

@@ -63,7 +63,7 @@ func newFixture(t *testing.T, wrap func(engine.Store) engine.Store) *fixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f := &fixture{eng: engine.New(s, dir, engine.Options{}), store: s, clock: c, accts: map[string]*engine.Account{}}
+	f := &fixture{eng: engine.New(s, dir, engine.Options{Clock: c}), store: s, clock: c, accts: map[string]*engine.Account{}}
 	for _, a := range dir.Accounts() {
 		f.accts[a.ID] = a
 	}

@@ -9,6 +9,10 @@ type Store interface {
 	// Spend spends s.Cost units of s.Counter if they fit under s.Limit, by the counter's
 	// algorithm (CONTRACT §4). A denied spend changes nothing.
 	Spend(ctx context.Context, s Spend) (Decision, error)
+	// SpendAll decides 1 to MaxSpendAll spends of one account, namespace and key (distinct
+	// algorithm or window) in one atomic step: out[i] is spends[i]'s own verdict, and the
+	// costs are spent only if every one is allowed, else nothing changes (CONTRACT §12.11).
+	SpendAll(ctx context.Context, spends []Spend, out []Decision) error
 	// Reset clears a counter; existed reports whether it held unexpired state.
 	Reset(ctx context.Context, c Counter) (existed bool, err error)
 

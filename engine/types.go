@@ -60,6 +60,9 @@ type Spend struct {
 	Cost    int64
 }
 
+// MaxSpendAll is the most counters one Store.SpendAll decides together.
+const MaxSpendAll = 8
+
 // Decision is a store's verdict on a Spend (CONTRACT §4).
 type Decision struct {
 	Allowed   bool

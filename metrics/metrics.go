@@ -20,6 +20,7 @@ type Metrics struct {
 	decisions     *prometheus.CounterVec
 	httpDuration  *prometheus.HistogramVec
 	storeDuration *prometheus.HistogramVec
+	shadow        prometheus.Counter
 }
 
 // New creates the collectors and registers them, with the Go and process collectors.
@@ -41,10 +42,17 @@ func New() *Metrics {
 			Buckets: []float64{.00001, .000025, .00005, .0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, 1},
 		}, []string{"op", "result"}),
 	}
-	m.Registry.MustRegister(m.decisions, m.httpDuration, m.storeDuration,
+	m.shadow = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "leash_envoy_shadow_denials_total",
+		Help: "Envoy descriptors in shadow_mode that were over their limit and answered OK.",
+	})
+	m.Registry.MustRegister(m.decisions, m.httpDuration, m.storeDuration, m.shadow,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
+
+// ShadowDenial counts one shadow_mode descriptor answered OK although over its limit.
+func (m *Metrics) ShadowDenial() { m.shadow.Inc() }
 
 // DecisionCounter counts one endpoint's decisions; its counters are resolved once.
 type DecisionCounter struct{ allowed, denied prometheus.Counter }
@@ -111,13 +119,13 @@ func (o storeOp) since(start time.Time, err error) {
 // InstrumentedStore times every operation of an engine.Store.
 type InstrumentedStore struct {
 	engine.Store
-	spend, reset, acquire, release, renew, rules, putRule, deleteRule, addUsage, readUsage, monthTotals, ping storeOp
+	spend, spendAll, reset, acquire, release, renew, rules, putRule, deleteRule, addUsage, readUsage, monthTotals, ping storeOp
 }
 
 // Instrument wraps s so each operation's latency is observed.
 func (m *Metrics) Instrument(s engine.Store) *InstrumentedStore {
 	return &InstrumentedStore{
-		Store: s, spend: m.op("spend"), reset: m.op("reset"), acquire: m.op("acquire"), release: m.op("release"),
+		Store: s, spend: m.op("spend"), spendAll: m.op("spend_all"), reset: m.op("reset"), acquire: m.op("acquire"), release: m.op("release"),
 		renew: m.op("renew"), rules: m.op("rules"), putRule: m.op("put_rule"), deleteRule: m.op("delete_rule"),
 		addUsage: m.op("add_usage"), readUsage: m.op("read_usage"), monthTotals: m.op("month_totals"), ping: m.op("ping"),
 	}
@@ -129,6 +137,14 @@ func (s *InstrumentedStore) Spend(ctx context.Context, sp engine.Spend) (engine.
 	d, err := s.Store.Spend(ctx, sp)
 	s.spend.since(t, err)
 	return d, err
+}
+
+// SpendAll times Store.SpendAll.
+func (s *InstrumentedStore) SpendAll(ctx context.Context, spends []engine.Spend, out []engine.Decision) error {
+	t := time.Now()
+	err := s.Store.SpendAll(ctx, spends, out)
+	s.spendAll.since(t, err)
+	return err
 }
 
 // Reset times Store.Reset.

@@ -125,6 +125,7 @@ type proc struct {
 	logs       []map[string]any
 	raw        []string // stderr lines that are not JSON log records (panics, race reports)
 	http, adm  string
+	grpc       string // "" when gRPC is disabled
 	exited     chan error
 	stdoutDone chan struct{}
 }
@@ -138,7 +139,7 @@ func startLeashArgs(t *testing.T, args []string, env ...string) *proc {
 	t.Helper()
 	p := &proc{stdout: new(syncBuffer), exited: make(chan error, 1)}
 	p.cmd = exec.Command(binary, append([]string{"serve"}, args...)...)
-	p.cmd.Env = append(os.Environ(), append([]string{"LEASH_HTTP_ADDR=127.0.0.1:0", "LEASH_ADMIN_ADDR=127.0.0.1:0"}, env...)...)
+	p.cmd.Env = append(os.Environ(), append([]string{"LEASH_HTTP_ADDR=127.0.0.1:0", "LEASH_ADMIN_ADDR=127.0.0.1:0", "LEASH_GRPC_ADDR=127.0.0.1:0"}, env...)...)
 	p.cmd.Stdout = p.stdout
 	stderr, err := p.cmd.StderrPipe()
 	if err != nil {
@@ -162,7 +163,7 @@ func startLeashArgs(t *testing.T, args []string, env ...string) *proc {
 			p.logs = append(p.logs, rec)
 			p.mu.Unlock()
 			if rec["msg"] == "leash serving" {
-				p.http, p.adm = rec["http"].(string), rec["admin"].(string)
+				p.http, p.adm, p.grpc = rec["http"].(string), rec["admin"].(string), rec["grpc"].(string)
 				close(ready)
 			}
 		}

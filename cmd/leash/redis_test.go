@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"net"
@@ -10,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 )
 
 // redisServer is a redis-server process this test started on a loopback port.
@@ -88,7 +91,13 @@ func TestServeOnRedis(t *testing.T) {
 		}
 	}
 
+	c := dialRLS(t, p.grpc)
+	if _, err := c.ShouldRateLimit(context.Background(), rlsReq("n", overrideDescriptor())); err != nil {
+		t.Fatalf("gRPC on Redis: %v", err)
+	}
+
 	r.stop()
+	checkEnvoyUnavailable(t, c)
 	start := time.Now()
 	req, _ := http.NewRequest("POST", base+"/v1/limit", strings.NewReader(body))
 	req.Header.Set("Authorization", "Bearer k")
@@ -125,5 +134,18 @@ func TestServeOnRedis(t *testing.T) {
 	}
 	if resp, err := http.Get("http://" + p.adm + "/readyz"); err != nil || resp.StatusCode != 200 {
 		t.Fatalf("readyz after recovery: %v %v", resp.StatusCode, err)
+	}
+	for {
+		st, err := c.health.Check(context.Background(), &healthpb.HealthCheckRequest{})
+		if err == nil && st.Status == healthpb.HealthCheckResponse_SERVING {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("gRPC health after recovery: %v %v", st, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if _, err := c.ShouldRateLimit(context.Background(), rlsReq("n", overrideDescriptor())); err != nil {
+		t.Fatalf("gRPC after recovery: %v", err)
 	}
 }

@@ -10,9 +10,11 @@ import (
 	"net"
 	"os/signal"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
+	"github.com/leashd/leash/adapter"
 	"github.com/leashd/leash/admin"
 	"github.com/leashd/leash/config"
 	"github.com/leashd/leash/engine"
@@ -21,6 +23,8 @@ import (
 	"github.com/leashd/leash/httpapi"
 	"github.com/leashd/leash/metrics"
 	"github.com/prometheus/client_golang/prometheus"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/health"
 )
 
 func hashKey(key string) [32]byte { return engine.HashKey(key) }
@@ -51,6 +55,20 @@ func serve(paths, environ []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	eng := engine.New(m.Instrument(store), dir, engine.Options{Logger: log})
+	envoyCfg, err := envoyConfig(cfg)
+	if err == nil {
+		err = envoyCfg.Validate(dir)
+	}
+	if err != nil {
+		log.Error("invalid envoy config", "err", err)
+		_ = store.Close()
+		return 1
+	}
+	envoyDecisions := m.Decisions("envoy")
+	svc := adapter.NewService(envoyCfg, adapter.Options{
+		Engine: eng, Accounts: eng.Account, ResponseHeaders: cfg.Envoy.ResponseHeaders, Logger: log,
+		Counters: adapter.Counters{Decision: envoyDecisions.Inc, ShadowDenial: m.ShadowDenial},
+	})
 	adm := admin.New(admin.Options{Ping: eng.Ping, Gatherer: m.Registry, Pprof: cfg.Admin.Pprof})
 	api := httpapi.New(httpapi.Options{Engine: eng, Metrics: m, Logger: log})
 
@@ -68,6 +86,20 @@ func serve(paths, environ []string, stdout, stderr io.Writer) int {
 		_ = store.Close()
 		return 1
 	}
+	var grpcLn net.Listener
+	var grpcTLSConfig *tls.Config
+	if cfg.GRPC.Addr != "" {
+		if grpcTLSConfig, err = grpcTLS(cfg.GRPC.TLS); err == nil {
+			grpcLn, err = net.Listen("tcp", cfg.GRPC.Addr)
+		}
+		if err != nil {
+			log.Error("cannot listen", "listener", "grpc", "addr", cfg.GRPC.Addr, "err", err)
+			_ = adminLn.Close()
+			_ = httpLn.Close()
+			_ = store.Close()
+			return 1
+		}
+	}
 	httpSrv := httpapi.NewServer(cfg.HTTP.Addr, api)
 	httpSrv.ErrorLog = slog.NewLogLogger(log.Handler(), slog.LevelWarn)
 	adminSrv := httpapi.NewServer(cfg.Admin.Addr, adm)
@@ -78,22 +110,25 @@ func serve(paths, environ []string, stdout, stderr io.Writer) int {
 
 	watchCtx, stopWatch := context.WithCancel(context.Background())
 	defer stopWatch()
+	reloader := newEnvoyReloader(watchCtx, eng, svc, envoyCfg, cfg.Envoy.ConfigPaths, log)
+	defer reloader.wait()
 	if len(paths) > 0 {
-		go config.Watch(watchCtx, paths, environ, func(c *config.Config) {
-			d, err := c.Directory()
-			if err != nil || !c.HasAccounts() {
-				log.Error("config reload: accounts rejected; keeping the running ones", "err", err)
-				return
-			}
-			eng.SetDirectory(d)
-			log.Info("config reloaded", "accounts", len(d.Accounts()))
-		}, log)
+		go config.Watch(watchCtx, paths, environ, reloader.applyConfig, log)
 	}
 
-	serveErr := make(chan error, 2)
+	serveErr := make(chan error, 3)
 	go func() { serveErr <- httpSrv.Serve(httpLn) }()
 	go func() { serveErr <- adminSrv.Serve(adminLn) }()
-	log.Info("leash serving", "version", buildVersion(), "http", httpLn.Addr().String(),
+	grpcAddr := ""
+	var grpcSrv *grpc.Server
+	if grpcLn != nil {
+		var hs *health.Server
+		grpcSrv, hs = adapter.NewServer(svc, grpcTLSConfig)
+		go adapter.WatchHealth(watchCtx, hs, eng.Ping, time.Second, cfg.Store.Redis.ReadTimeout, log)
+		go func() { serveErr <- grpcSrv.Serve(grpcLn) }()
+		grpcAddr = grpcLn.Addr().String()
+	}
+	log.Info("leash serving", "version", buildVersion(), "http", httpLn.Addr().String(), "grpc", grpcAddr,
 		"admin", adminLn.Addr().String(), "store", cfg.Store.Backend)
 
 	code := 0
@@ -112,10 +147,18 @@ func serve(paths, environ []string, stdout, stderr io.Writer) int {
 	time.Sleep(min(cfg.Shutdown.DrainDelay, time.Until(deadline)/2))
 	// 2. Close the listeners and let every request already received complete.
 	sctx, cancel := context.WithDeadline(context.Background(), deadline.Add(-cfg.Shutdown.Timeout/4))
+	if grpcSrv != nil {
+		go func() { <-sctx.Done(); grpcSrv.Stop() }() // bound the graceful stop
+	}
+	var drained sync.WaitGroup
+	if grpcSrv != nil {
+		drained.Go(grpcSrv.GracefulStop)
+	}
 	if err := httpSrv.Shutdown(sctx); err != nil {
 		log.Error("http drain incomplete", "err", err)
 		code = 1
 	}
+	drained.Wait()
 	cancel()
 	// 3. Flush usage (the flush loop does a final flush when stopped).
 	stopFlush()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/leashd/leash/engine"
 	"github.com/leashd/leash/engine/algo"
@@ -12,6 +13,7 @@ import (
 var (
 	errNoRoom       = fmt.Errorf("memstore: no room for new state: %w", engine.ErrNoRoom)
 	errInvalidSpend = errors.New("memstore: spend outside the algorithm's ranges")
+	errInvalidSet   = errors.New("memstore: SpendAll takes 1 to engine.MaxSpendAll distinct counters of one key")
 	errInvalidLease = errors.New("memstore: lease limit and time-to-live must be positive")
 	errInvalidRule  = errors.New("memstore: rule has no algorithm")
 	errUsageSpan    = errors.New("memstore: usage query spans too many days")
@@ -93,6 +95,102 @@ func (s *Store) Spend(_ context.Context, sp engine.Spend) (engine.Decision, erro
 		ResetMS:   res.ResetMS,
 		NowMS:     now,
 	}, nil
+}
+
+// SpendAll decides spends together under their shards' locks: each gets its own verdict,
+// and the costs are written only when every one is allowed.
+func (s *Store) SpendAll(_ context.Context, spends []engine.Spend, out []engine.Decision) error {
+	if s.closed.Load() {
+		return ErrClosed
+	}
+	n := len(spends)
+	if n == 0 || n > engine.MaxSpendAll || len(out) < n {
+		return errInvalidSet
+	}
+	var (
+		bufs  [engine.MaxSpendAll][keyBufSize]byte
+		keys  [engine.MaxSpendAll][]byte
+		hs    [engine.MaxSpendAll]uint64
+		shs   [engine.MaxSpendAll]*shard
+		sts   [engine.MaxSpendAll][3]int64
+		res   [engine.MaxSpendAll]algo.Result
+		order [engine.MaxSpendAll]int
+	)
+	c0 := &spends[0].Counter
+	for i := range n {
+		sp := &spends[i]
+		if !validSpend(sp) {
+			return errInvalidSpend
+		}
+		if sp.Counter.Account != c0.Account || sp.Counter.Namespace != c0.Namespace || sp.Counter.Key != c0.Key {
+			return errInvalidSet
+		}
+		keys[i] = appendCounterKey(bufs[i][:0], &sp.Counter)
+		for j := range i {
+			if string(keys[j]) == string(keys[i]) {
+				return errInvalidSet
+			}
+		}
+		shs[i], hs[i] = s.shardOf(keys[i])
+		order[i] = int(hs[i] & s.mask)
+	}
+	// Lock each shard once, in index order, so two SpendAlls cannot deadlock.
+	idx := order[:n]
+	slices.Sort(idx)
+	idx = slices.Compact(idx)
+	for _, k := range idx {
+		s.shards[k].mu.Lock()
+	}
+	defer func() {
+		for _, k := range idx {
+			s.shards[k].mu.Unlock()
+		}
+	}()
+
+	now := s.nowMS()
+	all := true
+	for i := range n {
+		sp, sh := &spends[i], shs[i]
+		var st [3]int64
+		if j, found := sh.find(hs[i], keys[i]); found {
+			e := &sh.entries[j]
+			e.ref = true
+			if e.exp > now {
+				st = e.st
+			}
+		}
+		sts[i], res[i] = decide(sp.Counter.Algorithm, st, now, sp.Limit, sp.Counter.WindowMS, sp.Cost)
+		all = all && res[i].Allowed
+		out[i] = engine.Decision{Allowed: res[i].Allowed, Limit: sp.Limit, Remaining: res[i].Remaining, ResetMS: res[i].ResetMS, NowMS: now}
+	}
+	if !all {
+		return nil
+	}
+	// Make room for new counters before writing any, so a full store changes nothing.
+	for i := range n {
+		if _, found := shs[i].find(hs[i], keys[i]); res[i].Write && !found {
+			if err := shs[i].reserve(s, now); err != nil {
+				return err
+			}
+		}
+	}
+	for i := range n {
+		if !res[i].Write {
+			continue
+		}
+		sh := shs[i]
+		if j, found := sh.find(hs[i], keys[i]); found {
+			e := &sh.entries[j]
+			e.st, e.exp = sts[i], res[i].ExpiresMS
+			sh.noteExp(res[i].ExpiresMS)
+			continue
+		}
+		if err := sh.reserve(s, now); err != nil {
+			return err
+		}
+		sh.insertCounter(hs[i], string(keys[i]), sts[i], res[i].ExpiresMS)
+	}
+	return nil
 }
 
 // Reset clears a counter; existed reports whether it held unexpired state (CONTRACT §12.14).

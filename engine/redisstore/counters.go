@@ -4,12 +4,16 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/leashd/leash/engine"
 	"github.com/leashd/leash/engine/algo"
 )
 
-var errInvalidSpend = errors.New("redisstore: spend outside the algorithm's ranges")
+var (
+	errInvalidSpend = errors.New("redisstore: spend outside the algorithm's ranges")
+	errInvalidSet   = errors.New("redisstore: SpendAll takes 1 to engine.MaxSpendAll distinct counters of one key")
+)
 
 // Spend decides one rate-limit request with one EVALSHA of lua/spend.lua.
 func (s *Store) Spend(ctx context.Context, sp engine.Spend) (engine.Decision, error) {
@@ -28,6 +32,47 @@ func (s *Store) Spend(ctx context.Context, sp engine.Spend) (engine.Decision, er
 		return engine.Decision{}, errors.New("redisstore: spend: malformed script reply")
 	}
 	return engine.Decision{Allowed: r[0] == 1, Limit: sp.Limit, Remaining: r[1], ResetMS: r[2], NowMS: r[3]}, nil
+}
+
+// SpendAll decides several counters of one key with one EVALSHA of lua/spend_all.lua: all
+// spend or none.
+func (s *Store) SpendAll(ctx context.Context, spends []engine.Spend, out []engine.Decision) error {
+	n := len(spends)
+	if n == 0 || n > engine.MaxSpendAll || len(out) < n {
+		return errInvalidSet
+	}
+	keys := make([]string, n)
+	args := make([]any, 0, 2+4*n)
+	args = append(args, s.nowArg(), s.slack)
+	c0 := &spends[0].Counter
+	for i := range spends {
+		sp := &spends[i]
+		code := algCode(sp.Counter.Algorithm)
+		if code == "" || sp.Limit < 1 || sp.Limit > algo.MaxLimit || sp.Cost < 0 || sp.Cost > sp.Limit ||
+			sp.Counter.WindowMS < 1 || sp.Counter.WindowMS > algo.MaxWindowMS {
+			return errInvalidSpend
+		}
+		if sp.Counter.Account != c0.Account || sp.Counter.Namespace != c0.Namespace || sp.Counter.Key != c0.Key {
+			return errInvalidSet
+		}
+		keys[i] = s.keys.counter(sp.Counter)
+		if slices.Contains(keys[:i], keys[i]) {
+			return errInvalidSet
+		}
+		args = append(args, code, sp.Limit, sp.Counter.WindowMS, sp.Cost)
+	}
+	r, err := s.run(ctx, s.sc.spendAll, keys, args...)
+	if err != nil {
+		return err
+	}
+	if len(r) != 3*n+1 {
+		return errors.New("redisstore: spend_all: malformed script reply")
+	}
+	now := r[3*n]
+	for i := range n {
+		out[i] = engine.Decision{Allowed: r[3*i] == 1, Limit: spends[i].Limit, Remaining: r[3*i+1], ResetMS: r[3*i+2], NowMS: now}
+	}
+	return nil
 }
 
 // Reset clears one counter with one EVALSHA of lua/reset.lua.

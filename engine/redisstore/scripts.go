@@ -15,8 +15,12 @@ var (
 	luaPrelude string
 	//go:embed lua/lease_prelude.lua
 	luaLeasePrelude string
+	//go:embed lua/decide.lua
+	luaDecide string
 	//go:embed lua/spend.lua
 	luaSpend string
+	//go:embed lua/spend_all.lua
+	luaSpendAll string
 	//go:embed lua/reset.lua
 	luaReset string
 	//go:embed lua/acquire.lua
@@ -46,12 +50,13 @@ func newScript(src string) *script { return &script{redis.NewScript(src), src} }
 // scripts holds one Store's scripts (a Script caches its SHA, so each Store owns its own
 // set rather than sharing package state).
 type scripts struct {
-	spend, reset, acquire, release, renew, rulesGet, rulesPut, rulesDel, usageAdd *script
+	spend, spendAll, reset, acquire, release, renew, rulesGet, rulesPut, rulesDel, usageAdd *script
 }
 
 func newScripts() *scripts {
 	return &scripts{
-		spend:    newScript(luaPrelude + luaSpend),
+		spend:    newScript(luaPrelude + luaDecide + luaSpend),
+		spendAll: newScript(luaPrelude + luaDecide + luaSpendAll),
 		reset:    newScript(luaPrelude + luaReset),
 		acquire:  newScript(luaPrelude + luaLeasePrelude + luaAcquire),
 		release:  newScript(luaPrelude + luaLeasePrelude + luaRelease),
@@ -64,7 +69,7 @@ func newScripts() *scripts {
 }
 
 func (s *scripts) all() []*script {
-	return []*script{s.spend, s.reset, s.acquire, s.release, s.renew, s.rulesGet, s.rulesPut, s.rulesDel, s.usageAdd}
+	return []*script{s.spend, s.spendAll, s.reset, s.acquire, s.release, s.renew, s.rulesGet, s.rulesPut, s.rulesDel, s.usageAdd}
 }
 
 // isNoScript reports Redis's answer to an EVALSHA of a script it does not have.

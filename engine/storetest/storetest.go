@@ -40,6 +40,7 @@ func Run(t *testing.T, newStore func(t *testing.T, clock engine.Clock) engine.St
 		{"TokenBucket", tokenBucketTests()},
 		{"Counters", counterTests()},
 		{"Reset", resetTests()},
+		{"SpendAll", spendAllTests()},
 		{"Leases", leaseTests()},
 		{"Rules", ruleTests()},
 		{"Usage", usageTests()},

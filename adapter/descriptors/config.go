@@ -1,0 +1,231 @@
+package descriptors
+
+import (
+	"slices"
+	"strings"
+
+	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+
+	"github.com/leashd/leash/engine"
+)
+
+// Limit is one configured rate limit of a descriptor.
+type Limit struct {
+	Name            string           // the rate limit's name, "" when none
+	Algorithm       engine.Algorithm // engine.FixedWindow unless configured
+	RequestsPerUnit int64            // 0 denies every request
+	Unit            rlsv3.RateLimitResponse_RateLimit_Unit
+	UnitMultiplier  int64 // ≥ 1
+	WindowMS        int64 // UnitMS(Unit) × UnitMultiplier
+}
+
+// Rule is one configured descriptor that can match: it has limits or is unlimited.
+type Rule struct {
+	Domain         string
+	File, Path     string   // where it was defined, for logs and errors
+	Descriptor     []Entry  // configured keys and values from the top level down (patterns as written, "" for a bare key)
+	Limits         []Limit  // from rate_limit or rate_limits; empty when Unlimited
+	Unlimited      bool     // matched requests are never limited
+	Name           string   // the rate_limit's name when Unlimited; limited rules name their Limits
+	ShadowMode     bool     // count, but never deny
+	DetailedMetric bool     // metrics name the request's values
+	ValueToMetric  bool     // the peer's value_to_metric flag of this descriptor (metrics only)
+	Replaces       []string // names of rate limits this one replaces
+}
+
+// Entry is one key and value of a descriptor.
+type Entry struct{ Key, Value string }
+
+// Match is the result of matching a request descriptor.
+type Match struct {
+	Rule *Rule
+	// Entries identify the counter: the request's own entries, except that a level
+	// matched by a wildcard with share_threshold carries the configured pattern as its
+	// value, so that all values matching it share one counter. It may share memory
+	// with the entries given to Match and must not be modified.
+	Entries []Entry
+}
+
+// Config is a loaded set of descriptor files. It is immutable and safe for concurrent use.
+type Config struct {
+	domains map[string]*domain
+	names   []string // sorted
+	files   []string
+}
+
+type domain struct {
+	name  string
+	file  string
+	top   level
+	rules []*Rule
+}
+
+// level holds the descriptors of one nesting level, by key.
+type level map[string]*keyNodes
+
+// keyNodes are the descriptors of one level that share a key.
+type keyNodes struct {
+	exact map[string]*node // by value
+	wild  []*node          // in file order
+	bare  *node            // the descriptor without a value
+}
+
+type node struct {
+	value string   // configured value; "" for the bare key
+	glob  []string // value split at '*' when it is a wildcard
+	path  string   // where it was defined
+	share bool
+	rule  *Rule // nil when the descriptor has no limit of its own
+	next  level // nil when it has no nested descriptors
+}
+
+// find returns the descriptor for value and whether a wildcard chose it.
+func (k *keyNodes) find(value string) (*node, bool) {
+	if n := k.exact[value]; n != nil {
+		return n, false
+	}
+	for _, n := range k.wild {
+		if globMatch(n.glob, value) {
+			return n, true
+		}
+	}
+	return k.bare, false
+}
+
+// globMatch reports whether s matches the pattern split at its stars.
+func globMatch(parts []string, s string) bool {
+	first, last := parts[0], parts[len(parts)-1]
+	if !strings.HasPrefix(s, first) {
+		return false
+	}
+	s = s[len(first):]
+	if !strings.HasSuffix(s, last) {
+		return false
+	}
+	s = s[:len(s)-len(last)]
+	for _, mid := range parts[1 : len(parts)-1] {
+		i := strings.Index(s, mid)
+		if i < 0 {
+			return false
+		}
+		s = s[i+len(mid):]
+	}
+	return true
+}
+
+// Match finds the rule for a request descriptor of domain; false means no rule applies.
+func (c *Config) Match(domain string, entries []Entry) (Match, bool) {
+	if c == nil || len(entries) == 0 {
+		return Match{}, false
+	}
+	d := c.domains[domain]
+	if d == nil {
+		return Match{}, false
+	}
+	out, copied := entries, false
+	lvl := d.top
+	for i := range entries {
+		k := lvl[entries[i].Key]
+		if k == nil {
+			return Match{}, false
+		}
+		n, wild := k.find(entries[i].Value)
+		if n == nil {
+			return Match{}, false
+		}
+		if wild && n.share {
+			if !copied {
+				out, copied = slices.Clone(entries), true
+			}
+			out[i].Value = n.value
+		}
+		if i == len(entries)-1 {
+			if n.rule == nil {
+				return Match{}, false
+			}
+			return Match{Rule: n.rule, Entries: out}, true
+		}
+		lvl = n.next
+	}
+	return Match{}, false // not reached
+}
+
+// Domains returns the configured domains, sorted.
+func (c *Config) Domains() []string {
+	if c == nil {
+		return nil
+	}
+	return slices.Clone(c.names)
+}
+
+// Rules returns every rule of a domain in the order the file defines them.
+func (c *Config) Rules(domain string) []*Rule {
+	if c == nil || c.domains[domain] == nil {
+		return nil
+	}
+	return slices.Clone(c.domains[domain].rules)
+}
+
+// File returns the file that defines domain, or "" when none does.
+func (c *Config) File(domain string) string {
+	if c == nil || c.domains[domain] == nil {
+		return ""
+	}
+	return c.domains[domain].file
+}
+
+// Files returns the files the configuration was loaded from, in load order.
+func (c *Config) Files() []string {
+	if c == nil {
+		return nil
+	}
+	return slices.Clone(c.files)
+}
+
+// unitMS holds each unit's fixed length in milliseconds.
+var unitMS = [...]int64{
+	rlsv3.RateLimitResponse_RateLimit_SECOND: 1000,
+	rlsv3.RateLimitResponse_RateLimit_MINUTE: 60 * 1000,
+	rlsv3.RateLimitResponse_RateLimit_HOUR:   3600 * 1000,
+	rlsv3.RateLimitResponse_RateLimit_DAY:    86400 * 1000,
+	rlsv3.RateLimitResponse_RateLimit_WEEK:   7 * 86400 * 1000,
+	rlsv3.RateLimitResponse_RateLimit_MONTH:  30 * 86400 * 1000,
+	rlsv3.RateLimitResponse_RateLimit_YEAR:   365 * 86400 * 1000,
+}
+
+// UnitMS returns a unit's fixed length in milliseconds, or 0 for UNKNOWN and undefined units.
+func UnitMS(u rlsv3.RateLimitResponse_RateLimit_Unit) int64 {
+	if u < 0 || int(u) >= len(unitMS) {
+		return 0
+	}
+	return unitMS[u]
+}
+
+var unitNames = []string{"second", "minute", "hour", "day", "week", "month", "year"}
+
+// ParseUnit maps a unit name, in any ASCII letter case, to its Unit; ok is false for anything else.
+func ParseUnit(s string) (u rlsv3.RateLimitResponse_RateLimit_Unit, ok bool) {
+	for _, name := range unitNames {
+		if asciiEqualFold(s, name) {
+			v := rlsv3.RateLimitResponse_RateLimit_Unit_value[strings.ToUpper(name)]
+			return rlsv3.RateLimitResponse_RateLimit_Unit(v), true
+		}
+	}
+	return rlsv3.RateLimitResponse_RateLimit_UNKNOWN, false
+}
+
+func asciiEqualFold(s, lower string) bool {
+	if len(s) != len(lower) {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if 'A' <= c && c <= 'Z' {
+			c += 'a' - 'A'
+		}
+		if c != lower[i] {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,145 @@
+package descriptors
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+)
+
+// maxFileSize bounds one descriptor file.
+const maxFileSize = 4 << 20
+
+// source is one file's name and contents.
+type source struct {
+	name string
+	data []byte
+}
+
+// Load reads descriptor files and folders (see the package documentation for the folder
+// rules) into a Config. The error is an *Error, or an errors.Join of up to 10 of them;
+// each names a file and, when it can, the path inside it.
+func Load(paths ...string) (*Config, error) {
+	srcs, err := readSources(paths)
+	if err != nil {
+		return nil, err
+	}
+	return build(srcs)
+}
+
+// readSources lists and reads the files that paths name. On error it also returns the
+// files read before it, which Watch fingerprints.
+func readSources(paths []string) ([]source, error) {
+	var srcs []source
+	seen := make(map[string]bool)
+	add := func(name string) error {
+		key := name
+		if abs, err := filepath.Abs(name); err == nil {
+			key = abs
+		}
+		if seen[key] {
+			return nil
+		}
+		seen[key] = true
+		data, err := readFile(name)
+		if err != nil {
+			return err
+		}
+		srcs = append(srcs, source{name: name, data: data})
+		return nil
+	}
+	for _, p := range paths {
+		info, err := os.Stat(p)
+		if err != nil {
+			return srcs, &Error{File: p, Msg: ioMsg(err)}
+		}
+		if !info.IsDir() {
+			if err := add(p); err != nil {
+				return srcs, err
+			}
+			continue
+		}
+		ents, err := os.ReadDir(p) // sorted by name
+		if err != nil {
+			return srcs, &Error{File: p, Msg: ioMsg(err)}
+		}
+		for _, e := range ents {
+			name := e.Name()
+			ext := strings.ToLower(filepath.Ext(name))
+			if strings.HasPrefix(name, ".") || ext != ".yaml" && ext != ".yml" {
+				continue
+			}
+			full := filepath.Join(p, name)
+			info, err := os.Stat(full) // follows symbolic links, as in a ConfigMap
+			if err != nil {
+				return srcs, &Error{File: full, Msg: ioMsg(err)}
+			}
+			if !info.Mode().IsRegular() {
+				continue
+			}
+			if err := add(full); err != nil {
+				return srcs, err
+			}
+		}
+	}
+	return srcs, nil
+}
+
+func readFile(name string) ([]byte, error) {
+	f, err := os.Open(name)
+	if err != nil {
+		return nil, &Error{File: name, Msg: ioMsg(err)}
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, maxFileSize+1))
+	if err != nil {
+		return nil, &Error{File: name, Msg: ioMsg(err)}
+	}
+	if len(data) > maxFileSize {
+		return nil, &Error{File: name, Msg: fmt.Sprintf("larger than %d MiB", maxFileSize>>20)}
+	}
+	return data, nil
+}
+
+// ioMsg is an I/O error's text without the file name, which the Error adds.
+func ioMsg(err error) string {
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		return pe.Op + ": " + pe.Err.Error()
+	}
+	return err.Error()
+}
+
+// build parses sources into a Config.
+func build(srcs []source) (*Config, error) {
+	c := &Config{domains: make(map[string]*domain)}
+	var errs []error
+	for _, src := range srcs {
+		d, ferrs := parseFile(src.name, src.data)
+		if len(ferrs) > 0 {
+			errs = append(errs, ferrs...)
+		} else if prev := c.domains[d.name]; prev != nil {
+			errs = append(errs, &Error{File: src.name, Path: "domain",
+				Msg: fmt.Sprintf("duplicate domain %q: %s defines it too", d.name, prev.file)})
+		} else {
+			c.domains[d.name] = d
+			c.names = append(c.names, d.name)
+		}
+		c.files = append(c.files, src.name)
+		if len(errs) >= maxErrors {
+			break
+		}
+	}
+	switch {
+	case len(errs) == 1:
+		return nil, errs[0]
+	case len(errs) > 1:
+		return nil, errors.Join(errs[:min(len(errs), maxErrors)]...)
+	}
+	slices.Sort(c.names)
+	return c, nil
+}

@@ -1,0 +1,176 @@
+package descriptors
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/binary"
+	"errors"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
+	"time"
+
+	"github.com/fsnotify/fsnotify"
+)
+
+// settle is how long Watch waits after a file-system event before reading, so that a
+// burst of events (an editor's save, a ConfigMap swap) causes one reload.
+const settle = 100 * time.Millisecond
+
+// Watch reloads the descriptor files and folders in paths whenever their contents
+// change, until ctx is done. It compares the files' contents every interval (1 s when
+// interval is 0 or less) and also reacts to file-system events, so it follows edits in
+// place, files added to or removed from a folder, and Kubernetes ConfigMap symlink
+// swaps.
+//
+// A changed set of files that loads is passed to apply. A load error or an apply error
+// is logged and the previous configuration stays in force. An apply error is retried at
+// each interval while the files stay unchanged, since it may depend on other
+// configuration (a plan that does not yet allow an algorithm, say); it is logged again
+// only when its text changes. apply is called from Watch's goroutine, one call at a
+// time. Watch does not apply the files as they are when it starts: load those with
+// Load first. A nil logger means slog.Default().
+func Watch(ctx context.Context, paths []string, interval time.Duration, apply func(*Config) error, logger *slog.Logger) {
+	if interval <= 0 {
+		interval = time.Second
+	}
+	if logger == nil {
+		logger = slog.Default()
+	}
+	w := &watcher{paths: slices.Clone(paths), apply: apply, log: logger}
+	w.applied, _, _ = w.read()
+
+	var events <-chan fsnotify.Event
+	var notifyErrs <-chan error
+	if fw, err := fsnotify.NewWatcher(); err != nil {
+		logger.Debug("descriptors: file events unavailable; polling only", "error", err.Error())
+	} else {
+		defer fw.Close()
+		for _, dir := range watchDirs(paths) {
+			if err := fw.Add(dir); err != nil {
+				logger.Debug("descriptors: cannot watch folder; polling it", "folder", dir, "error", err.Error())
+			}
+		}
+		events, notifyErrs = fw.Events, fw.Errors
+	}
+
+	tick := time.NewTicker(interval)
+	defer tick.Stop()
+	soon := time.NewTimer(time.Hour)
+	soon.Stop()
+	defer soon.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+			w.check()
+		case <-soon.C:
+			w.check()
+		case _, ok := <-events:
+			if !ok {
+				events = nil
+				continue
+			}
+			soon.Reset(settle)
+		case err, ok := <-notifyErrs:
+			if !ok {
+				notifyErrs = nil
+				continue
+			}
+			logger.Debug("descriptors: file event error; polling continues", "error", err.Error())
+		}
+	}
+}
+
+// watchDirs returns the folders whose events matter: each named folder, and the folder
+// of each named file.
+func watchDirs(paths []string) []string {
+	var dirs []string
+	seen := make(map[string]bool)
+	for _, p := range paths {
+		dir := p
+		if info, err := os.Stat(p); err != nil || !info.IsDir() {
+			dir = filepath.Dir(p)
+		}
+		if !seen[dir] {
+			seen[dir] = true
+			dirs = append(dirs, dir)
+		}
+	}
+	return dirs
+}
+
+type watcher struct {
+	paths []string
+	apply func(*Config) error
+	log   *slog.Logger
+
+	applied  [32]byte // fingerprint of the files in force
+	seen     [32]byte // fingerprint of the files last examined
+	pending  *Config  // loaded from seen but not yet applied
+	applyErr string   // text of the last apply error logged
+}
+
+// read lists and reads the files and fingerprints them; an error is part of the fingerprint.
+func (w *watcher) read() ([32]byte, []source, error) {
+	srcs, err := readSources(w.paths)
+	h := sha256.New()
+	if err != nil {
+		h.Write([]byte("error\x00" + err.Error()))
+	}
+	for _, s := range srcs {
+		h.Write(binary.LittleEndian.AppendUint64(nil, uint64(len(s.name))))
+		h.Write([]byte(s.name))
+		h.Write(binary.LittleEndian.AppendUint64(nil, uint64(len(s.data))))
+		h.Write(s.data)
+	}
+	var fp [32]byte
+	h.Sum(fp[:0])
+	return fp, srcs, err
+}
+
+// check reloads when the files changed and applies what loads.
+func (w *watcher) check() {
+	fp, srcs, err := w.read()
+	if fp == w.applied {
+		w.seen, w.pending, w.applyErr = fp, nil, ""
+		return
+	}
+	if fp != w.seen {
+		w.seen, w.pending, w.applyErr = fp, nil, ""
+		if err == nil {
+			w.pending, err = build(srcs)
+		}
+		if err != nil {
+			w.log.Error("descriptors: config not loaded; the previous one stays in force", errAttrs(err)...)
+			return
+		}
+	}
+	if w.pending == nil {
+		return // a load error, already logged; wait for the next change
+	}
+	if err := w.apply(w.pending); err != nil {
+		if err.Error() != w.applyErr {
+			w.applyErr = err.Error()
+			w.log.Error("descriptors: config not applied; the previous one stays in force", errAttrs(err)...)
+		}
+		return
+	}
+	w.log.Info("descriptors: config applied", "domains", w.pending.Domains(), "files", len(w.pending.Files()))
+	w.applied, w.pending, w.applyErr = fp, nil, ""
+}
+
+// errAttrs are the log attributes of an error: its text and, for an *Error, the file and path.
+func errAttrs(err error) []any {
+	attrs := []any{"error", err.Error()}
+	var e *Error
+	if errors.As(err, &e) {
+		attrs = append(attrs, "file", e.File)
+		if e.Path != "" {
+			attrs = append(attrs, "path", e.Path)
+		}
+	}
+	return attrs
+}

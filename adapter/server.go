@@ -1,0 +1,89 @@
+package adapter
+
+import (
+	"context"
+	"crypto/tls"
+	"log/slog"
+	"time"
+
+	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/keepalive"
+	"google.golang.org/grpc/reflection"
+)
+
+// ServiceName is the gRPC service Envoy calls; health reports it and "" alike.
+const ServiceName = "envoy.service.ratelimit.v3.RateLimitService"
+
+// Keepalive settings for long-lived Envoy connections: pings find dead peers, and
+// connections are recycled every MaxConnectionAge so new replicas get a share of the
+// traffic (Envoy reconnects transparently after the GOAWAY).
+const (
+	keepaliveTime         = 30 * time.Second
+	keepaliveTimeout      = 10 * time.Second
+	maxConnectionAge      = 10 * time.Minute
+	maxConnectionAgeGrace = 30 * time.Second
+	minClientPing         = 5 * time.Second
+)
+
+// NewServer returns a gRPC server with the rate-limit service, grpc.health.v1 and server
+// reflection registered; tlsConfig nil serves plaintext. The health server starts
+// SERVING; WatchHealth keeps it in step with the store.
+func NewServer(svc *Service, tlsConfig *tls.Config) (*grpc.Server, *health.Server) {
+	opts := []grpc.ServerOption{
+		grpc.KeepaliveParams(keepalive.ServerParameters{
+			Time:                  keepaliveTime,
+			Timeout:               keepaliveTimeout,
+			MaxConnectionAge:      maxConnectionAge,
+			MaxConnectionAgeGrace: maxConnectionAgeGrace,
+		}),
+		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: minClientPing, PermitWithoutStream: true}),
+	}
+	if tlsConfig != nil {
+		opts = append(opts, grpc.Creds(credentials.NewTLS(tlsConfig)))
+	}
+	srv := grpc.NewServer(opts...)
+	rlsv3.RegisterRateLimitServiceServer(srv, svc)
+	hs := health.NewServer()
+	healthpb.RegisterHealthServer(srv, hs)
+	reflection.Register(srv)
+	hs.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
+	hs.SetServingStatus(ServiceName, healthpb.HealthCheckResponse_SERVING)
+	return srv, hs
+}
+
+// WatchHealth pings the store every interval until ctx is done and reports NOT_SERVING
+// while it does not answer within timeout (CONTRACT §9), logging each change.
+func WatchHealth(ctx context.Context, hs *health.Server, ping func(context.Context) error, interval, timeout time.Duration, log *slog.Logger) {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	serving := true
+	for {
+		pctx, cancel := context.WithTimeout(ctx, timeout)
+		err := ping(pctx)
+		cancel()
+		if ctx.Err() != nil {
+			return
+		}
+		if ok := err == nil; ok != serving {
+			serving = ok
+			st := healthpb.HealthCheckResponse_SERVING
+			if !ok {
+				st = healthpb.HealthCheckResponse_NOT_SERVING
+				log.Warn("grpc health: store unreachable; NOT_SERVING", "err", err)
+			} else {
+				log.Info("grpc health: store reachable again; SERVING")
+			}
+			hs.SetServingStatus("", st)
+			hs.SetServingStatus(ServiceName, st)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}

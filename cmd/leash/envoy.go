@@ -1,0 +1,165 @@
+package main
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"fmt"
+	"log/slog"
+	"os"
+	"slices"
+	"sync"
+
+	"github.com/leashd/leash/adapter"
+	"github.com/leashd/leash/adapter/descriptors"
+	"github.com/leashd/leash/config"
+	"github.com/leashd/leash/engine"
+)
+
+// envoyConfig loads the descriptor files named by cfg and the domain routing.
+func envoyConfig(cfg *config.Config) (*adapter.Config, error) {
+	ec := &adapter.Config{Routing: routing(cfg)}
+	if len(cfg.Envoy.ConfigPaths) > 0 {
+		d, err := descriptors.Load(cfg.Envoy.ConfigPaths...)
+		if err != nil {
+			return nil, err
+		}
+		ec.Descriptors = d
+	}
+	return ec, nil
+}
+
+func routing(cfg *config.Config) adapter.Routing {
+	r := adapter.Routing{DefaultAccount: cfg.Envoy.DefaultAccount, Domains: make(map[string]string, len(cfg.Envoy.Domains))}
+	for d, v := range cfg.Envoy.Domains {
+		r.Domains[d] = v.Account
+	}
+	return r
+}
+
+// envoyReloader applies reloads of the main config and of the descriptor files to the
+// engine and the Envoy service together, so accounts, routing and descriptors are always
+// checked against each other (CONTRACT §11.2, §12.13); an invalid change keeps all three.
+type envoyReloader struct {
+	ctx  context.Context // ends the descriptor watcher
+	eng  *engine.Engine
+	svc  *adapter.Service
+	log  *slog.Logger
+	mu   sync.Mutex
+	cfg  *adapter.Config
+	keys []string // envoy.config_paths being watched
+
+	stopWatch context.CancelFunc
+	wg        sync.WaitGroup
+}
+
+func newEnvoyReloader(ctx context.Context, eng *engine.Engine, svc *adapter.Service, cfg *adapter.Config, paths []string, log *slog.Logger) *envoyReloader {
+	r := &envoyReloader{ctx: ctx, eng: eng, svc: svc, cfg: cfg, log: log}
+	r.watch(paths)
+	return r
+}
+
+// watch (re)starts the descriptor-file watcher on paths; call with mu held or before use.
+func (r *envoyReloader) watch(paths []string) {
+	if r.stopWatch != nil {
+		r.stopWatch()
+		r.wg.Wait()
+		r.stopWatch = nil
+	}
+	r.keys = slices.Clone(paths)
+	if len(paths) == 0 {
+		return
+	}
+	ctx, cancel := context.WithCancel(r.ctx)
+	r.stopWatch = cancel
+	r.wg.Add(1)
+	go func() {
+		defer r.wg.Done()
+		descriptors.Watch(ctx, paths, 0, r.applyDescriptors, r.log)
+	}()
+}
+
+// applyDescriptors is the descriptor watcher's callback.
+func (r *envoyReloader) applyDescriptors(d *descriptors.Config) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	next := &adapter.Config{Descriptors: d, Routing: r.cfg.Routing}
+	if err := next.Validate(r.eng.Directory()); err != nil {
+		return err
+	}
+	r.cfg = next
+	r.svc.SetConfig(next)
+	r.log.Info("envoy descriptors reloaded", "domains", len(d.Domains()))
+	return nil
+}
+
+// applyConfig is the main config watcher's callback: accounts, plans and envoy settings.
+func (r *envoyReloader) applyConfig(c *config.Config) {
+	d, err := c.Directory()
+	if err != nil || !c.HasAccounts() {
+		r.log.Error("config reload: accounts rejected; keeping the running config", "err", err)
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	next := &adapter.Config{Descriptors: r.cfg.Descriptors, Routing: routing(c)}
+	pathsChanged := !slices.Equal(c.Envoy.ConfigPaths, r.keys)
+	if pathsChanged {
+		next.Descriptors = nil
+		if len(c.Envoy.ConfigPaths) > 0 {
+			if next.Descriptors, err = descriptors.Load(c.Envoy.ConfigPaths...); err != nil {
+				r.log.Error("config reload: envoy descriptors rejected; keeping the running config", "err", err)
+				return
+			}
+		}
+	}
+	if err := next.Validate(d); err != nil {
+		r.log.Error("config reload: envoy config rejected; keeping the running config", "err", err)
+		return
+	}
+	r.eng.SetDirectory(d)
+	r.cfg = next
+	r.svc.SetConfig(next)
+	if pathsChanged {
+		r.watch(c.Envoy.ConfigPaths)
+	}
+	r.log.Info("config reloaded", "accounts", len(d.Accounts()))
+}
+
+// wait stops the descriptor watcher (its context has ended) and waits for it.
+func (r *envoyReloader) wait() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.stopWatch != nil {
+		r.stopWatch()
+		r.wg.Wait()
+	}
+}
+
+// grpcTLS builds the gRPC listener's TLS config: the certificate is re-read when its
+// files change; with a client CA, clients must present a certificate it signed (mTLS).
+func grpcTLS(t config.GRPCTLS) (*tls.Config, error) {
+	if t.CertFile == "" && t.KeyFile == "" {
+		if t.ClientCAFile != "" {
+			return nil, fmt.Errorf("grpc.tls.client_ca_file needs grpc.tls.cert_file and key_file")
+		}
+		return nil, nil
+	}
+	rl, err := newCertReloader(t.CertFile, t.KeyFile)
+	if err != nil {
+		return nil, err
+	}
+	tc := &tls.Config{MinVersion: tls.VersionTLS12, GetCertificate: rl.get, NextProtos: []string{"h2"}}
+	if t.ClientCAFile != "" {
+		pem, err := os.ReadFile(t.ClientCAFile)
+		if err != nil {
+			return nil, fmt.Errorf("grpc.tls.client_ca_file: %w", err)
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("grpc.tls.client_ca_file: no PEM certificate in %s", t.ClientCAFile)
+		}
+		tc.ClientCAs, tc.ClientAuth = pool, tls.RequireAndVerifyClientCert
+	}
+	return tc, nil
+}

@@ -1,0 +1,199 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	rlcommon "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
+	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/status"
+)
+
+// writeAtomic replaces path's content the way editors and ConfigMaps do.
+func writeAtomic(t *testing.T, path, body string) {
+	t.Helper()
+	tmp := filepath.Join(filepath.Dir(path), "."+filepath.Base(path)+".tmp")
+	if err := os.WriteFile(tmp, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		t.Fatal(err)
+	}
+}
+
+type rlsClient struct {
+	rlsv3.RateLimitServiceClient
+	health healthpb.HealthClient
+}
+
+func dialRLS(t *testing.T, addr string) rlsClient {
+	t.Helper()
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = conn.Close() })
+	return rlsClient{rlsv3.NewRateLimitServiceClient(conn), healthpb.NewHealthClient(conn)}
+}
+
+func rlsReq(domain string, d *rlcommon.RateLimitDescriptor) *rlsv3.RateLimitRequest {
+	return &rlsv3.RateLimitRequest{Domain: domain, Descriptors: []*rlcommon.RateLimitDescriptor{d}}
+}
+
+func entry(k, v string) *rlcommon.RateLimitDescriptor {
+	return &rlcommon.RateLimitDescriptor{Entries: []*rlcommon.RateLimitDescriptor_Entry{{Key: k, Value: v}}}
+}
+
+func (c rlsClient) status(t *testing.T, d *rlcommon.RateLimitDescriptor) *rlsv3.RateLimitResponse_DescriptorStatus {
+	t.Helper()
+	resp, err := c.ShouldRateLimit(context.Background(), rlsReq("edge", d))
+	if err != nil {
+		t.Fatalf("ShouldRateLimit: %v", err)
+	}
+	return resp.Statuses[0]
+}
+
+// TestEnvoyEndpoint: a leash process with descriptor files serves gRPC; a /v1/limit call
+// and a gRPC call spend the same counter; descriptor edits apply without a restart and a
+// broken edit keeps the running config.
+func TestEnvoyEndpoint(t *testing.T) {
+	dir := t.TempDir()
+	descDir := filepath.Join(dir, "ratelimit")
+	if err := os.Mkdir(descDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	descFile := filepath.Join(descDir, "edge.yaml")
+	writeAtomic(t, descFile, "domain: edge\ndescriptors:\n  - key: user\n    rate_limit: {unit: minute, requests_per_unit: 2}\n")
+	cfgFile := filepath.Join(dir, "leash.yaml")
+	writeAtomic(t, cfgFile, fmt.Sprintf(`accounts:
+  - {id: acme, plan: pro, api_keys: [k]}
+envoy:
+  config_paths: [%s]
+  domains: {edge: {account: acme}}
+`, descDir))
+	p := startLeashArgs(t, []string{"--config", cfgFile})
+	if p.grpc == "" {
+		t.Fatal("no gRPC address in the start-up log")
+	}
+	c := dialRLS(t, p.grpc)
+	if st, err := c.health.Check(context.Background(), &healthpb.HealthCheckRequest{Service: "envoy.service.ratelimit.v3.RateLimitService"}); err != nil || st.Status != healthpb.HealthCheckResponse_SERVING {
+		t.Fatalf("health = %v %v", st, err)
+	}
+
+	// One counter, two endpoints: the descriptor user=alice is key "user=alice" in namespace "edge".
+	if st := c.status(t, entry("user", "alice")); st.Code != rlsv3.RateLimitResponse_OK || st.LimitRemaining != 1 {
+		t.Fatalf("first gRPC call: %v", st)
+	}
+	code, out := call(t, "POST", "http://"+p.http+"/v1/limit", "k",
+		`{"namespace":"edge","key":"user=alice","algorithm":"fixed_window","limit":2,"window_ms":60000}`)
+	if code != 200 || out["allowed"] != true || out["remaining"] != float64(0) {
+		t.Fatalf("/v1/limit on the descriptor's counter: %d %v", code, out)
+	}
+	if st := c.status(t, entry("user", "alice")); st.Code != rlsv3.RateLimitResponse_OVER_LIMIT {
+		t.Fatalf("gRPC after /v1/limit spent the counter: %v", st)
+	}
+
+	limitOf := func() uint32 { return c.status(t, entry("user", "probe")).GetCurrentLimit().GetRequestsPerUnit() }
+	waitFor := func(what string, cond func() bool) {
+		t.Helper()
+		deadline := time.Now().Add(3 * time.Second)
+		for !cond() {
+			if time.Now().After(deadline) {
+				t.Fatalf("not within 3 s: %s", what)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	// A valid edit applies without a restart.
+	writeAtomic(t, descFile, "domain: edge\ndescriptors:\n  - key: user\n    rate_limit: {unit: minute, requests_per_unit: 500}\n")
+	waitFor("new limit served", func() bool { return limitOf() == 500 })
+	// A broken edit is logged and the running config stays.
+	writeAtomic(t, descFile, "domain: edge\ndescriptors:\n  - key: user\n    rate_limit: {unit: fortnight, requests_per_unit: 1}\n")
+	time.Sleep(2 * time.Second)
+	if got := limitOf(); got != 500 {
+		t.Fatalf("a broken descriptor file changed the limit to %d", got)
+	}
+	// An algorithm the account's plan lacks is rejected on reload too (pro has token_bucket; free does not).
+	writeAtomic(t, cfgFile, fmt.Sprintf(`accounts:
+  - {id: acme, plan: free, api_keys: [k]}
+envoy:
+  config_paths: [%s]
+  domains: {edge: {account: acme}}
+`, descDir))
+	waitFor("plan free applied", func() bool {
+		code, _ := call(t, "POST", "http://"+p.http+"/v1/limit", "k", `{"namespace":"n","key":"k","algorithm":"token_bucket","limit":5,"window_ms":1000}`)
+		return code == 403
+	})
+	writeAtomic(t, descFile, "domain: edge\ndescriptors:\n  - key: user\n    rate_limit: {unit: minute, requests_per_unit: 7, algorithm: token_bucket}\n")
+	time.Sleep(2 * time.Second)
+	if got := limitOf(); got != 500 {
+		t.Fatalf("a descriptor file whose algorithm is not on the plan was applied: limit %d", got)
+	}
+}
+
+// TestBadDescriptorFileStopsStart: an invalid descriptor file is a start-up error that
+// names the file (CONTRACT §12.16).
+func TestBadDescriptorFileStopsStart(t *testing.T) {
+	dir := t.TempDir()
+	desc := filepath.Join(dir, "bad.yaml")
+	writeAtomic(t, desc, "domain: edge\ndescriptors:\n  - key: user\n    rate_limit: {unit: fortnight, requests_per_unit: 1}\n")
+	cfg := filepath.Join(dir, "leash.yaml")
+	writeAtomic(t, cfg, fmt.Sprintf("accounts:\n  - {id: acme, plan: pro, api_keys: [k]}\nenvoy:\n  config_paths: [%s]\n  default_account: acme\n", desc))
+	cmd := exec.Command(binary, "serve", "--config", cfg)
+	cmd.Env = append(os.Environ(), "LEASH_HTTP_ADDR=127.0.0.1:0", "LEASH_ADMIN_ADDR=127.0.0.1:0", "LEASH_GRPC_ADDR=127.0.0.1:0")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Run(); err == nil {
+		t.Fatalf("exit 0 with a bad descriptor file: %s", stderr.String())
+	}
+	if !strings.Contains(stderr.String(), "bad.yaml") || !strings.Contains(stderr.String(), "fortnight") {
+		t.Fatalf("error does not name the file and the problem: %s", stderr.String())
+	}
+}
+
+// overrideDescriptor always needs a counter: its limit comes with the request.
+func overrideDescriptor() *rlcommon.RateLimitDescriptor {
+	d := entry("client", "c1")
+	d.Limit = &rlcommon.RateLimitDescriptor_RateLimitOverride{RequestsPerUnit: 100, Unit: typev3.RateLimitUnit_MINUTE}
+	return d
+}
+
+// checkEnvoyUnavailable asserts the gRPC endpoint answers UNAVAILABLE promptly and health
+// turns NOT_SERVING while the store is down.
+func checkEnvoyUnavailable(t *testing.T, c rlsClient) {
+	t.Helper()
+	start := time.Now()
+	_, err := c.ShouldRateLimit(context.Background(), rlsReq("n", overrideDescriptor()))
+	if status.Code(err) != codes.Unavailable {
+		t.Fatalf("gRPC with the store down: %v, want UNAVAILABLE", err)
+	}
+	if strings.Contains(strings.ToLower(status.Convert(err).Message()), "redis") {
+		t.Fatalf("driver detail leaked: %v", err)
+	}
+	if d := time.Since(start); d > 2*time.Second {
+		t.Fatalf("UNAVAILABLE took %v", d)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		st, err := c.health.Check(context.Background(), &healthpb.HealthCheckRequest{})
+		if err == nil && st.Status == healthpb.HealthCheckResponse_NOT_SERVING {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("health with the store down: %v %v", st, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}

@@ -1,0 +1,201 @@
+-- decide: one rate-limit decision on a counter's stored value (CONTRACT §4). The formulas
+-- are engine/algo's (FixedWindow, SlidingWindow, TokenBucket), line by line; the
+-- conformance suite runs both against one test clock.
+--
+-- v        the counter's value (GET; false when absent)
+-- alg      'f', 's' or 't'; L limit, W window ms, c cost, now and slack ms
+-- returns  allowed (0/1), remaining, reset_ms, and the value to store with its PX ttl
+--          (val nil when nothing changes); nil alone for an unknown algorithm
+--
+-- Values (strings, integers in decimal):
+--   f: "window:count"              window = floor(t/W)
+--   s: "window:curr:prev"
+--   t: "tat_ms:tat_rem:limit"      TAT = tat_ms + tat_rem/limit ms (GCRA)
+local function decide(v, alg, L, W, c, now, slack)
+  local allowed, remaining, reset = 0, 0, 0
+  local val, px = nil, 0
+
+  if alg == 'f' then
+    -- algo.FixedWindow
+    local sw, sc = 0, 0
+    if v then
+      local a, b = string.match(v, '^(%-?%d+):(%-?%d+)$')
+      if a then
+        sw, sc = tonumber(a), tonumber(b)
+      end
+    end
+    local w = fdiv(now, W)
+    local count = 0
+    if sw == w then
+      count = sc
+    end
+    local e = (w + 1) * W
+    if count + c <= L then
+      count = count + c
+      allowed = 1
+      if count > 0 then
+        reset = e - now
+      end
+      if c > 0 then
+        val, px = string.format('%d:%d', w, count), int(ttl(e, now, slack))
+      end
+    else
+      reset = e - now
+    end
+    remaining = L - count
+    if remaining < 0 then
+      remaining = 0
+    end
+
+  elseif alg == 's' then
+    -- algo.SlidingWindow
+    local sw, scurr, sprev = 0, 0, 0
+    if v then
+      local a, b, d = string.match(v, '^(%-?%d+):(%-?%d+):(%-?%d+)$')
+      if a then
+        sw, scurr, sprev = tonumber(a), tonumber(b), tonumber(d)
+      end
+    end
+    local w = fdiv(now, W)
+    local curr, prev = 0, 0
+    if sw == w then
+      curr, prev = scurr, sprev
+    elseif sw == w - 1 then
+      prev = scurr
+    end
+    local t = now - w * W
+    local p, r = muldiv(prev, W - t, W)
+    if r > 0 then
+      p = p + 1
+    end
+    if p + curr + c <= L then
+      curr = curr + c
+      allowed = 1
+      if curr > 0 then
+        reset = (w + 2) * W - now
+      elseif prev > 0 then
+        reset = (w + 1) * W - now
+      end
+      if c > 0 then
+        val, px = string.format('%d:%d:%d', w, curr, prev), int(ttl((w + 2) * W, now, slack))
+      end
+    else
+      -- algo.slidingRetry: phase 1 (still in window w), else phase 2 (window w+1).
+      local d0 = W - t
+      local R = L - curr - c
+      local done = false
+      if R >= 0 and prev > 0 and R < prev then
+        local f = muldiv(R, W, prev)
+        local d = d0 - f
+        if d > 0 and d < d0 then
+          reset = d
+          done = true
+        end
+      end
+      if not done then
+        local R2 = L - c
+        if curr == 0 or curr <= R2 then
+          reset = d0
+        else
+          local f = muldiv(R2, W, curr)
+          reset = d0 + W - f
+        end
+      end
+    end
+    remaining = L - curr - p
+    if remaining < 0 then
+      remaining = 0
+    end
+
+  elseif alg == 't' then
+    -- algo.TokenBucket
+    local ms, rem, sl = 0, 0, 0
+    if v then
+      local a, b, d = string.match(v, '^(%-?%d+):(%-?%d+):(%-?%d+)$')
+      if a then
+        ms, rem, sl = tonumber(a), tonumber(b), tonumber(d)
+      end
+    end
+    local rewritten = false
+    if sl <= 0 or ms < now or (ms == now and rem == 0) then
+      ms, rem = now, 0
+    else
+      local debt = ms - now
+      if debt > W or (debt == W and rem > 0) then
+        debt, rem = W, 0
+      end
+      if sl ~= L then
+        -- algo.reexpress: debt + rem/sl ms becomes (debt*sl + rem)/L ms, capped at W.
+        local qa, ra = muldiv(sl, debt, W)
+        if qa + fdiv(ra + rem, W) >= L then
+          debt, rem = W, 0
+        else
+          local qb, rb = muldiv(sl, debt, L)
+          local x = rb + rem
+          local xq, xr = fdiv(x, L)
+          debt, rem = qb + xq, xr
+        end
+        rewritten = true
+      end
+      ms = now + debt
+    end
+    -- Spend: c*W/L = q + r/L.
+    local q, r = muldiv(c, W, L)
+    local ms2, rem2 = ms + q, rem + r
+    if rem2 >= L then
+      ms2, rem2 = ms2 + 1, rem2 - L
+    end
+    local d = ms2 - now
+    local out_ms, out_rem = ms, rem
+    local write = rewritten
+    if d < W or (d == W and rem2 == 0) then
+      allowed = 1
+      reset = d
+      if rem2 > 0 then
+        reset = reset + 1
+      end
+      if c > 0 then
+        out_ms, out_rem = ms2, rem2
+        write = true
+      end
+    else
+      reset = d - W
+      if rem2 > 0 then
+        reset = reset + 1
+      end
+    end
+    if write then
+      local e = out_ms
+      if out_rem > 0 then
+        e = e + 1
+      end
+      val, px = string.format('%d:%d:%d', out_ms, out_rem, L), int(ttl(e, now, slack))
+    end
+    -- algo.bucketRemaining: floor((X*L - rem)/W) with X = now + W - TAT ms, clamped to [0, L].
+    local x = now + W - out_ms
+    if x <= 0 then
+      remaining = 0
+    elseif out_rem == 0 then
+      local xx = x
+      if xx > W then
+        xx = W
+      end
+      remaining = muldiv(L, xx, W)
+    else
+      local xx = x - 1
+      if xx > W then
+        xx = W
+      end
+      local rq, rr = muldiv(L, xx, W)
+      rq = rq + fdiv(rr + L - out_rem, W)
+      if rq > L then
+        rq = L
+      end
+      remaining = rq
+    end
+  else
+    return nil
+  end
+
+  return allowed, remaining, reset, val, px
+end
