@@ -5,18 +5,13 @@ import (
 	"crypto/sha256"
 	"encoding/binary"
 	"log/slog"
-	"path/filepath"
 	"time"
 
-	"github.com/fsnotify/fsnotify"
+	"github.com/leashd/leash/internal/filewatch"
 )
 
-const (
-	// watchDebounce lets a burst of file events (an editor's or kubelet's write) settle.
-	watchDebounce = 100 * time.Millisecond
-	// watchPoll re-reads the files even without events (a missed event, no inotify).
-	watchPoll = time.Second
-)
+// watchPoll re-reads the files even without events (a missed event, no inotify).
+const watchPoll = time.Second
 
 // Watch re-loads the config whenever one of its files changes and passes each valid
 // result to onChange; an invalid one is logged with its error and ignored, so the running
@@ -41,26 +36,6 @@ func Watch(ctx context.Context, paths []string, environ []string, onChange func(
 	}
 	last := fingerprint(readFiles(paths))
 
-	var events <-chan fsnotify.Event
-	var errs <-chan error
-	if fw, err := fsnotify.NewWatcher(); err != nil {
-		logger.Warn("config watch: file events unavailable; polling every second", "err", err)
-	} else {
-		defer fw.Close()
-		for _, dir := range watchDirs(paths) {
-			if err := fw.Add(dir); err != nil {
-				logger.Warn("config watch: cannot watch folder; polling it every second", "dir", dir, "err", err)
-			}
-		}
-		events, errs = fw.Events, fw.Errors
-	}
-
-	poll := time.NewTicker(watchPoll)
-	defer poll.Stop()
-	debounce := time.NewTimer(time.Hour)
-	debounce.Stop()
-	defer debounce.Stop()
-
 	check := func() {
 		files := readFiles(paths)
 		fp := fingerprint(files)
@@ -77,51 +52,7 @@ func Watch(ctx context.Context, paths []string, environ []string, onChange func(
 		onChange(cfg)
 	}
 
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case _, ok := <-events:
-			if !ok {
-				events = nil
-				continue
-			}
-			debounce.Reset(watchDebounce)
-		case err, ok := <-errs:
-			if !ok {
-				errs = nil
-				continue
-			}
-			logger.Warn("config watch: file event error", "err", err)
-		case <-debounce.C:
-			check()
-		case <-poll.C:
-			check()
-		}
-	}
-}
-
-// watchDirs returns the folders holding the files and, for symlinks, their targets.
-func watchDirs(paths []string) []string {
-	seen := map[string]bool{}
-	var dirs []string
-	add := func(p string) {
-		d := filepath.Dir(p)
-		if abs, err := filepath.Abs(d); err == nil {
-			d = abs
-		}
-		if !seen[d] {
-			seen[d] = true
-			dirs = append(dirs, d)
-		}
-	}
-	for _, p := range paths {
-		add(p)
-		if real, err := filepath.EvalSymlinks(p); err == nil {
-			add(real)
-		}
-	}
-	return dirs
+	filewatch.Run(ctx, paths, watchPoll, check, logger)
 }
 
 // fingerprint summarises the files' names, contents and read errors.

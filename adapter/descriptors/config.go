@@ -28,7 +28,7 @@ type Rule struct {
 	Unlimited      bool     // matched requests are never limited
 	Name           string   // the rate_limit's name when Unlimited; limited rules name their Limits
 	ShadowMode     bool     // count, but never deny
-	DetailedMetric bool     // metrics name the request's values
+	DetailedMetric bool     // the peer's detailed_metric flag (accepted; Leash's metrics stay value-free)
 	ValueToMetric  bool     // the peer's value_to_metric flag of this descriptor (metrics only)
 	Replaces       []string // names of rate limits this one replaces
 }

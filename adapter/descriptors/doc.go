@@ -17,8 +17,8 @@
 //	      replaces:                    # optional: the limits named here stop applying
 //	        - name: per_ip             # when this one applies to the same request
 //	    shadow_mode: false             # optional: count, but never deny
-//	    detailed_metric: false         # optional: metrics carry the request's values
-//	    value_to_metric: false         # optional: as the peer's, metrics only
+//	    detailed_metric: false         # optional: accepted; Leash's metrics never carry values
+//	    value_to_metric: false         # optional: accepted, likewise
 //	    share_threshold: false         # optional, wildcard values only (see below)
 //	    descriptors: [...]             # optional nested descriptors, same shape
 //

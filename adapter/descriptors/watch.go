@@ -6,17 +6,11 @@ import (
 	"encoding/binary"
 	"errors"
 	"log/slog"
-	"os"
-	"path/filepath"
 	"slices"
 	"time"
 
-	"github.com/fsnotify/fsnotify"
+	"github.com/leashd/leash/internal/filewatch"
 )
-
-// settle is how long Watch waits after a file-system event before reading, so that a
-// burst of events (an editor's save, a ConfigMap swap) causes one reload.
-const settle = 100 * time.Millisecond
 
 // Watch reloads the descriptor files and folders in paths whenever their contents
 // change, until ctx is done. It compares the files' contents every interval (1 s when
@@ -41,65 +35,7 @@ func Watch(ctx context.Context, paths []string, interval time.Duration, apply fu
 	w := &watcher{paths: slices.Clone(paths), apply: apply, log: logger}
 	w.applied, _, _ = w.read()
 
-	var events <-chan fsnotify.Event
-	var notifyErrs <-chan error
-	if fw, err := fsnotify.NewWatcher(); err != nil {
-		logger.Debug("descriptors: file events unavailable; polling only", "error", err.Error())
-	} else {
-		defer fw.Close()
-		for _, dir := range watchDirs(paths) {
-			if err := fw.Add(dir); err != nil {
-				logger.Debug("descriptors: cannot watch folder; polling it", "folder", dir, "error", err.Error())
-			}
-		}
-		events, notifyErrs = fw.Events, fw.Errors
-	}
-
-	tick := time.NewTicker(interval)
-	defer tick.Stop()
-	soon := time.NewTimer(time.Hour)
-	soon.Stop()
-	defer soon.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-tick.C:
-			w.check()
-		case <-soon.C:
-			w.check()
-		case _, ok := <-events:
-			if !ok {
-				events = nil
-				continue
-			}
-			soon.Reset(settle)
-		case err, ok := <-notifyErrs:
-			if !ok {
-				notifyErrs = nil
-				continue
-			}
-			logger.Debug("descriptors: file event error; polling continues", "error", err.Error())
-		}
-	}
-}
-
-// watchDirs returns the folders whose events matter: each named folder, and the folder
-// of each named file.
-func watchDirs(paths []string) []string {
-	var dirs []string
-	seen := make(map[string]bool)
-	for _, p := range paths {
-		dir := p
-		if info, err := os.Stat(p); err != nil || !info.IsDir() {
-			dir = filepath.Dir(p)
-		}
-		if !seen[dir] {
-			seen[dir] = true
-			dirs = append(dirs, dir)
-		}
-	}
-	return dirs
+	filewatch.Run(ctx, paths, interval, w.check, logger)
 }
 
 type watcher struct {
