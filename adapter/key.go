@@ -26,7 +26,11 @@ func CounterKey(entries []descriptors.Entry) string {
 	for _, e := range entries {
 		n += len(e.Key) + len(e.Value) + 2
 	}
-	b := make([]byte, 0, n)
+	var buf [256]byte
+	b := buf[:0]
+	if n > len(buf) {
+		b = make([]byte, 0, n)
+	}
 	for i, e := range entries {
 		if i > 0 {
 			b = append(b, '&')

@@ -189,7 +189,7 @@ func (s *Service) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReque
 			cost = int64(min(h.GetValue(), math.MaxInt64))
 		}
 		v, err := s.decide(ctx, acct, domain, &plans[i], cost)
-		if engine.CodeOf(err) == engine.CodeHardCapExceeded {
+		if err != nil && engine.CodeOf(err) == engine.CodeHardCapExceeded {
 			return s.hardCapped(req, resp, err), nil // reached during this request
 		}
 		if err != nil {
@@ -243,13 +243,19 @@ type plan struct {
 // name another matched descriptor replaces is dropped (CONTRACT §12.16).
 func (s *Service) plan(cfg *Config, domain string, ds []*rlcommon.RateLimitDescriptor) []plan {
 	plans := make([]plan, len(ds))
+	total := 0
+	for _, d := range ds {
+		total += len(d.GetEntries())
+	}
+	all := make([]descriptors.Entry, 0, total) // one allocation for every descriptor's entries
 	var replacedNames map[string]bool
 	for i, d := range ds {
 		p := &plans[i]
-		p.entries = make([]descriptors.Entry, len(d.GetEntries()))
-		for j, e := range d.GetEntries() {
-			p.entries[j] = descriptors.Entry{Key: e.GetKey(), Value: e.GetValue()}
+		start := len(all)
+		for _, e := range d.GetEntries() {
+			all = append(all, descriptors.Entry{Key: e.GetKey(), Value: e.GetValue()})
 		}
+		p.entries = all[start:len(all):len(all)]
 		if len(p.entries) == 0 {
 			p.noEntries = true
 			continue
@@ -420,23 +426,34 @@ func unitOf(windowMS int64) rlsv3.RateLimitResponse_RateLimit_Unit {
 	return rlsv3.RateLimitResponse_RateLimit_UNKNOWN
 }
 
+// statusParts are a limited status's messages, allocated together.
+type statusParts struct {
+	st    rlsv3.RateLimitResponse_DescriptorStatus
+	limit rlsv3.RateLimitResponse_RateLimit
+	reset durationpb.Duration
+}
+
 func toStatus(v *verdict) *rlsv3.RateLimitResponse_DescriptorStatus {
-	st := &rlsv3.RateLimitResponse_DescriptorStatus{Code: rlsv3.RateLimitResponse_OK}
-	switch {
-	case v.unlimited:
-		st.LimitRemaining = unlimitedRemaining
-	case v.limited:
-		if v.over {
-			st.Code = rlsv3.RateLimitResponse_OVER_LIMIT
+	if !v.limited {
+		st := &rlsv3.RateLimitResponse_DescriptorStatus{Code: rlsv3.RateLimitResponse_OK}
+		if v.unlimited {
+			st.LimitRemaining = unlimitedRemaining
 		}
-		st.CurrentLimit = &rlsv3.RateLimitResponse_RateLimit{
-			Name:            v.limit.Name,
-			RequestsPerUnit: uint32(min(v.limit.RequestsPerUnit, math.MaxUint32)),
-			Unit:            v.limit.Unit,
-		}
-		st.LimitRemaining = uint32(min(max(v.remaining, 0), math.MaxUint32))
-		st.DurationUntilReset = durationpb.New(time.Duration(v.resetMS) * time.Millisecond)
+		return st
 	}
+	p := &statusParts{}
+	st := &p.st
+	st.Code = rlsv3.RateLimitResponse_OK
+	if v.over {
+		st.Code = rlsv3.RateLimitResponse_OVER_LIMIT
+	}
+	p.limit.Name = v.limit.Name
+	p.limit.RequestsPerUnit = uint32(min(v.limit.RequestsPerUnit, math.MaxUint32))
+	p.limit.Unit = v.limit.Unit
+	st.CurrentLimit = &p.limit
+	st.LimitRemaining = uint32(min(max(v.remaining, 0), math.MaxUint32))
+	p.reset.Seconds, p.reset.Nanos = v.resetMS/1000, int32(v.resetMS%1000)*1_000_000
+	st.DurationUntilReset = &p.reset
 	return st
 }
 
@@ -444,13 +461,28 @@ func toStatus(v *verdict) *rlsv3.RateLimitResponse_DescriptorStatus {
 // Retry-After when it is over its limit (seconds, rounded up).
 func headers(v *verdict) []*corev3.HeaderValue {
 	reset := (v.resetMS + 999) / 1000
-	h := []*corev3.HeaderValue{
-		{Key: "RateLimit-Limit", Value: strconv.FormatInt(v.limit.RequestsPerUnit, 10)},
-		{Key: "RateLimit-Remaining", Value: strconv.FormatInt(max(v.remaining, 0), 10)},
-		{Key: "RateLimit-Reset", Value: strconv.FormatInt(reset, 10)},
-	}
+	// The values share one string, the messages one array.
+	var nb [80]byte
+	b := strconv.AppendInt(nb[:0], v.limit.RequestsPerUnit, 10)
+	e0 := len(b)
+	b = strconv.AppendInt(b, max(v.remaining, 0), 10)
+	e1 := len(b)
+	b = strconv.AppendInt(b, reset, 10)
+	e2 := len(b)
+	n := 3
 	if v.over {
-		h = append(h, &corev3.HeaderValue{Key: "Retry-After", Value: strconv.FormatInt(max(1, reset), 10)})
+		b = strconv.AppendInt(b, max(1, reset), 10)
+		n = 4
+	}
+	s := string(b)
+	hv := new([4]corev3.HeaderValue)
+	hv[0].Key, hv[0].Value = "RateLimit-Limit", s[:e0]
+	hv[1].Key, hv[1].Value = "RateLimit-Remaining", s[e0:e1]
+	hv[2].Key, hv[2].Value = "RateLimit-Reset", s[e1:e2]
+	hv[3].Key, hv[3].Value = "Retry-After", s[e2:]
+	h := make([]*corev3.HeaderValue, n)
+	for i := range h {
+		h[i] = &hv[i]
 	}
 	return h
 }

@@ -96,6 +96,13 @@ func (f *flakyStore) SpendAll(ctx context.Context, s []engine.Spend, out []engin
 	return f.Store.SpendAll(ctx, s, out)
 }
 
+func (f *flakyStore) Spend(ctx context.Context, sp engine.Spend) (engine.Decision, error) {
+	if f.down.Load() {
+		return engine.Decision{}, errDown
+	}
+	return f.Store.Spend(ctx, sp)
+}
+
 func (f *flakyStore) Rules(ctx context.Context, account, ns string) (engine.Rules, error) {
 	if f.down.Load() {
 		return engine.Rules{}, errDown
@@ -111,7 +118,7 @@ func (f *flakyStore) Ping(ctx context.Context) error {
 }
 
 type harness struct {
-	t      *testing.T
+	t      testing.TB
 	clock  *storetest.FakeClock
 	store  *flakyStore
 	eng    *engine.Engine
@@ -125,7 +132,7 @@ type harness struct {
 
 // newHarness serves the descriptor files (name → YAML) over a real loopback listener,
 // with domain "edge" (and any other domain of the files) on account "acme".
-func newHarness(t *testing.T, plan engine.Plan, files map[string]string) *harness {
+func newHarness(t testing.TB, plan engine.Plan, files map[string]string) *harness {
 	t.Helper()
 	h := &harness{t: t, clock: storetest.NewFakeClock(time.UnixMilli(storetest.BaseMS))}
 	h.store = &flakyStore{Store: memstore.New(memstore.Options{Clock: h.clock})}
@@ -163,7 +170,7 @@ func newHarness(t *testing.T, plan engine.Plan, files map[string]string) *harnes
 	return h
 }
 
-func loadFiles(t *testing.T, files map[string]string) *descriptors.Config {
+func loadFiles(t testing.TB, files map[string]string) *descriptors.Config {
 	t.Helper()
 	dir := t.TempDir()
 	for name, body := range files {

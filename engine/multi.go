@@ -62,7 +62,13 @@ func (e *Engine) CheckAll(ctx context.Context, a *Account, r *MultiCheck, out []
 	if err := e.hardCap(a); err != nil {
 		return err
 	}
-	if err := e.store.SpendAll(ctx, spends[:n], out); err != nil {
+	if n == 1 {
+		d, err := e.store.Spend(ctx, spends[0]) // the common case: one plain script
+		if err != nil {
+			return unavailable(err)
+		}
+		out[0] = d
+	} else if err := e.store.SpendAll(ctx, spends[:n], out); err != nil {
 		return unavailable(err)
 	}
 	blocked := false
