@@ -5,7 +5,7 @@ BIN     := bin/leash
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -s -w -X main.version=$(VERSION)
 
-.PHONY: build run test bench bench-http bench-load fmt vet clean
+.PHONY: build run test bench bench-http bench-load bench-grpc fmt vet clean
 
 build:
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/leash
@@ -29,6 +29,11 @@ bench-http: build
 # rate with vegeta); see docs/performance.md.
 bench-load: build
 	bash scripts/bench-load.sh
+
+# Envoy gRPC load (ghz ratio against an empty RateLimitService, CPU per decision at a fixed
+# rate); see docs/performance.md.
+bench-grpc: build
+	bash scripts/bench-grpc.sh
 
 fmt:
 	gofmt -w $$(git ls-files '*.go')

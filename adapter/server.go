@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"log/slog"
+	"runtime"
 	"time"
 
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
@@ -41,6 +42,9 @@ func NewServer(svc *Service, tlsConfig *tls.Config) (*grpc.Server, *health.Serve
 			MaxConnectionAgeGrace: maxConnectionAgeGrace,
 		}),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: minClientPing, PermitWithoutStream: true}),
+		// Reuse a goroutine per CPU for streams: a fresh goroutine per call grows its
+		// stack through the store client on every call (docs/performance.md).
+		grpc.NumStreamWorkers(uint32(runtime.GOMAXPROCS(0))),
 	}
 	if tlsConfig != nil {
 		opts = append(opts, grpc.Creds(credentials.NewTLS(tlsConfig)))

@@ -385,6 +385,9 @@ func (s *Store) loadScripts(ctx context.Context) {
 
 // opCtx bounds one store operation by ReadTimeout.
 func (s *Store) opCtx(ctx context.Context) (context.Context, context.CancelFunc) {
+	if d, ok := ctx.Deadline(); ok && time.Until(d) <= s.opTO {
+		return ctx, func() {} // the caller's deadline is sooner: no second timer
+	}
 	return context.WithTimeout(ctx, s.opTO)
 }
 
