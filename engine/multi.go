@@ -36,14 +36,13 @@ func (e *Engine) CheckAll(ctx context.Context, a *Account, r *MultiCheck, out []
 	if r.Cost < 0 {
 		return Invalid("cost must be a non-negative integer")
 	}
-	var spends [MaxSpendAll]Spend
 	cost := r.Cost
 	for _, l := range r.Limits {
 		if l.Limit < cost {
 			cost = 0 // cannot fit: look, then deny below
 		}
 	}
-	for i, l := range r.Limits {
+	for _, l := range r.Limits {
 		if l.Algorithm.Kind() != RateRule || l.Algorithm == AlgorithmUnknown {
 			return Invalid("a check's limits are rate limits")
 		}
@@ -53,23 +52,33 @@ func (e *Engine) CheckAll(ctx context.Context, a *Account, r *MultiCheck, out []
 		if !a.Plan.AllowsAlgorithm(l.Algorithm) {
 			return newError(CodeAlgorithmNotOnPlan, "algorithm "+l.Algorithm.String()+" is not available on plan "+a.Plan.Name)
 		}
-		spends[i] = Spend{
+	}
+	if err := e.hardCap(a); err != nil {
+		return err
+	}
+	spend := func(l LimitSpec) Spend {
+		return Spend{
 			Counter: Counter{Account: a.ID, Namespace: r.Namespace, Key: r.Key, Algorithm: l.Algorithm, WindowMS: l.WindowMS},
 			Limit:   l.Limit,
 			Cost:    cost,
 		}
 	}
-	if err := e.hardCap(a); err != nil {
-		return err
-	}
 	if n == 1 {
-		d, err := e.store.Spend(ctx, spends[0]) // the common case: one plain script
+		d, err := e.store.Spend(ctx, spend(r.Limits[0])) // the common case: one plain script
 		if err != nil {
 			return unavailable(err)
 		}
 		out[0] = d
-	} else if err := e.store.SpendAll(ctx, spends[:n], out); err != nil {
-		return unavailable(err)
+	} else {
+		spends := make([]Spend, n)
+		for i, l := range r.Limits {
+			spends[i] = spend(l)
+		}
+		ds := make([]Decision, n) // so the caller's out can stay on its stack
+		if err := e.store.SpendAll(ctx, spends, ds); err != nil {
+			return unavailable(err)
+		}
+		copy(out, ds)
 	}
 	blocked := false
 	for i := range n {
