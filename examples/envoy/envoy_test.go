@@ -332,13 +332,7 @@ type want struct {
 	shadow    bool
 }
 
-func e(kv ...string) []envoycheck.Entry {
-	var out []envoycheck.Entry
-	for i := 0; i+1 < len(kv); i += 2 {
-		out = append(out, envoycheck.Entry{Key: kv[i], Value: kv[i+1]})
-	}
-	return out
-}
+var e = envoycheck.Entries
 
 // TestRouteDescriptorsMatchRules computes, for sample requests, the descriptors Envoy
 // sends from the matched route's rate_limits and checks that each selects the intended

@@ -429,13 +429,7 @@ type want struct {
 	unlimited bool
 }
 
-func e(kv ...string) []envoycheck.Entry {
-	var out []envoycheck.Entry
-	for i := 0; i+1 < len(kv); i += 2 {
-		out = append(out, envoycheck.Entry{Key: kv[i], Value: kv[i+1]})
-	}
-	return out
-}
+var e = envoycheck.Entries
 
 // TestRouteDescriptorsMatchRules computes the descriptors the patched routes send for
 // sample requests and checks each selects the intended rule, and that every rule is used.

@@ -203,6 +203,15 @@ func checkValue(fd protoreflect.FieldDescriptor, v protoreflect.Value, path stri
 // Entry is one key/value pair of a rate-limit descriptor.
 type Entry struct{ Key, Value string }
 
+// Entries builds a descriptor from key, value pairs.
+func Entries(kv ...string) []Entry {
+	var out []Entry
+	for i := 0; i+1 < len(kv); i += 2 {
+		out = append(out, Entry{Key: kv[i], Value: kv[i+1]})
+	}
+	return out
+}
+
 // Request is the part of an HTTP request that route matching and rate-limit actions look at.
 type Request struct {
 	Method     string            // default GET
