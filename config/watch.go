@@ -48,7 +48,6 @@ func Watch(ctx context.Context, paths []string, environ []string, onChange func(
 			logger.Error("config reload rejected; the running config stays", "err", err)
 			return
 		}
-		logger.Info("config reloaded", "files", paths)
 		onChange(cfg)
 	}
 
