@@ -40,6 +40,36 @@ type Store interface {
 	// MonthTotals returns each account's usage total in month, in the order given.
 	MonthTotals(ctx context.Context, month Month, accounts []string) ([]int64, error)
 
+	// Webhooks and the outbox (CONTRACT §8). These methods reject out-of-range arguments
+	// (an empty account, URL or event id, see ValidateWebhook, OutboxEvent.Validate and
+	// ValidateOutboxDelay; a Claim max below 1) with an error wrapping ErrInvalidArgument,
+	// changing nothing.
+
+	// Webhook returns the account's webhook; ok is false when none is set.
+	Webhook(ctx context.Context, account string) (w Webhook, ok bool, err error)
+	// PutWebhook sets the account's webhook, replacing any.
+	PutWebhook(ctx context.Context, account string, w Webhook) error
+	// DeleteWebhook removes the account's webhook; deleted reports whether one was set.
+	DeleteWebhook(ctx context.Context, account string) (deleted bool, err error)
+
+	// Enqueue adds ev to the outbox, due at once, with Attempts 0. With a non-empty
+	// onceKey the event is added only the first time that key is used (keys are kept
+	// OnceKeyTTL): added is false, and nothing is added, after that. An event whose ID is
+	// already in the outbox is not added again either (added false; its once-key, if any,
+	// is not used up).
+	Enqueue(ctx context.Context, ev OutboxEvent, onceKey string) (added bool, err error)
+	// Claim returns up to max due events, oldest due first (ties by ID, bytewise), and
+	// hides each from other claims for visibilityMS; one neither acked nor retried by then
+	// is due again. An event is due when its due instant is at or before the store's now.
+	Claim(ctx context.Context, max int, visibilityMS int64) ([]OutboxEvent, error)
+	// Ack removes an event from the outbox (delivered, or given up); an unknown id is no error.
+	Ack(ctx context.Context, id string) error
+	// Retry counts a failed delivery (Attempts+1) and makes the event due after delayMS;
+	// an unknown id (already acked) is no error and changes nothing.
+	Retry(ctx context.Context, id string, delayMS int64) error
+	// OutboxLen is the number of events in the outbox, due or not.
+	OutboxLen(ctx context.Context) (int64, error)
+
 	// NowMS returns the store's clock in Unix milliseconds.
 	NowMS(ctx context.Context) (int64, error)
 	// Ping reports whether the store answers.

@@ -2,7 +2,14 @@
 // enforces the monthly hard cap, counts usage, and talks to state only through a Store.
 package engine
 
-import "time"
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+	"unicode/utf8"
+)
 
 // Algorithm names a rate-limit algorithm, or the lease kind concurrent_limit.
 type Algorithm uint8
@@ -228,6 +235,79 @@ type UsageReport struct {
 	Days []UsageCount
 	// MonthTotal is the account's total over all namespaces in the queried month.
 	MonthTotal int64
+}
+
+// Webhook is an account's webhook endpoint and signing secret (CONTRACT §8).
+type Webhook struct {
+	URL    string
+	Secret string
+}
+
+// OutboxEvent is a webhook event waiting in the outbox (CONTRACT §8).
+type OutboxEvent struct {
+	ID        string // unique per event
+	Account   string
+	Type      string // e.g. "usage.quota_exceeded"
+	CreatedMS int64  // Unix ms, set by the caller
+	Data      []byte // a JSON object; stores keep it compacted (json.Compact)
+	Attempts  int    // failed deliveries so far (set by the store)
+}
+
+// OnceKeyTTL is how long a store remembers an Enqueue once-key, by its own clock: longer
+// than a month, so a key naming an account-month is used at most once.
+const OnceKeyTTL = 45 * 24 * time.Hour
+
+// MaxOutboxDelayMS is the longest visibility timeout or retry delay a store accepts
+// (366 days).
+const MaxOutboxDelayMS int64 = 366 * msPerDay
+
+// ErrInvalidArgument is wrapped by the error a Store returns for a webhook or outbox call
+// whose arguments are out of range; such a call changes nothing. It is the caller's bug,
+// not an outage.
+var ErrInvalidArgument = errors.New("invalid argument")
+
+func invalidArg(format string, a ...any) error {
+	return fmt.Errorf("%w: "+format, append([]any{ErrInvalidArgument}, a...)...)
+}
+
+// ValidateWebhook checks Store.PutWebhook's arguments: the account and the URL must not
+// be empty. The error wraps ErrInvalidArgument.
+func ValidateWebhook(account string, w Webhook) error {
+	switch {
+	case account == "":
+		return invalidArg("empty account")
+	case w.URL == "":
+		return invalidArg("empty webhook URL")
+	}
+	return nil
+}
+
+// Validate checks an event for Store.Enqueue: ID, Account and Type must not be empty
+// (Account and Type valid UTF-8), and Data must be a JSON object. The error wraps
+// ErrInvalidArgument.
+func (ev OutboxEvent) Validate() error {
+	switch {
+	case ev.ID == "":
+		return invalidArg("event has an empty id")
+	case ev.Account == "" || !utf8.ValidString(ev.Account):
+		return invalidArg("event %q has an empty or invalid account", ev.ID)
+	case ev.Type == "" || !utf8.ValidString(ev.Type):
+		return invalidArg("event %q has an empty or invalid type", ev.ID)
+	}
+	d := bytes.TrimLeft(ev.Data, " \t\r\n")
+	if len(d) == 0 || d[0] != '{' || !json.Valid(d) {
+		return invalidArg("event %q: data is not a JSON object", ev.ID)
+	}
+	return nil
+}
+
+// ValidateOutboxDelay checks a visibility timeout or retry delay: 0 to MaxOutboxDelayMS.
+// The error wraps ErrInvalidArgument.
+func ValidateOutboxDelay(ms int64) error {
+	if ms < 0 || ms > MaxOutboxDelayMS {
+		return invalidArg("delay %d ms is outside 0..%d", ms, MaxOutboxDelayMS)
+	}
+	return nil
 }
 
 // Clock tells the time; stores take one so tests can control it.

@@ -120,6 +120,7 @@ func (o storeOp) since(start time.Time, err error) {
 type InstrumentedStore struct {
 	engine.Store
 	spend, spendAll, reset, acquire, release, renew, rules, putRule, deleteRule, addUsage, readUsage, monthTotals, ping storeOp
+	webhook, putWebhook, deleteWebhook, enqueue, claim, ack, retry, outboxLen                                           storeOp
 }
 
 // Instrument wraps s so each operation's latency is observed.
@@ -128,6 +129,8 @@ func (m *Metrics) Instrument(s engine.Store) *InstrumentedStore {
 		Store: s, spend: m.op("spend"), spendAll: m.op("spend_all"), reset: m.op("reset"), acquire: m.op("acquire"), release: m.op("release"),
 		renew: m.op("renew"), rules: m.op("rules"), putRule: m.op("put_rule"), deleteRule: m.op("delete_rule"),
 		addUsage: m.op("add_usage"), readUsage: m.op("read_usage"), monthTotals: m.op("month_totals"), ping: m.op("ping"),
+		webhook: m.op("webhook"), putWebhook: m.op("put_webhook"), deleteWebhook: m.op("delete_webhook"),
+		enqueue: m.op("enqueue"), claim: m.op("claim"), ack: m.op("ack"), retry: m.op("retry"), outboxLen: m.op("outbox_len"),
 	}
 }
 
@@ -225,6 +228,70 @@ func (s *InstrumentedStore) MonthTotals(ctx context.Context, month engine.Month,
 	r, err := s.Store.MonthTotals(ctx, month, accounts)
 	s.monthTotals.since(t, err)
 	return r, err
+}
+
+// Webhook times Store.Webhook.
+func (s *InstrumentedStore) Webhook(ctx context.Context, account string) (engine.Webhook, bool, error) {
+	t := time.Now()
+	w, ok, err := s.Store.Webhook(ctx, account)
+	s.webhook.since(t, err)
+	return w, ok, err
+}
+
+// PutWebhook times Store.PutWebhook.
+func (s *InstrumentedStore) PutWebhook(ctx context.Context, account string, w engine.Webhook) error {
+	t := time.Now()
+	err := s.Store.PutWebhook(ctx, account, w)
+	s.putWebhook.since(t, err)
+	return err
+}
+
+// DeleteWebhook times Store.DeleteWebhook.
+func (s *InstrumentedStore) DeleteWebhook(ctx context.Context, account string) (bool, error) {
+	t := time.Now()
+	ok, err := s.Store.DeleteWebhook(ctx, account)
+	s.deleteWebhook.since(t, err)
+	return ok, err
+}
+
+// Enqueue times Store.Enqueue.
+func (s *InstrumentedStore) Enqueue(ctx context.Context, ev engine.OutboxEvent, onceKey string) (bool, error) {
+	t := time.Now()
+	ok, err := s.Store.Enqueue(ctx, ev, onceKey)
+	s.enqueue.since(t, err)
+	return ok, err
+}
+
+// Claim times Store.Claim.
+func (s *InstrumentedStore) Claim(ctx context.Context, max int, visibilityMS int64) ([]engine.OutboxEvent, error) {
+	t := time.Now()
+	evs, err := s.Store.Claim(ctx, max, visibilityMS)
+	s.claim.since(t, err)
+	return evs, err
+}
+
+// Ack times Store.Ack.
+func (s *InstrumentedStore) Ack(ctx context.Context, id string) error {
+	t := time.Now()
+	err := s.Store.Ack(ctx, id)
+	s.ack.since(t, err)
+	return err
+}
+
+// Retry times Store.Retry.
+func (s *InstrumentedStore) Retry(ctx context.Context, id string, delayMS int64) error {
+	t := time.Now()
+	err := s.Store.Retry(ctx, id, delayMS)
+	s.retry.since(t, err)
+	return err
+}
+
+// OutboxLen times Store.OutboxLen.
+func (s *InstrumentedStore) OutboxLen(ctx context.Context) (int64, error) {
+	t := time.Now()
+	n, err := s.Store.OutboxLen(ctx)
+	s.outboxLen.since(t, err)
+	return n, err
 }
 
 // Ping times Store.Ping.

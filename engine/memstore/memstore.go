@@ -72,6 +72,7 @@ type Store struct {
 	shards    []shard
 	mask      uint64
 	usage     usageStore
+	hooks     hookStore // webhooks and the outbox (webhooks.go)
 	evictions atomic.Uint64
 	closed    atomic.Bool
 	stop      chan struct{}

@@ -20,6 +20,10 @@ import (
 //	{P:u:<account>}:seen:<instance>             last batch ids applied from one instance
 //	{P:r}:<account>:<namespace>                 a namespace's rules (hash rate, concurrent)
 //	{P:r}:version                               bumped by every rule write
+//	{P:w:<account>}:hook                        the account's webhook (JSON url, secret)
+//	{P:ob}:due                                  outbox: event id -> due instant (sorted set)
+//	{P:ob}:ev                                   outbox: event id -> event record (hash)
+//	{P:ob}:once:<once-key>                      an Enqueue once-key: until when it is used
 //
 // All keys one script touches share one hash tag (the part in braces), so every script
 // runs on one Redis Cluster slot.
@@ -141,3 +145,30 @@ func (k keys) rules(account, namespace string) string {
 }
 
 func (k keys) rulesVersion() string { return k.rulesTag() + ":version" }
+
+// webhook returns "{P:w:<account>}:hook", the key of an account's webhook.
+func (k keys) webhook(account string) string {
+	var b strings.Builder
+	b.WriteByte('{')
+	b.WriteString(k.prefix)
+	b.WriteString(":w:")
+	esc(&b, account, true)
+	b.WriteString("}:hook")
+	return b.String()
+}
+
+// outboxTag is "{P:ob}": the whole outbox, its once-keys included, is one slot, so every
+// outbox script is atomic over it.
+func (k keys) outboxTag() string { return "{" + k.prefix + ":ob}" }
+
+func (k keys) outboxDue() string    { return k.outboxTag() + ":due" }
+func (k keys) outboxEvents() string { return k.outboxTag() + ":ev" }
+
+// outboxOnce returns the key of an Enqueue once-key.
+func (k keys) outboxOnce(onceKey string) string {
+	var b strings.Builder
+	b.WriteString(k.outboxTag())
+	b.WriteString(":once:")
+	esc(&b, onceKey, true)
+	return b.String()
+}

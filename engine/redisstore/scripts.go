@@ -37,6 +37,14 @@ var (
 	luaRulesDel string
 	//go:embed lua/usage_add.lua
 	luaUsageAdd string
+	//go:embed lua/outbox_enqueue.lua
+	luaOutboxEnqueue string
+	//go:embed lua/outbox_claim.lua
+	luaOutboxClaim string
+	//go:embed lua/outbox_ack.lua
+	luaOutboxAck string
+	//go:embed lua/outbox_retry.lua
+	luaOutboxRetry string
 )
 
 // script is a Lua script with its source (for EVAL when Redis answers NOSCRIPT).
@@ -51,6 +59,7 @@ func newScript(src string) *script { return &script{redis.NewScript(src), src} }
 // set rather than sharing package state).
 type scripts struct {
 	spend, spendAll, reset, acquire, release, renew, rulesGet, rulesPut, rulesDel, usageAdd *script
+	outboxEnqueue, outboxClaim, outboxAck, outboxRetry                                      *script
 }
 
 func newScripts() *scripts {
@@ -65,11 +74,17 @@ func newScripts() *scripts {
 		rulesPut: newScript(luaRulesPut),
 		rulesDel: newScript(luaRulesDel),
 		usageAdd: newScript(luaPrelude + luaUsageAdd),
+
+		outboxEnqueue: newScript(luaPrelude + luaOutboxEnqueue),
+		outboxClaim:   newScript(luaPrelude + luaOutboxClaim),
+		outboxAck:     newScript(luaOutboxAck),
+		outboxRetry:   newScript(luaPrelude + luaOutboxRetry),
 	}
 }
 
 func (s *scripts) all() []*script {
-	return []*script{s.spend, s.spendAll, s.reset, s.acquire, s.release, s.renew, s.rulesGet, s.rulesPut, s.rulesDel, s.usageAdd}
+	return []*script{s.spend, s.spendAll, s.reset, s.acquire, s.release, s.renew, s.rulesGet, s.rulesPut, s.rulesDel, s.usageAdd,
+		s.outboxEnqueue, s.outboxClaim, s.outboxAck, s.outboxRetry}
 }
 
 // isNoScript reports Redis's answer to an EVALSHA of a script it does not have.

@@ -2,9 +2,11 @@
 // store and the Redis store alike (CONTRACT §1: semantics do not depend on the backend).
 //
 // Run drives a store only through the engine.Store interface, with a FakeClock the suite
-// owns, and checks exact numbers computed by hand from CONTRACT §4–§7 and §12. Every
+// owns, and checks exact numbers computed by hand from CONTRACT §4–§8 and §12. Every
 // subtest uses its own account ids (from its name plus a random suffix), so a store
-// backed by one shared server can be used; the factory is still called once per subtest.
+// backed by one shared server can be used; the factory is still called once per subtest,
+// and must give each subtest an empty webhook outbox (a store has one outbox, not one
+// per account): a new memory store, or a Redis store with its own key prefix.
 package storetest
 
 import (
@@ -44,6 +46,8 @@ func Run(t *testing.T, newStore func(t *testing.T, clock engine.Clock) engine.St
 		{"Leases", leaseTests()},
 		{"Rules", ruleTests()},
 		{"Usage", usageTests()},
+		{"Webhooks", webhookTests()},
+		{"Outbox", outboxTests()},
 		{"Isolation", isolationTests()},
 		{"Property", propertyTests()},
 	}
