@@ -85,6 +85,8 @@ type Options struct {
 	// Clock dates the checks that need no store operation (CountCheck); default the
 	// system clock. Give it the store's test clock in tests.
 	Clock Clock
+	// Webhooks configures webhook URL screening and event hand-off.
+	Webhooks WebhookOptions
 }
 
 // Engine decides checks and leases for accounts over one Store.
@@ -95,6 +97,7 @@ type Engine struct {
 	interval  time.Duration
 	log       *slog.Logger
 	clock     Clock
+	hooks     WebhookOptions
 }
 
 // New returns an engine over store serving the accounts of dir.
@@ -108,7 +111,7 @@ func New(store Store, dir *Directory, opts Options) *Engine {
 	if opts.Clock == nil {
 		opts.Clock = SystemClock{}
 	}
-	e := &Engine{store: store, usage: newUsage(), interval: opts.FlushInterval, log: opts.Logger, clock: opts.Clock}
+	e := &Engine{store: store, usage: newUsage(), interval: opts.FlushInterval, log: opts.Logger, clock: opts.Clock, hooks: opts.Webhooks}
 	e.directory.Store(dir)
 	return e
 }

@@ -45,8 +45,9 @@ type usage struct {
 	instance string
 	seq      atomic.Uint64
 
-	flushMu sync.Mutex // one flush at a time; guards pending
-	pending *pendingBatch
+	flushMu  sync.Mutex // one flush at a time; guards pending and notified
+	pending  *pendingBatch
+	notified map[notifiedKey]Month // the month each usage event was last queued for
 }
 
 type pendingBatch struct {
@@ -57,7 +58,7 @@ type pendingBatch struct {
 func newUsage() *usage {
 	var id [8]byte
 	_, _ = crand.Read(id[:])
-	u := &usage{instance: hex.EncodeToString(id[:]), totals: make(map[string]*accountTotal)}
+	u := &usage{instance: hex.EncodeToString(id[:]), totals: make(map[string]*accountTotal), notified: make(map[notifiedKey]Month)}
 	for i := range u.shards {
 		u.shards[i].counts = make(map[UsageKey]*UsageCount)
 		u.shards[i].capped = make(map[string]int64)
@@ -175,30 +176,36 @@ func (e *Engine) Flush(ctx context.Context) error {
 	return e.refreshTotals(ctx)
 }
 
-// refreshTotals reads the month totals of the accounts that have a hard cap.
+// refreshTotals reads the month totals of the accounts that have a hard cap or
+// webhooks, and queues the usage events they became due (webhooks.go).
 func (e *Engine) refreshTotals(ctx context.Context) error {
 	nowMS, err := e.store.NowMS(ctx)
 	if err != nil {
 		return err
 	}
 	e.usage.lastNow.Store(nowMS)
+	var accounts []*Account
 	var ids []string
 	for _, a := range e.directory.Load().Accounts() {
-		if a.Plan.HardCap != nil {
+		if a.Plan.HardCap != nil || a.Plan.Webhooks {
+			accounts = append(accounts, a)
 			ids = append(ids, a.ID)
 		}
 	}
 	if len(ids) == 0 {
 		return nil
 	}
-	totals, err := e.store.MonthTotals(ctx, DayOf(nowMS).Month(), ids)
+	month := DayOf(nowMS).Month()
+	totals, err := e.store.MonthTotals(ctx, month, ids)
 	if err != nil {
 		return err
 	}
-	for i, id := range ids {
-		e.usage.total(id).stored.Store(totals[i])
+	for i, a := range accounts {
+		if a.Plan.HardCap != nil {
+			e.usage.total(a.ID).stored.Store(totals[i])
+		}
 	}
-	return nil
+	return e.notifyUsage(ctx, nowMS, month, accounts, totals)
 }
 
 // Run flushes usage every interval until ctx is done, then flushes once more within

@@ -114,10 +114,12 @@ func statusOf(code engine.Code) int {
 	case engine.CodeInvalidRequest, engine.CodeMissingLimit, engine.CodeUnknownAlgorithm,
 		engine.CodeInvalidRule, engine.CodeInvalidLeaseID:
 		return http.StatusBadRequest
-	case engine.CodeAlgorithmNotOnPlan, engine.CodeConcurrentNotOnPlan:
+	case engine.CodeAlgorithmNotOnPlan, engine.CodeConcurrentNotOnPlan, engine.CodeWebhookNotOnPlan:
 		return http.StatusForbidden
-	case engine.CodeKeyNotFound:
+	case engine.CodeKeyNotFound, engine.CodeWebhookNotFound:
 		return http.StatusNotFound
+	case engine.CodeWebhookURLRejected:
+		return http.StatusUnprocessableEntity
 	case engine.CodeHardCapExceeded:
 		return http.StatusTooManyRequests
 	case engine.CodeUnavailable:

@@ -59,6 +59,7 @@ const (
 	fWindow
 	fCost
 	fName
+	fURL
 )
 
 // intMode says how an integer beyond int64 is answered.

@@ -14,6 +14,9 @@ const (
 	pReset  = "/v1/limit/reset"
 	pLeases = "/v1/leases"
 	pRules  = "/v1/namespaces/ns/rules"
+
+	pWebhook     = "/v1/webhook"
+	pWebhookTest = "/v1/webhook/test"
 )
 
 // lim builds a /v1/limit body from the fixed namespace and key plus extra members.
@@ -25,8 +28,8 @@ func lim(extra string) string {
 	return b + "}"
 }
 
-// TestErrorTable walks the error table of CONTRACT §3 (webhook rows aside): every row,
-// its status, code, message and headers.
+// TestErrorTable walks the error table of CONTRACT §3: every row, its status, code,
+// message and headers.
 func TestErrorTable(t *testing.T) {
 	long := strings.Repeat("k", engine.MaxKey+1)
 	tests := []struct {
@@ -134,6 +137,29 @@ func TestErrorTable(t *testing.T) {
 		{"concurrent rule on free", req{method: "POST", path: pRules, key: keyFree, body: `{"algorithm":"concurrent_limit","limit":1,"window_ms":1000}`}, 403, "algorithm_not_on_plan", nil},
 		{"token_bucket reset on free", req{method: "POST", path: pReset, key: keyFree, body: lim(`"algorithm":"token_bucket","window_ms":1000`)}, 403, "algorithm_not_on_plan", nil},
 		{"leases on free", req{method: "POST", path: pLeases, key: keyFree, body: lim(`"limit":1,"window_ms":1000`)}, 403, "concurrent_not_on_plan", nil},
+		{"webhook on free", req{method: "PUT", path: pWebhook, key: keyFree, body: `{"url":"https://hooks.example.com/"}`}, 403, "webhook_not_on_plan", []string{"free"}},
+		{"webhook test on free", req{method: "POST", path: pWebhookTest, key: keyFree}, 403, "webhook_not_on_plan", nil},
+		// webhook_not_found, webhook_url_rejected.
+		{"no webhook", req{method: "GET", path: pWebhook, key: keyAcme}, 404, "webhook_not_found", nil},
+		{"no webhook to test", req{method: "POST", path: pWebhookTest, key: keyAcme}, 404, "webhook_not_found", nil},
+		{"webhook http", req{method: "PUT", path: pWebhook, key: keyAcme, body: `{"url":"http://hooks.example.com/"}`}, 422, "webhook_url_rejected", []string{"https"}},
+		{"webhook metadata", req{method: "PUT", path: pWebhook, key: keyAcme, body: `{"url":"https://169.254.169.254/latest"}`}, 422, "webhook_url_rejected", nil},
+		{"webhook loopback decimal", req{method: "PUT", path: pWebhook, key: keyAcme, body: `{"url":"https://2130706433/"}`}, 422, "webhook_url_rejected", nil},
+		{"webhook localhost", req{method: "PUT", path: pWebhook, key: keyAcme, body: `{"url":"https://localhost/"}`}, 422, "webhook_url_rejected", nil},
+		{"webhook userinfo", req{method: "PUT", path: pWebhook, key: keyAcme, body: `{"url":"https://u:p@hooks.example.com/"}`}, 422, "webhook_url_rejected", []string{"userinfo"}},
+		{"webhook resolves private", req{method: "PUT", path: pWebhook, key: keyAcme, body: `{"url":"https://private.example.com/"}`}, 422, "webhook_url_rejected", []string{"resolves"}},
+		{"webhook does not resolve", req{method: "PUT", path: pWebhook, key: keyAcme, body: `{"url":"https://nowhere.example.com/"}`}, 422, "webhook_url_rejected", []string{"does not resolve"}},
+		{"webhook too long", req{method: "PUT", path: pWebhook, key: keyAcme, body: `{"url":"https://hooks.example.com/` + strings.Repeat("a", 2048) + `"}`}, 422, "webhook_url_rejected", []string{"2048"}},
+		{"webhook empty url", req{method: "PUT", path: pWebhook, key: keyAcme, body: `{"url":""}`}, 422, "webhook_url_rejected", nil},
+		// invalid_request on webhook bodies.
+		{"webhook url missing", req{method: "PUT", path: pWebhook, key: keyAcme, body: `{}`}, 400, "invalid_request", []string{"url is required"}},
+		{"webhook url null", req{method: "PUT", path: pWebhook, key: keyAcme, body: `{"url":null}`}, 400, "invalid_request", []string{"url is required"}},
+		{"webhook url wrong type", req{method: "PUT", path: pWebhook, key: keyAcme, body: `{"url":["https://hooks.example.com/"]}`}, 400, "invalid_request", []string{"url must be a string"}},
+		{"webhook unknown field", req{method: "PUT", path: pWebhook, key: keyAcme, body: `{"url":"https://hooks.example.com/","secret":"x"}`}, 400, "invalid_request", []string{`unknown field "secret"`}},
+		{"webhook duplicate url", req{method: "PUT", path: pWebhook, key: keyAcme, body: `{"url":"https://hooks.example.com/","url":"https://hooks.example.com/"}`}, 400, "invalid_request", []string{`duplicate field "url"`}},
+		{"webhook no body", req{method: "PUT", path: pWebhook, key: keyAcme}, 400, "invalid_request", []string{"body is required"}},
+		{"no key webhook", req{method: "GET", path: pWebhook}, 401, "unauthorized", nil},
+		{"no key webhook test", req{method: "POST", path: pWebhookTest}, 401, "unauthorized", nil},
 		// key_not_found.
 		{"reset fresh counter", req{method: "POST", path: pReset, key: keyAcme, body: lim(`"window_ms":1000`)}, 404, "key_not_found", nil},
 		// Routing.
@@ -142,7 +168,7 @@ func TestErrorTable(t *testing.T) {
 		{"trailing slash", req{method: "POST", path: "/v1/limit/", key: keyAcme, body: lim("")}, 404, "not_found", nil},
 		{"unclean path", req{method: "POST", path: "/v1//limit", key: keyAcme, body: lim("")}, 404, "not_found", nil},
 		{"dot segment", req{method: "POST", path: "/v1/leases/../limit", key: keyAcme, body: lim("")}, 404, "not_found", nil},
-		{"webhook not served yet", req{method: "GET", path: "/v1/webhook", key: keyAcme}, 404, "not_found", nil},
+		{"webhook test subpath", req{method: "POST", path: "/v1/webhook/test/x", key: keyAcme}, 404, "not_found", nil},
 		{"bad rule kind", req{method: "DELETE", path: "/v1/namespaces/ns/rules/foo", key: keyAcme}, 404, "not_found", nil},
 		{"bad rule kind before auth", req{method: "DELETE", path: "/v1/namespaces/ns/rules/foo"}, 404, "not_found", nil},
 		{"bad rule kind other method", req{method: "GET", path: "/v1/namespaces/ns/rules/foo"}, 404, "not_found", nil},
@@ -181,6 +207,8 @@ func TestMethodNotAllowed(t *testing.T) {
 		{"GET", "/v1/namespaces/ns/rules/concurrent", "DELETE"},
 		{"POST", "/v1/namespaces/ns/stats", "GET, HEAD"},
 		{"OPTIONS", "/v1/limit", "POST"},
+		{"POST", pWebhook, "DELETE, GET, HEAD, PUT"},
+		{"GET", pWebhookTest, "POST"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.method+" "+tt.path, func(t *testing.T) {
@@ -224,6 +252,13 @@ func TestCheckOrder(t *testing.T) {
 		{"invalid_request before invalid_rule", req{method: "POST", path: pRules, key: keyAcme, body: `{"algorithm":"fixed_window","limit":0,"window_ms":-1}`}, 400, "invalid_request"},
 		{"invalid_rule before plan", req{method: "POST", path: pRules, key: keyFree, body: `{"algorithm":"token_bucket","limit":0,"window_ms":1}`}, 400, "invalid_rule"},
 		{"path namespace before body", req{method: "POST", path: "/v1/namespaces/-x/rules", key: keyAcme, body: `{"bogus":1}`}, 400, "invalid_request"},
+		// Webhooks: auth, plan, body, URL screening (CONTRACT §8).
+		{"401 before 403 on webhook", req{method: "PUT", path: pWebhook, key: "wrong", body: `{"url":"https://hooks.example.com/"}`}, 401, "unauthorized"},
+		{"415 before 403 on webhook", req{method: "PUT", path: pWebhook, key: keyFree, body: `{}`, contentType: "text/plain"}, 415, "unsupported_media_type"},
+		{"403 before 400 on webhook", req{method: "PUT", path: pWebhook, key: keyFree, body: `{"bogus":`}, 403, "webhook_not_on_plan"},
+		{"403 before 422 on webhook", req{method: "PUT", path: pWebhook, key: keyFree, body: `{"url":"http://127.0.0.1/"}`}, 403, "webhook_not_on_plan"},
+		{"400 before 422 on webhook", req{method: "PUT", path: pWebhook, key: keyAcme, body: `{"url":"http://127.0.0.1/","x":1}`}, 400, "invalid_request"},
+		{"403 before 404 on webhook test", req{method: "POST", path: pWebhookTest, key: keyFree}, 403, "webhook_not_on_plan"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -290,6 +325,10 @@ func TestUnavailable(t *testing.T) {
 		{method: "POST", path: pRules, key: keyAcme, body: `{"algorithm":"fixed_window","limit":1,"window_ms":1000}`},
 		{method: "DELETE", path: pRules + "/rate", key: keyAcme},
 		{method: "GET", path: "/v1/namespaces/ns/stats", key: keyAcme},
+		{method: "GET", path: pWebhook, key: keyAcme},
+		{method: "PUT", path: pWebhook, key: keyAcme, body: `{"url":"https://hooks.example.com/"}`},
+		{method: "DELETE", path: pWebhook, key: keyAcme},
+		{method: "POST", path: pWebhookTest, key: keyAcme},
 	}
 	for _, q := range qs {
 		t.Run(q.method+" "+q.path, func(t *testing.T) {

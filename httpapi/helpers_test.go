@@ -6,8 +6,10 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/netip"
 	"strings"
 	"sync"
 	"testing"
@@ -79,6 +81,7 @@ func directory(t testing.TB) *engine.Directory {
 type env struct {
 	t     testing.TB
 	clock *fakeClock
+	store *memstore.Store
 	eng   *engine.Engine
 	api   *httpapi.API
 	met   *metrics.Metrics
@@ -113,10 +116,24 @@ func newEnv(t testing.TB, wrap func(engine.Store) engine.Store) *env {
 	}
 	logs := &syncBuffer{}
 	log := slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelInfo}))
-	eng := engine.New(store, directory(t), engine.Options{Logger: log})
+	eng := engine.New(store, directory(t), engine.Options{Logger: log, Webhooks: engine.WebhookOptions{Resolver: fakeResolver{}}})
 	met := metrics.New()
 	api := httpapi.New(httpapi.Options{Engine: eng, Metrics: met, Logger: log})
-	return &env{t: t, clock: clock, eng: eng, api: api, met: met, logs: logs}
+	return &env{t: t, clock: clock, store: ms, eng: eng, api: api, met: met, logs: logs}
+}
+
+// fakeResolver answers webhook host lookups without DNS: hooks.example.com is public,
+// private.example.com resolves to a private address, anything else does not resolve.
+type fakeResolver struct{}
+
+func (fakeResolver) LookupNetIP(_ context.Context, _, host string) ([]netip.Addr, error) {
+	switch host {
+	case "hooks.example.com":
+		return []netip.Addr{netip.MustParseAddr("93.184.216.34")}, nil
+	case "private.example.com":
+		return []netip.Addr{netip.MustParseAddr("93.184.216.34"), netip.MustParseAddr("10.1.2.3")}, nil
+	}
+	return nil, &net.DNSError{Err: "no such host", Name: host, IsNotFound: true}
 }
 
 // resp is a recorded response.
@@ -170,7 +187,7 @@ func (e *env) do(q req) resp {
 	w := httptest.NewRecorder()
 	e.api.ServeHTTP(w, r)
 	res := resp{code: w.Code, hdr: w.Result().Header, body: w.Body.String()}
-	if ct := res.hdr.Get("Content-Type"); ct != "application/json" {
+	if ct := res.hdr.Get("Content-Type"); ct != "application/json" && (res.code != http.StatusNoContent || ct != "") {
 		e.t.Errorf("%s %s: Content-Type %q, want application/json", q.method, q.path, ct)
 	}
 	if res.hdr.Get("X-Request-Id") == "" {
@@ -268,6 +285,14 @@ func (errStore) ReadUsage(context.Context, engine.UsageQuery) (engine.UsageRepor
 }
 func (errStore) MonthTotals(context.Context, engine.Month, []string) ([]int64, error) {
 	return nil, errDriver
+}
+func (errStore) Webhook(context.Context, string) (engine.Webhook, bool, error) {
+	return engine.Webhook{}, false, errDriver
+}
+func (errStore) PutWebhook(context.Context, string, engine.Webhook) error { return errDriver }
+func (errStore) DeleteWebhook(context.Context, string) (bool, error)      { return false, errDriver }
+func (errStore) Enqueue(context.Context, engine.OutboxEvent, string) (bool, error) {
+	return false, errDriver
 }
 func (errStore) NowMS(context.Context) (int64, error) { return 0, errDriver }
 func (errStore) Ping(context.Context) error           { return errDriver }

@@ -11,7 +11,7 @@ import (
 
 // Route is one (method, path pattern) the API serves, in net/http ServeMux syntax.
 type Route struct {
-	Method string // GET, POST or DELETE; a GET route also answers HEAD
+	Method string // GET, PUT, POST or DELETE; a GET route also answers HEAD
 	Path   string // e.g. /v1/leases/{lease_id}
 }
 
@@ -47,12 +47,12 @@ func (e *pathEnum) allows(v string) bool { return slices.Contains(e.values, v) }
 // route is one entry of the table the router and Routes are built from.
 type route struct {
 	Route
-	pattern   string // "METHOD /path", the ServeMux pattern and the metrics label
-	body      bodyMode
-	leaseGate bool      // plan gate needing no body: engine.LeasesAllowed (CONTRACT §12.1)
-	enum      *pathEnum // optional wildcard restriction
-	serve     func(a *API, c *call)
-	handler   http.Handler // set by New: the checks of routeHandler, then serve
+	pattern string // "METHOD /path", the ServeMux pattern and the metrics label
+	body    bodyMode
+	gate    func(*engine.Account) error // plan gate needing no body (CONTRACT §12.1), or nil
+	enum    *pathEnum                   // optional wildcard restriction
+	serve   func(a *API, c *call)
+	handler http.Handler // set by New: the checks of routeHandler, then serve
 }
 
 // routeTable returns the routes, built fresh so no caller can alter another's table.
@@ -60,7 +60,7 @@ func routeTable() []route {
 	t := []route{
 		{Route: Route{http.MethodPost, "/v1/limit"}, body: requiredBody, serve: (*API).check},
 		{Route: Route{http.MethodPost, "/v1/limit/reset"}, body: requiredBody, serve: (*API).reset},
-		{Route: Route{http.MethodPost, "/v1/leases"}, body: requiredBody, leaseGate: true, serve: (*API).acquire},
+		{Route: Route{http.MethodPost, "/v1/leases"}, body: requiredBody, gate: engine.LeasesAllowed, serve: (*API).acquire},
 		{Route: Route{http.MethodDelete, "/v1/leases/{lease_id}"}, serve: (*API).release},
 		{Route: Route{http.MethodPost, "/v1/leases/{lease_id}/renew"}, body: optionalBody, serve: (*API).renew},
 		{Route: Route{http.MethodGet, "/v1/namespaces/{ns}/rules"}, serve: (*API).listRules},
@@ -69,6 +69,10 @@ func routeTable() []route {
 			enum:  &pathEnum{name: "kind", values: []string{engine.RateRule.String(), engine.ConcurrentRule.String()}},
 			serve: (*API).deleteRule},
 		{Route: Route{http.MethodGet, "/v1/namespaces/{ns}/stats"}, serve: (*API).stats},
+		{Route: Route{http.MethodGet, "/v1/webhook"}, serve: (*API).getWebhook},
+		{Route: Route{http.MethodPut, "/v1/webhook"}, body: requiredBody, gate: engine.WebhooksAllowed, serve: (*API).putWebhook},
+		{Route: Route{http.MethodDelete, "/v1/webhook"}, serve: (*API).deleteWebhook},
+		{Route: Route{http.MethodPost, "/v1/webhook/test"}, gate: engine.WebhooksAllowed, serve: (*API).testWebhook},
 	}
 	for i := range t {
 		t[i].pattern = t[i].Method + " " + t[i].Path
@@ -96,8 +100,8 @@ func (a *API) routeHandler(rt *route) http.Handler {
 		if rt.body != noBody && !a.readBody(c, rt.body == requiredBody) {
 			return
 		}
-		if rt.leaseGate {
-			if err := engine.LeasesAllowed(acct); err != nil {
+		if rt.gate != nil {
+			if err := rt.gate(acct); err != nil {
 				a.engineError(c, err)
 				return
 			}

@@ -21,6 +21,8 @@ type Metrics struct {
 	httpDuration  *prometheus.HistogramVec
 	storeDuration *prometheus.HistogramVec
 	shadow        prometheus.Counter
+	deliveries    *prometheus.CounterVec
+	outboxDepth   prometheus.Gauge
 }
 
 // New creates the collectors and registers them, with the Go and process collectors.
@@ -46,13 +48,30 @@ func New() *Metrics {
 		Name: "leash_envoy_shadow_denials_total",
 		Help: "Envoy descriptors in shadow_mode that were over their limit and answered OK.",
 	})
-	m.Registry.MustRegister(m.decisions, m.httpDuration, m.storeDuration, m.shadow,
+	m.deliveries = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "leash_webhook_deliveries_total",
+		Help: "Webhook delivery attempts by outcome (delivered, retried, failed: given up, dropped: no webhook).",
+	}, []string{"outcome"})
+	m.outboxDepth = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "leash_webhook_outbox_depth",
+		Help: "Webhook events waiting in the store's outbox (all instances'), as last read by this one.",
+	})
+	m.Registry.MustRegister(m.decisions, m.httpDuration, m.storeDuration, m.shadow, m.deliveries, m.outboxDepth,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
 
 // ShadowDenial counts one shadow_mode descriptor answered OK although over its limit.
 func (m *Metrics) ShadowDenial() { m.shadow.Inc() }
+
+// WebhookDelivery counts one webhook delivery attempt by its outcome.
+func (m *Metrics) WebhookDelivery(outcome string) { m.deliveries.WithLabelValues(outcome).Inc() }
+
+// InitWebhookOutcome makes an outcome's counter visible at 0 before any delivery.
+func (m *Metrics) InitWebhookOutcome(outcome string) { m.deliveries.WithLabelValues(outcome) }
+
+// WebhookOutboxDepth records the outbox's length.
+func (m *Metrics) WebhookOutboxDepth(n int64) { m.outboxDepth.Set(float64(n)) }
 
 // DecisionCounter counts one endpoint's decisions; its counters are resolved once.
 type DecisionCounter struct{ allowed, denied prometheus.Counter }

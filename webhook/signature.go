@@ -1,5 +1,6 @@
-// Package webhook holds what Leash's webhook deliveries and their receivers share: the
-// Leash-Signature header (CONTRACT §8). A receiver in Go verifies a delivery with Verify:
+// Package webhook delivers Leash's webhook events (CONTRACT §8) from the store's outbox
+// (Deliverer, deliver.go) and holds what deliveries and their receivers share: the
+// Leash-Signature header. A receiver in Go verifies a delivery with Verify:
 //
 //	body, _ := io.ReadAll(r.Body)
 //	if err := webhook.Verify(secret, r.Header.Get("Leash-Signature"), body, 5*time.Minute); err != nil {

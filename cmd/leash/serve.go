@@ -22,6 +22,8 @@ import (
 	"github.com/leashd/leash/engine/redisstore"
 	"github.com/leashd/leash/httpapi"
 	"github.com/leashd/leash/metrics"
+	"github.com/leashd/leash/webhook"
+	"github.com/leashd/leash/webhook/ssrf"
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/health"
@@ -54,7 +56,18 @@ func serve(paths, environ []string, stdout, stderr io.Writer) int {
 		log.Error("cannot open the store", "backend", cfg.Store.Backend, "err", err)
 		return 1
 	}
-	eng := engine.New(m.Instrument(store), dir, engine.Options{Logger: log})
+	istore := m.Instrument(store)
+	policy := ssrf.Policy{AllowHTTP: cfg.Webhooks.AllowHTTP, AllowPrivateTargets: cfg.Webhooks.AllowPrivateTargets}
+	wake := make(chan struct{}, 1) // an event was queued here: deliver without waiting for the poll
+	eng := engine.New(istore, dir, engine.Options{Logger: log, Webhooks: engine.WebhookOptions{
+		Policy: policy,
+		Enqueued: func() {
+			select {
+			case wake <- struct{}{}:
+			default:
+			}
+		},
+	}})
 	envoyCfg, err := envoyConfig(cfg)
 	if err == nil {
 		err = envoyCfg.Validate(dir)
@@ -108,6 +121,22 @@ func serve(paths, environ []string, stdout, stderr io.Writer) int {
 	flushed := make(chan error, 1)
 	go func() { flushed <- eng.Run(flushCtx, cfg.Shutdown.Timeout/2) }()
 
+	for _, o := range webhook.Outcomes() {
+		m.InitWebhookOutcome(string(o))
+	}
+	deliverer := webhook.New(webhook.Options{
+		Store: istore, Account: eng.Account, Policy: policy,
+		Timeout: cfg.Webhooks.Timeout, MaxAttempts: cfg.Webhooks.MaxAttempts,
+		BackoffBase: cfg.Webhooks.BackoffBase, BackoffMax: cfg.Webhooks.BackoffMax,
+		Wake: wake, ShutdownGrace: cfg.Shutdown.Timeout / 4,
+		Observe:   func(o webhook.Outcome) { m.WebhookDelivery(string(o)) },
+		Depth:     m.WebhookOutboxDepth,
+		UserAgent: "Leash-Webhook/" + buildVersion(), Logger: log,
+	})
+	deliverCtx, stopDelivery := context.WithCancel(context.Background())
+	delivered := make(chan struct{})
+	go func() { deliverer.Run(deliverCtx); close(delivered) }()
+
 	watchCtx, stopWatch := context.WithCancel(context.Background())
 	defer stopWatch()
 	reloader := newEnvoyReloader(watchCtx, eng, svc, envoyCfg, cfg.Envoy.ConfigPaths, log)
@@ -145,7 +174,9 @@ func serve(paths, environ []string, stdout, stderr io.Writer) int {
 	// 1. /readyz turns 503 so load balancers stop routing here; keep serving meanwhile.
 	adm.Drain()
 	time.Sleep(min(cfg.Shutdown.DrainDelay, time.Until(deadline)/2))
-	// 2. Close the listeners and let every request already received complete.
+	// 2. Close the listeners and let every request already received complete; webhook
+	// deliveries in flight get a grace period (the outbox keeps the rest).
+	stopDelivery()
 	sctx, cancel := context.WithDeadline(context.Background(), deadline.Add(-cfg.Shutdown.Timeout/4))
 	if grpcSrv != nil {
 		go func() { <-sctx.Done(); grpcSrv.Stop() }() // bound the graceful stop
@@ -159,6 +190,7 @@ func serve(paths, environ []string, stdout, stderr io.Writer) int {
 		code = 1
 	}
 	drained.Wait()
+	<-delivered
 	cancel()
 	// 3. Flush usage (the flush loop does a final flush when stopped).
 	stopFlush()

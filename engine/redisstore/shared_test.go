@@ -2,6 +2,7 @@ package redisstore
 
 import (
 	"context"
+	"encoding/json"
 	"math/rand/v2"
 	"strconv"
 	"sync"
@@ -294,5 +295,81 @@ func TestClockSkew(t *testing.T) {
 	}
 	if !da.Allowed || !db.Allowed {
 		t.Fatalf("control: skewed clocks should each see a fresh window (a %v, b %v)", da.Allowed, db.Allowed)
+	}
+}
+
+// TestTwoInstancesQuotaEventOnce: two instances on one Redis serve an account across its
+// monthly quota at the same time, each flushing usage concurrently: exactly one
+// usage.quota_exceeded event is queued for the month, whichever instance saw it first.
+func TestTwoInstancesQuotaEventOnce(t *testing.T) {
+	t.Parallel()
+	url := singleURL(t)
+	prefix := uniquePrefix()
+	sa := openStore(t, Options{URL: url, Prefix: prefix})
+	sb := openStore(t, Options{URL: url, Prefix: prefix})
+	plan := engine.BuiltinPlans()["pro"]
+	plan.MonthlyQuota = 50
+	dir, err := engine.NewDirectory([]engine.AccountSpec{{ID: "acme", Plan: plan}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	acct, _ := dir.Account("acme")
+	opts := engine.Options{Logger: quietLogger()}
+	engines := []*engine.Engine{engine.New(sa, dir, opts), engine.New(sb, dir, opts)}
+	ctx := context.Background()
+	req := engine.CheckRequest{Namespace: "api", Key: "k", Limit: ptr(int64(1_000_000)), WindowMS: ptr(int64(60_000))}
+
+	// Each instance serves 40 checks and flushes after every 4, both at once: the
+	// account crosses 50 while both are flushing.
+	var wg sync.WaitGroup
+	errs := make(chan error, 2)
+	for _, eng := range engines {
+		wg.Go(func() {
+			for i := range 40 {
+				if _, err := eng.Check(ctx, acct, &req); err != nil {
+					errs <- err
+					return
+				}
+				if i%4 == 3 {
+					if err := eng.Flush(ctx); err != nil {
+						errs <- err
+						return
+					}
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	for range 3 { // more flushes on both change nothing
+		for _, eng := range engines {
+			if err := eng.Flush(ctx); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	evs, err := sa.Claim(ctx, 100, 60_000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(evs) != 1 || evs[0].Type != engine.EventQuotaExceeded || evs[0].Account != "acme" {
+		t.Fatalf("outbox %+v, want one usage.quota_exceeded", evs)
+	}
+	var data struct {
+		Month string
+		Total int64
+		Quota int64
+	}
+	if err := json.Unmarshal(evs[0].Data, &data); err != nil {
+		t.Fatal(err)
+	}
+	if data.Quota != 50 || data.Total <= 50 || data.Total > 80 || data.Month != time.Now().UTC().Format("2006-01") {
+		t.Fatalf("event data %s", evs[0].Data)
+	}
+	if st, err := engines[1].Stats(ctx, acct, "api"); err != nil || st.Month.Total != 80 {
+		t.Fatalf("month total %d (%v), want 80", st.Month.Total, err)
 	}
 }

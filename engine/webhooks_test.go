@@ -1,0 +1,219 @@
+package engine_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/netip"
+	"slices"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/leashd/leash/engine"
+)
+
+// drain claims every due event of the outbox and acks it, returning "type account data".
+func drain(t *testing.T, s engine.Store) []string {
+	t.Helper()
+	evs, err := s.Claim(context.Background(), 100, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, ev := range evs {
+		out = append(out, fmt.Sprintf("%s %s %s", ev.Type, ev.Account, ev.Data))
+		if err := s.Ack(context.Background(), ev.ID); err != nil {
+			t.Fatal(err)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+func (f *fixture) checks(t *testing.T, account string, n int) {
+	t.Helper()
+	for range n {
+		if _, err := f.eng.Check(context.Background(), f.accts[account], &engine.CheckRequest{
+			Namespace: "api", Key: "k", Limit: ptr(int64(1000)), WindowMS: ptr(int64(1000)),
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := f.eng.Flush(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestUsageEvents: usage.quota_exceeded once the month total is over the quota and
+// usage.hard_cap_reached once it reaches the hard cap, each once per account and month,
+// only for plans with webhooks, with the data of CONTRACT §11.21.
+func TestUsageEvents(t *testing.T) {
+	f := newFixture(t, nil)
+	// capped: plan tiny (webhooks, quota 2, hard cap 3); cheap: free (no webhooks).
+	f.checks(t, "capped", 2)
+	f.checks(t, "cheap", 5)
+	if got := drain(t, f.store); len(got) != 0 {
+		t.Fatalf("at the quota: events %q, want none", got)
+	}
+	f.checks(t, "capped", 1)
+	want := []string{
+		`usage.hard_cap_reached capped {"month":"2026-11","total":3,"hard_cap":3}`,
+		`usage.quota_exceeded capped {"month":"2026-11","total":3,"quota":2}`,
+	}
+	if got := drain(t, f.store); !slices.Equal(got, want) {
+		t.Fatalf("over the quota and at the cap: events\n%q\nwant\n%q", got, want)
+	}
+	// Refused requests and later flushes queue nothing more this month.
+	if _, err := f.eng.Check(context.Background(), f.accts["capped"], &engine.CheckRequest{Namespace: "api", Key: "k", Limit: ptr(int64(9)), WindowMS: ptr(int64(9))}); engine.CodeOf(err) != engine.CodeHardCapExceeded {
+		t.Fatalf("after the cap: %v", err)
+	}
+	f.checks(t, "acme", 1)
+	if got := drain(t, f.store); len(got) != 0 {
+		t.Fatalf("later in the month: events %q, want none", got)
+	}
+	// A second instance on the same store does not queue them again (the store's
+	// once-key, not this instance's memory, decides).
+	other := engine.New(f.store, f.eng.Directory(), engine.Options{Clock: f.clock})
+	if err := other.Flush(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if got := drain(t, f.store); len(got) != 0 {
+		t.Fatalf("second instance: events %q, want none", got)
+	}
+
+	// A new month starts over.
+	f.clock.Advance(9 * 24 * time.Hour)                       // 2026-12-01 10:00
+	if err := f.eng.Flush(context.Background()); err != nil { // the flush loop's next tick
+		t.Fatal(err)
+	}
+	f.checks(t, "capped", 3)
+	want = []string{
+		`usage.hard_cap_reached capped {"month":"2026-12","total":3,"hard_cap":3}`,
+		`usage.quota_exceeded capped {"month":"2026-12","total":3,"quota":2}`,
+	}
+	if got := drain(t, f.store); !slices.Equal(got, want) {
+		t.Fatalf("next month: events\n%q\nwant\n%q", got, want)
+	}
+}
+
+// failingEnqueue fails Enqueue while fail is set.
+type failingEnqueue struct {
+	engine.Store
+	fail  atomic.Bool
+	calls atomic.Int32
+}
+
+func (s *failingEnqueue) Enqueue(ctx context.Context, ev engine.OutboxEvent, onceKey string) (bool, error) {
+	s.calls.Add(1)
+	if s.fail.Load() {
+		return false, errors.New("store down")
+	}
+	return s.Store.Enqueue(ctx, ev, onceKey)
+}
+
+// TestUsageEventRetried: an event that could not be queued is queued by a later flush.
+func TestUsageEventRetried(t *testing.T) {
+	var fe *failingEnqueue
+	f := newFixture(t, func(s engine.Store) engine.Store {
+		fe = &failingEnqueue{Store: s}
+		return fe
+	})
+	fe.fail.Store(true)
+	for range 3 {
+		if _, err := f.eng.Check(context.Background(), f.accts["capped"], &engine.CheckRequest{Namespace: "api", Key: "k", Limit: ptr(int64(9)), WindowMS: ptr(int64(9))}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := f.eng.Flush(context.Background()); err == nil {
+		t.Fatal("Flush with a failing Enqueue succeeded")
+	}
+	if got := drain(t, f.store); len(got) != 0 {
+		t.Fatalf("events %q queued by a failing store", got)
+	}
+	fe.fail.Store(false)
+	if err := f.eng.Flush(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if got := drain(t, f.store); len(got) != 2 {
+		t.Fatalf("after recovery: events %q, want quota_exceeded and hard_cap_reached", got)
+	}
+	// Once queued, later flushes do not ask the store again.
+	n := fe.calls.Load()
+	if err := f.eng.Flush(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if fe.calls.Load() != n {
+		t.Fatalf("Enqueue called again after the events were queued")
+	}
+}
+
+// TestWebhookConfig: plan gate, screening, a new secret on every PUT, test events.
+func TestWebhookConfig(t *testing.T) {
+	ctx := context.Background()
+	f := newFixture(t, nil)
+	acme, cheap := f.accts["acme"], f.accts["cheap"]
+	var woken atomic.Int32
+	eng := engine.New(f.store, f.eng.Directory(), engine.Options{Clock: f.clock, Webhooks: engine.WebhookOptions{
+		Resolver: staticResolver{},
+		Enqueued: func() { woken.Add(1) },
+	}})
+
+	_, err := eng.PutWebhook(ctx, cheap, "https://hooks.example.com/")
+	wantCode(t, err, engine.CodeWebhookNotOnPlan)
+	_, err = eng.TestWebhook(ctx, cheap)
+	wantCode(t, err, engine.CodeWebhookNotOnPlan)
+	_, err = eng.Webhook(ctx, acme)
+	wantCode(t, err, engine.CodeWebhookNotFound)
+	_, err = eng.TestWebhook(ctx, acme)
+	wantCode(t, err, engine.CodeWebhookNotFound)
+	for _, bad := range []string{"http://hooks.example.com/", "https://10.0.0.1/", "https://0x7f.1/", "https://[::ffff:127.0.0.1]/",
+		"https://metadata.google.internal/", "https://nx.example.com/", ""} {
+		_, err = eng.PutWebhook(ctx, acme, bad)
+		wantCode(t, err, engine.CodeWebhookURLRejected)
+	}
+
+	w1, err := eng.PutWebhook(ctx, acme, "https://Hooks.Example.COM:443/a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	w2, err := eng.PutWebhook(ctx, acme, "https://hooks.example.com/b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if w1.URL != "https://hooks.example.com:443/a" || w1.Secret == w2.Secret || len(w1.Secret) != len("whsec_")+43 {
+		t.Fatalf("webhooks %+v, %+v", w1, w2)
+	}
+	if u, err := eng.Webhook(ctx, acme); err != nil || u != w2.URL {
+		t.Fatalf("Webhook = %q, %v", u, err)
+	}
+	id, err := eng.TestWebhook(ctx, acme)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if woken.Load() != 1 {
+		t.Fatalf("Enqueued called %d times, want 1", woken.Load())
+	}
+	evs, _ := f.store.Claim(ctx, 10, 0)
+	if len(evs) != 1 || evs[0].ID != id || evs[0].Type != engine.EventTest || evs[0].CreatedMS != start.UnixMilli() {
+		t.Fatalf("outbox %+v, want the test event %s", evs, id)
+	}
+	if err := eng.DeleteWebhook(ctx, acme); err != nil {
+		t.Fatal(err)
+	}
+	if err := eng.DeleteWebhook(ctx, acme); err != nil {
+		t.Fatal(err)
+	}
+	_, err = eng.Webhook(ctx, acme)
+	wantCode(t, err, engine.CodeWebhookNotFound)
+}
+
+// staticResolver: hooks.example.com is a public address; nothing else resolves.
+type staticResolver struct{}
+
+func (staticResolver) LookupNetIP(_ context.Context, _, host string) ([]netip.Addr, error) {
+	if host == "hooks.example.com" {
+		return []netip.Addr{netip.MustParseAddr("93.184.216.34")}, nil
+	}
+	return nil, errors.New("no such host")
+}
