@@ -2,85 +2,22 @@ package main
 
 import (
 	"context"
-	"fmt"
 	"io"
-	"net"
 	"net/http"
-	"os"
-	"os/exec"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/leashd/leash/internal/redistest"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 )
-
-// redisServer is a redis-server process this test started on a loopback port.
-type redisServer struct {
-	port int
-	dir  string
-	cmd  *exec.Cmd
-}
-
-func freePort(t *testing.T) int {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
-}
-
-// needRedis skips outside CI when redis-server is missing, and fails in CI.
-func needRedis(t *testing.T) {
-	t.Helper()
-	if _, err := exec.LookPath("redis-server"); err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatal("redis-server is required in CI (.ci/run installs it)")
-		}
-		t.Skip("SKIPPING: redis-server not installed (apt-get install redis-server)")
-	}
-}
-
-func (r *redisServer) start(t *testing.T) {
-	t.Helper()
-	r.cmd = exec.Command("redis-server", "--port", fmt.Sprint(r.port), "--bind", "127.0.0.1",
-		"--save", "", "--appendonly", "no", "--dir", r.dir)
-	if err := r.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		c, err := net.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", r.port))
-		if err == nil {
-			c.Close()
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("redis-server did not start: %v", err)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
-func (r *redisServer) stop() {
-	if r.cmd != nil && r.cmd.Process != nil {
-		r.cmd.Process.Kill()
-		r.cmd.Wait()
-		r.cmd = nil
-	}
-}
 
 // TestServeOnRedis: leash serve on the Redis store answers, turns 503 (no driver text)
 // when Redis stops, and recovers without a restart when it returns.
 func TestServeOnRedis(t *testing.T) {
-	needRedis(t)
-	r := &redisServer{port: freePort(t), dir: t.TempDir()}
-	r.start(t)
-	t.Cleanup(r.stop)
+	r := redistest.StartServer(t, false)
 	p := startLeash(t, "LEASH_DEV_API_KEY=k", "LEASH_STORE_BACKEND=redis",
-		fmt.Sprintf("LEASH_STORE_REDIS_URL=redis://127.0.0.1:%d/0", r.port),
+		"LEASH_STORE_REDIS_URL="+r.URL(),
 		"LEASH_STORE_REDIS_READ_TIMEOUT=300ms", "LEASH_STORE_REDIS_DIAL_TIMEOUT=300ms")
 	base := "http://" + p.http
 	body := `{"namespace":"n","key":"k","algorithm":"fixed_window","limit":2,"window_ms":60000}`
@@ -96,7 +33,7 @@ func TestServeOnRedis(t *testing.T) {
 		t.Fatalf("gRPC on Redis: %v", err)
 	}
 
-	r.stop()
+	r.Stop()
 	checkEnvoyUnavailable(t, c)
 	start := time.Now()
 	req, _ := http.NewRequest("POST", base+"/v1/limit", strings.NewReader(body))
@@ -120,7 +57,9 @@ func TestServeOnRedis(t *testing.T) {
 		t.Fatalf("readyz with Redis down: %v %v", resp.StatusCode, err)
 	}
 
-	r.start(t)
+	if err := r.Start(); err != nil {
+		t.Fatal(err)
+	}
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		code, out := call(t, "POST", base+"/v1/limit", "k", `{"namespace":"n","key":"fresh","limit":2,"window_ms":60000}`)

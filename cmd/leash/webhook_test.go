@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/leashd/leash/internal/redistest"
 	"github.com/leashd/leash/webhook"
 )
 
@@ -93,18 +94,15 @@ func (rc *hookReceiver) waitCount(t *testing.T, n int, within time.Duration) []h
 // passes; an event waiting for a retry when leash is stopped cleanly is delivered by the
 // next leash. Each arrives signed with the secret PUT returned.
 func TestWebhookSurvivesRestart(t *testing.T) {
-	needRedis(t)
-	r := &redisServer{port: freePort(t), dir: t.TempDir()}
-	r.start(t)
-	t.Cleanup(r.stop)
+	r := redistest.StartServer(t, false)
 	rc := newHookReceiver(t, "hang")
 	cfg := filepath.Join(t.TempDir(), "leash.yaml")
 	err := os.WriteFile(cfg, fmt.Appendf(nil, `
-store: {backend: redis, redis: {url: "redis://127.0.0.1:%d/0"}}
+store: {backend: redis, redis: {url: "%s"}}
 accounts: [{id: acme, plan: pro, api_keys: [k-acme]}]
 webhooks: {allow_http: true, allow_private_targets: true, timeout: 1s, backoff_base: 3s, backoff_max: 3s}
 shutdown: {drain_delay: 100ms}
-`, r.port), 0o600)
+`, r.URL()), 0o600)
 	if err != nil {
 		t.Fatal(err)
 	}

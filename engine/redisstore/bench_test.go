@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"os"
 	"runtime"
-	"strconv"
-	"strings"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -75,24 +73,11 @@ func redisCPU() time.Duration {
 	if shared.single == nil || os.Getenv("LEASH_TEST_REDIS_URL") != "" {
 		return -1
 	}
-	shared.single.mu.Lock()
-	cmd := shared.single.cmd
-	shared.single.mu.Unlock()
-	if cmd == nil {
-		return -1
-	}
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(cmd.Process.Pid) + "/stat")
+	d, err := shared.single.CPU()
 	if err != nil {
 		return -1
 	}
-	// Fields after the command name in parentheses; utime and stime are fields 14 and 15.
-	f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+1:]))
-	if len(f) < 13 {
-		return -1
-	}
-	u, _ := strconv.ParseInt(f[11], 10, 64)
-	st, _ := strconv.ParseInt(f[12], 10, 64)
-	return time.Duration(u+st) * (time.Second / 100) // USER_HZ is 100 on Linux
+	return d
 }
 
 // BenchmarkSpendPool: every spend takes a pooled connection for one round trip.

@@ -24,7 +24,7 @@ func TestConformanceCluster(t *testing.T) {
 	t.Parallel()
 	c := sharedCluster(t)
 	storetest.Run(t, func(t *testing.T, clock engine.Clock) engine.Store {
-		return openStore(t, Options{ClusterAddrs: c.addrs(), Clock: clock})
+		return openStore(t, Options{ClusterAddrs: c.Addrs(), Clock: clock})
 	})
 }
 

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/leashd/leash/engine"
+	"github.com/leashd/leash/internal/redistest"
 )
 
 // syncBuffer is a goroutine-safe log sink.
@@ -52,9 +53,9 @@ func forModes(t *testing.T, f func(t *testing.T, mode pipelineMode)) {
 }
 
 func testRedisStoppedAndRestarted(t *testing.T, mode pipelineMode) {
-	srv := startServer(t, false)
+	srv := redistest.StartServer(t, false)
 	const readTimeout = 500 * time.Millisecond
-	s := openStore(t, Options{URL: srv.url(), ReadTimeout: readTimeout, pipeline: mode})
+	s := openStore(t, Options{URL: srv.URL(), ReadTimeout: readTimeout, pipeline: mode})
 	ctx := context.Background()
 	sp := engine.Spend{Counter: engine.Counter{Account: "a", Namespace: "ns", Key: "k", Algorithm: engine.FixedWindow, WindowMS: 60_000}, Limit: 1000, Cost: 1}
 	if _, err := s.Spend(ctx, sp); err != nil {
@@ -87,7 +88,7 @@ func testRedisStoppedAndRestarted(t *testing.T, mode pipelineMode) {
 		}()
 	}
 	time.Sleep(100 * time.Millisecond)
-	srv.stop()
+	srv.Stop()
 	time.Sleep(300 * time.Millisecond)
 
 	var worst time.Duration
@@ -117,7 +118,7 @@ func testRedisStoppedAndRestarted(t *testing.T, mode pipelineMode) {
 		t.Fatalf("a failing call took %v, not under 2 x ReadTimeout (%v)", worst, 2*readTimeout)
 	}
 
-	if err := srv.start(); err != nil {
+	if err := srv.Start(); err != nil {
 		t.Fatal(err)
 	}
 	deadline := time.Now().Add(10 * time.Second)
@@ -152,12 +153,12 @@ func TestHungRedisTimesOut(t *testing.T) {
 }
 
 func testHungRedisTimesOut(t *testing.T, mode pipelineMode) {
-	srv := startServer(t, false)
+	srv := redistest.StartServer(t, false)
 	const readTimeout = 300 * time.Millisecond
-	s := openStore(t, Options{URL: srv.url(), ReadTimeout: readTimeout, pipeline: mode})
+	s := openStore(t, Options{URL: srv.URL(), ReadTimeout: readTimeout, pipeline: mode})
 	ctx := context.Background()
-	srv.signal(syscall.SIGSTOP)
-	defer srv.signal(syscall.SIGCONT)
+	srv.Signal(syscall.SIGSTOP)
+	defer srv.Signal(syscall.SIGCONT)
 	sp := engine.Spend{Counter: engine.Counter{Account: "a", Namespace: "ns", Key: "k", Algorithm: engine.SlidingWindow, WindowMS: 1000}, Limit: 10, Cost: 1}
 	for range 3 {
 		start := time.Now()
@@ -178,7 +179,7 @@ func testHungRedisTimesOut(t *testing.T, mode pipelineMode) {
 			t.Fatalf("ping took %v on a frozen Redis", d)
 		}
 	}
-	srv.signal(syscall.SIGCONT)
+	srv.Signal(syscall.SIGCONT)
 	deadline := time.Now().Add(5 * time.Second)
 	for {
 		if _, err := s.Spend(ctx, sp); err == nil {
@@ -194,8 +195,8 @@ func testHungRedisTimesOut(t *testing.T, mode pipelineMode) {
 // succeeds once it is.
 func TestStartupWaitsForRedis(t *testing.T) {
 	t.Parallel()
-	srv := startServer(t, false)
-	srv.stop()
+	srv := redistest.StartServer(t, false)
+	srv.Stop()
 	var logs syncBuffer
 	done := make(chan error, 1)
 	var s *Store
@@ -203,7 +204,7 @@ func TestStartupWaitsForRedis(t *testing.T) {
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 		defer cancel()
 		var err error
-		s, err = Open(ctx, Options{URL: srv.url(), Prefix: uniquePrefix(), Logger: bufLogger(&logs)})
+		s, err = Open(ctx, Options{URL: srv.URL(), Prefix: uniquePrefix(), Logger: bufLogger(&logs)})
 		done <- err
 	}()
 	time.Sleep(700 * time.Millisecond)
@@ -212,7 +213,7 @@ func TestStartupWaitsForRedis(t *testing.T) {
 		t.Fatalf("Open returned before Redis was up: %v", err)
 	default:
 	}
-	if err := srv.start(); err != nil {
+	if err := srv.Start(); err != nil {
 		t.Fatal(err)
 	}
 	if err := <-done; err != nil {
@@ -227,11 +228,11 @@ func TestStartupWaitsForRedis(t *testing.T) {
 	}
 
 	// With no Redis at all Open gives up when its context ends.
-	srv.stop()
+	srv.Stop()
 	ctx, cancel := context.WithTimeout(context.Background(), 600*time.Millisecond)
 	defer cancel()
 	start := time.Now()
-	_, err := Open(ctx, Options{URL: srv.url(), Logger: quietLogger()})
+	_, err := Open(ctx, Options{URL: srv.URL(), Logger: quietLogger()})
 	if err == nil {
 		t.Fatal("Open succeeded with no Redis")
 	}
@@ -243,11 +244,11 @@ func TestStartupWaitsForRedis(t *testing.T) {
 // TestWrongPasswordFailsAtOnce: a rejected password is an immediate, clear error.
 func TestWrongPasswordFailsAtOnce(t *testing.T) {
 	t.Parallel()
-	srv := startServer(t, false, "--requirepass", "s3cret")
+	srv := redistest.StartServer(t, false, "--requirepass", "s3cret")
 	for _, o := range []Options{
-		{URL: srv.url(), Password: "wrong"},
-		{URL: srv.url()}, // NOAUTH
-		{URL: srv.url(), Username: "nobody", Password: "s3cret"},
+		{URL: srv.URL(), Password: "wrong"},
+		{URL: srv.URL()}, // NOAUTH
+		{URL: srv.URL(), Username: "nobody", Password: "s3cret"},
 	} {
 		o.Logger = quietLogger()
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
@@ -268,7 +269,7 @@ func TestWrongPasswordFailsAtOnce(t *testing.T) {
 		}
 	}
 	// The right password, given outside the URL, works.
-	s := openStore(t, Options{URL: srv.url(), Password: "s3cret"})
+	s := openStore(t, Options{URL: srv.URL(), Password: "s3cret"})
 	if err := s.Ping(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -281,9 +282,9 @@ func TestEvictionPolicyWarning(t *testing.T) {
 		policy string
 		warn   bool
 	}{{"allkeys-lru", true}, {"noeviction", false}, {"volatile-ttl", false}} {
-		srv := startServer(t, false, "--maxmemory-policy", tc.policy)
+		srv := redistest.StartServer(t, false, "--maxmemory-policy", tc.policy)
 		var logs syncBuffer
-		openStore(t, Options{URL: srv.url(), Logger: bufLogger(&logs)})
+		openStore(t, Options{URL: srv.URL(), Logger: bufLogger(&logs)})
 		if got := strings.Contains(logs.String(), "maxmemory-policy can evict"); got != tc.warn {
 			t.Fatalf("policy %s: warned = %v, want %v; logs:\n%s", tc.policy, got, tc.warn, logs.String())
 		}

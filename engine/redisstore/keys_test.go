@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/leashd/leash/engine"
+	"github.com/leashd/leash/internal/redistest"
 )
 
 // hashTag returns what Redis Cluster hashes: the part between the first '{' and the next
@@ -226,7 +227,7 @@ func TestUsageIdempotent(t *testing.T) {
 func TestMemoryPerCounter(t *testing.T) {
 	t.Parallel()
 	// Its own server: the default prefix "leash", as deployed, gives the real key lengths.
-	s := openStore(t, Options{URL: startServer(t, false).url(), Prefix: "leash"})
+	s := openStore(t, Options{URL: redistest.StartServer(t, false).URL(), Prefix: "leash"})
 	ctx := context.Background()
 	const n = 200
 	usage := func(key string) int64 {

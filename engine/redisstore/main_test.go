@@ -15,17 +15,18 @@ import (
 	"time"
 
 	"github.com/leashd/leash/engine"
+	"github.com/leashd/leash/internal/redistest"
 )
 
 // shared holds the servers tests share (one single node, one cluster), started on first
 // use and stopped by TestMain. Every test uses its own key prefix on them.
 var shared struct {
 	singleOnce sync.Once
-	single     *server
+	single     *redistest.Server
 	singleErr  error
 
 	clusterOnce sync.Once
-	cluster     *cluster
+	cluster     *redistest.Cluster
 	clusterErr  error
 }
 
@@ -39,10 +40,10 @@ func TestMain(m *testing.M) {
 	}
 	code := m.Run()
 	if shared.single != nil {
-		shared.single.destroy()
+		shared.single.Destroy()
 	}
 	if shared.cluster != nil {
-		shared.cluster.destroy()
+		shared.cluster.Destroy()
 	}
 	os.Exit(code)
 }
@@ -54,20 +55,20 @@ func singleURL(t testing.TB) string {
 	if u := os.Getenv("LEASH_TEST_REDIS_URL"); u != "" {
 		return u
 	}
-	bin := requireRedis(t)
-	shared.singleOnce.Do(func() { shared.single, shared.singleErr = newServer(bin, false) })
+	bin := redistest.Require(t)
+	shared.singleOnce.Do(func() { shared.single, shared.singleErr = redistest.NewServer(bin, false) })
 	if shared.singleErr != nil {
 		t.Fatal(shared.singleErr)
 	}
-	return shared.single.url()
+	return shared.single.URL()
 }
 
 // sharedCluster returns the shared 3-master cluster.
-func sharedCluster(t testing.TB) *cluster {
+func sharedCluster(t testing.TB) *redistest.Cluster {
 	t.Helper()
-	bin := requireRedis(t)
-	cli := requireRedisCLI(t)
-	shared.clusterOnce.Do(func() { shared.cluster, shared.clusterErr = newCluster(bin, cli) })
+	bin := redistest.Require(t)
+	cli := redistest.RequireCLI(t)
+	shared.clusterOnce.Do(func() { shared.cluster, shared.clusterErr = redistest.NewCluster(bin, cli, 0) })
 	if shared.clusterErr != nil {
 		t.Fatal(shared.clusterErr)
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/leashd/leash/engine"
+	"github.com/leashd/leash/internal/redistest"
 )
 
 // TestSentinelFailover: a master, one replica and three sentinels on loopback. Leases
@@ -19,8 +20,8 @@ import (
 // the leases are still held.
 func TestSentinelFailover(t *testing.T) {
 	t.Parallel()
-	ss := startSentinels(t)
-	so := Sentinel{Master: ss.name, Addrs: ss.sentinelAddrs()}
+	ss := redistest.StartSentinels(t)
+	so := Sentinel{Master: ss.Name, Addrs: ss.SentinelAddrs()}
 	prefix := uniquePrefix()
 	s := openStore(t, Options{Sentinel: so, Prefix: prefix})
 	durable := openStore(t, Options{Sentinel: so, Prefix: prefix, WaitReplicas: 1})
@@ -79,7 +80,7 @@ func TestSentinelFailover(t *testing.T) {
 	}
 	time.Sleep(300 * time.Millisecond)
 	killed := time.Now()
-	ss.master.stop()
+	ss.Master.Stop()
 	ackedAtKill := acked.Load()
 	time.Sleep(100 * time.Millisecond)
 	close(stopLoad)
@@ -123,14 +124,14 @@ func TestSentinelFailover(t *testing.T) {
 	stored := look.Limit - dl.Remaining
 	t.Logf("failover loss: %d spends acknowledged, %d on the promoted replica: %d lost", acked.Load(), stored, acked.Load()-stored)
 
-	sc := redis.NewSentinelClient(&redis.Options{Addr: ss.sentinels[0].addr()})
+	sc := redis.NewSentinelClient(&redis.Options{Addr: ss.Sentinels[0].Addr()})
 	defer sc.Close()
-	addr, err := sc.GetMasterAddrByName(ctx, ss.name).Result()
+	addr, err := sc.GetMasterAddrByName(ctx, ss.Name).Result()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if addr[1] != itoa(int64(ss.replica.port)) {
-		t.Fatalf("sentinels report master %v, want the former replica on port %d", addr, ss.replica.port)
+	if addr[1] != itoa(int64(ss.Replica.Port)) {
+		t.Fatalf("sentinels report master %v, want the former replica on port %d", addr, ss.Replica.Port)
 	}
 	// The leases acknowledged by the replica survived the failover: the set is full.
 	var d engine.LeaseDecision

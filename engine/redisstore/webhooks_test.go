@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/leashd/leash/engine"
+	"github.com/leashd/leash/internal/redistest"
 )
 
 func testEvent(id string, createdMS int64) engine.OutboxEvent {
@@ -87,8 +88,8 @@ func TestOutboxSurvivesReopen(t *testing.T) {
 func TestOutboxSurvivesRedisRestart(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	srv := startServer(t, false, "--appendonly", "yes", "--appendfsync", "always")
-	s := openStore(t, Options{URL: srv.url()})
+	srv := redistest.StartServer(t, false, "--appendonly", "yes", "--appendfsync", "always")
+	s := openStore(t, Options{URL: srv.URL()})
 	now, err := s.NowMS(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -96,8 +97,8 @@ func TestOutboxSurvivesRedisRestart(t *testing.T) {
 	if _, err := s.Enqueue(ctx, testEvent("e1", now), "once"); err != nil {
 		t.Fatal(err)
 	}
-	srv.stop() // SIGKILL
-	if err := srv.start(); err != nil {
+	srv.Stop() // SIGKILL
+	if err := srv.Start(); err != nil {
 		t.Fatal(err)
 	}
 	deadline := time.Now().Add(10 * time.Second)
