@@ -5,7 +5,7 @@ BIN     := bin/leash
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -s -w -X main.version=$(VERSION)
 
-.PHONY: build run test bench bench-http bench-load bench-grpc fmt vet clean
+.PHONY: build run test reliability-long bench bench-http bench-load bench-grpc fmt vet clean
 
 build:
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/leash
@@ -16,6 +16,11 @@ run: build
 test:
 	$(GO) vet ./...
 	$(GO) test -race -count=1 -timeout 8m ./...
+
+# The reliability tests' long variants: every load and fault phase lasts 20-60 s instead
+# of 1-4 s (docs/reliability.md).
+reliability-long:
+	LEASH_LONG=1 $(GO) test -race -count=1 -timeout 30m -run 'UnderLoad' -v ./cmd/leash/
 
 # Go benchmarks (engine, memory store, HTTP handler); see docs/performance.md.
 bench:

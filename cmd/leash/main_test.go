@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -20,11 +21,19 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 )
 
 var binary string
 
+type quietRedisLogger struct{}
+
+func (quietRedisLogger) Printf(context.Context, string, ...any) {}
+
 func TestMain(m *testing.M) {
+	// The tests' own go-redis clients (samplers) must not print every failed dial.
+	redis.SetLogger(quietRedisLogger{})
 	dir, err := os.MkdirTemp("", "leash-bin")
 	if err != nil {
 		panic(err)

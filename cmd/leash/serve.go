@@ -256,7 +256,25 @@ func openStore(ctx context.Context, cfg *config.Config, m *metrics.Metrics, log 
 			o.URL = r.URL
 		}
 		redisstore.RouteDriverLogs(log)
-		return redisstore.Open(ctx, o)
+		s, err := redisstore.Open(ctx, o)
+		if err != nil {
+			return nil, err
+		}
+		m.MustRegister(
+			prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+				Name: "leash_redis_pool_connections",
+				Help: "Open connections to Redis (all nodes), bounded by store.redis.pool_size per node.",
+			}, func() float64 { return float64(s.PoolStats().Conns) }),
+			prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+				Name: "leash_redis_pool_idle_connections",
+				Help: "Open connections to Redis not in use right now.",
+			}, func() float64 { return float64(s.PoolStats().Idle) }),
+			prometheus.NewCounterFunc(prometheus.CounterOpts{
+				Name: "leash_redis_pool_timeouts_total",
+				Help: "Waits for a free Redis connection that timed out.",
+			}, func() float64 { return float64(s.PoolStats().Timeouts) }),
+		)
+		return s, nil
 	default:
 		return nil, fmt.Errorf("store.backend %q is not supported", cfg.Store.Backend)
 	}

@@ -462,3 +462,24 @@ func (s *Store) run(ctx context.Context, sc *script, keys []string, args ...any)
 	}
 	return cmd.Int64Slice()
 }
+
+// PoolStats is the state of the connection pools (all nodes of a cluster together).
+type PoolStats struct {
+	// Conns is the number of open connections, Idle of them unused right now.
+	Conns, Idle uint32
+	// Timeouts counts waits for a free connection that timed out (PoolTimeout).
+	Timeouts uint32
+}
+
+// PoolStats returns the connection pools' state, for metrics: Conns never exceeds the
+// pool size per node (plus the pipeline connections).
+func (s *Store) PoolStats() PoolStats {
+	st := s.client.PoolStats()
+	out := PoolStats{Conns: st.TotalConns, Idle: st.IdleConns, Timeouts: st.Timeouts}
+	if p := st.PipelineStats; p != nil {
+		out.Conns += p.TotalConns
+		out.Idle += p.IdleConns
+		out.Timeouts += p.Timeouts
+	}
+	return out
+}
