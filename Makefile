@@ -20,7 +20,7 @@ test:
 # The reliability tests' long variants: every load and fault phase lasts 20-60 s instead
 # of 1-4 s (docs/reliability.md).
 reliability-long:
-	LEASH_LONG=1 $(GO) test -race -count=1 -timeout 30m -run 'UnderLoad' -v ./cmd/leash/
+	RELIABILITY_LONG=1 $(GO) test -race -count=1 -timeout 30m -run 'UnderLoad' -v ./cmd/leash/
 
 # Go benchmarks (engine, memory store, HTTP handler); see docs/performance.md.
 bench:

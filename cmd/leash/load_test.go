@@ -32,8 +32,9 @@ import (
 //
 // A sampler (leaseSampler) reads the lease sets' unexpired counts in Redis directly.
 
-// longRun reports whether the long variants were asked for (make reliability-long).
-func longRun() bool { return os.Getenv("LEASH_LONG") == "1" }
+// longRun reports whether the long variants were asked for (make reliability-long). The
+// variable is not LEASH_-prefixed: leash would read it as a config key.
+func longRun() bool { return os.Getenv("RELIABILITY_LONG") == "1" }
 
 // loadConfig describes a load.
 type loadConfig struct {
