@@ -174,13 +174,13 @@ args:
 {{- include "leash.args" . | nindent 2 }}
 ports:
   - name: http
-    containerPort: {{ $l.http }}
+    containerPort: {{ int $l.http }}
     protocol: TCP
   - name: grpc
-    containerPort: {{ $l.grpc }}
+    containerPort: {{ int $l.grpc }}
     protocol: TCP
   - name: admin
-    containerPort: {{ $l.admin }}
+    containerPort: {{ int $l.admin }}
     protocol: TCP
 {{- $env := list }}
 {{- with .Values.redisSecretRef.password.name }}
