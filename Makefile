@@ -4,8 +4,9 @@ GO      ?= go
 BIN     := bin/leash
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -s -w -X main.version=$(VERSION)
+IMAGE   ?= leash:$(VERSION)
 
-.PHONY: build run test reliability-long bench bench-http bench-load bench-grpc fmt vet clean
+.PHONY: build run test reliability-long bench bench-http bench-load bench-grpc image helm-test fmt vet clean
 
 build:
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/leash
@@ -39,6 +40,19 @@ bench-load: build
 # rate); see docs/performance.md.
 bench-grpc: build
 	bash scripts/bench-grpc.sh
+
+# The container image (Dockerfile: static binary on distroless, non-root). Needs a Docker
+# engine with BuildKit; IMAGE=registry.example.com/leash:1.0 to name it for a registry.
+image:
+	@command -v docker >/dev/null 2>&1 || { echo "make image: docker is not installed; it needs a Docker engine with BuildKit" >&2; exit 1; }
+	@docker info >/dev/null 2>&1 || { echo "make image: no Docker engine answers (docker info failed); start one, or build the Dockerfile where one runs" >&2; exit 1; }
+	docker build --build-arg VERSION=$(VERSION) -t $(IMAGE) .
+
+# The Helm chart's tests alone (also part of make test): helm lint, helm template, strict
+# decoding of every manifest, the rendered config through Leash's loader. Needs helm on
+# PATH or in $(go env GOPATH)/bin (go install helm.sh/helm/v3/cmd/helm@v3.22.0).
+helm-test:
+	$(GO) test -count=1 ./deploy/...
 
 fmt:
 	gofmt -w $$(git ls-files '*.go')
