@@ -22,8 +22,10 @@ func TestThreeInstancesUnderLoad(t *testing.T) {
 	const clients, leaseKeys, limit = 500, 10, 5
 	const heapGrowthBound = 64 << 20
 	r := redistest.StartServer(t, false)
+	// A 2 s store timeout: this test is about healthy Redis, and a race-instrumented leash
+	// on a busy 2-core machine can stall longer than the 500 ms default.
 	env := []string{"LEASH_DEV_API_KEY=k", "LEASH_STORE_BACKEND=redis", "LEASH_STORE_REDIS_URL=" + r.URL(),
-		"LEASH_SHUTDOWN_DRAIN_DELAY=100ms"}
+		"LEASH_STORE_REDIS_READ_TIMEOUT=2s", "LEASH_SHUTDOWN_DRAIN_DELAY=100ms"}
 	procs := make([]*proc, 3)
 	for i := range procs {
 		procs[i] = startLeash(t, env...)
