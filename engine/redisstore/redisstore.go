@@ -36,6 +36,7 @@ type Store struct {
 	clock   engine.Clock // tests only; nil means Redis TIME
 	slack   int64        // extra ms on every TTL (see Options.Clock)
 	opTO    time.Duration
+	opDL    *sharedDeadline // opTO-bounded contexts for callers without a sooner deadline
 	waitN   int
 	rules   *ruleCache
 	closed  atomic.Bool
@@ -163,6 +164,7 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 		clock: opts.Clock,
 		slack: prodSlack,
 		opTO:  opts.ReadTimeout,
+		opDL:  newSharedDeadline(opts.ReadTimeout),
 		waitN: opts.WaitReplicas,
 	}
 	if opts.Clock != nil {
@@ -383,13 +385,16 @@ func (s *Store) loadScripts(ctx context.Context) {
 	}
 }
 
-// opCtx bounds one store operation by ReadTimeout.
+// opCtx bounds one store operation by ReadTimeout: the caller's context when its
+// deadline is sooner, else a shared one (sharedDeadline: no timer per call).
 func (s *Store) opCtx(ctx context.Context) (context.Context, context.CancelFunc) {
 	if d, ok := ctx.Deadline(); ok && time.Until(d) <= s.opTO {
-		return ctx, func() {} // the caller's deadline is sooner: no second timer
+		return ctx, noCancel
 	}
-	return context.WithTimeout(ctx, s.opTO)
+	return s.opDL.get(), noCancel
 }
+
+func noCancel() {}
 
 // nowArg is the scripts' time argument: "t" (Redis TIME) or the test clock's Unix ms.
 func (s *Store) nowArg() string {
@@ -447,6 +452,7 @@ func (s *Store) Close() error {
 			_ = s.ap.Close()
 		}
 		s.closeErr = s.client.Close()
+		s.opDL.stop()
 	})
 	return s.closeErr
 }
@@ -456,11 +462,7 @@ func (s *Store) Close() error {
 func (s *Store) run(ctx context.Context, sc *script, keys []string, args ...any) ([]int64, error) {
 	ctx, cancel := s.opCtx(ctx)
 	defer cancel()
-	cmd, err := s.eval(ctx, sc, keys, args...)
-	if err != nil {
-		return nil, err
-	}
-	return cmd.Int64Slice()
+	return s.evalInts(ctx, sc, keys, args...)
 }
 
 // PoolStats is the state of the connection pools (all nodes of a cluster together).

@@ -92,49 +92,82 @@ func isNoScript(err error) bool {
 	return err != nil && strings.HasPrefix(err.Error(), "NOSCRIPT")
 }
 
-// evalCmd builds EVALSHA (or EVAL) as go-redis' own Eval does, so a cluster client routes
-// it by its first key.
-func evalCmd(ctx context.Context, name, payload string, keys []string, args []any) *redis.Cmd {
+// evalArgs is the argument list of EVALSHA (or EVAL) of payload.
+func evalArgs(name, payload string, keys []string, args []any) []any {
 	a := make([]any, 0, 3+len(keys)+len(args))
 	a = append(a, name, payload, len(keys))
 	for _, k := range keys {
 		a = append(a, k)
 	}
-	a = append(a, args...)
-	cmd := redis.NewCmd(ctx, a...)
+	return append(a, args...)
+}
+
+// evalCmd builds EVALSHA (or EVAL) as go-redis' own Eval does, so a cluster client routes
+// it by its first key.
+func evalCmd(ctx context.Context, name, payload string, keys []string, args []any) *redis.Cmd {
+	cmd := redis.NewCmd(ctx, evalArgs(name, payload, keys, args)...)
 	if len(keys) > 0 {
 		cmd.SetFirstKeyPos(3)
 	}
 	return cmd
 }
 
-// eval runs sc once: EVALSHA, and EVAL if Redis has not got the script. Pipelined (see
-// pipelineMode), the command joins the autopipeliner's next batch and the wait for it is
-// bounded by ctx.
-func (s *Store) eval(ctx context.Context, sc *script, keys []string, args ...any) (*redis.Cmd, error) {
-	if s.closed.Load() {
-		return nil, errClosed
+// evalIntsCmd is evalCmd for a script whose reply is an array of integers: they are read
+// straight into []int64, not boxed one by one.
+func evalIntsCmd(ctx context.Context, name, payload string, keys []string, args []any) *redis.IntSliceCmd {
+	cmd := redis.NewIntSliceCmd(ctx, evalArgs(name, payload, keys, args)...)
+	if len(keys) > 0 {
+		cmd.SetFirstKeyPos(3)
 	}
+	return cmd
+}
+
+// process sends cmd, on a pooled connection or through the autopipeliner (see
+// pipelineMode), and waits for its reply within ctx.
+func (s *Store) process(ctx context.Context, cmd redis.Cmder) error {
 	if s.mode == pipelineAdaptive {
 		n := s.flying.Add(1)
 		defer s.flying.Add(-1)
 		if n <= adaptiveInFlight {
-			cmd := sc.Run(ctx, s.client, keys, args...)
-			return cmd, cmd.Err()
+			return s.client.Process(ctx, cmd)
 		}
 	}
 	if s.ap == nil {
-		cmd := sc.Run(ctx, s.client, keys, args...)
-		return cmd, cmd.Err()
+		return s.client.Process(ctx, cmd)
+	}
+	return s.ap.Submit(ctx, cmd).WaitContext(ctx)
+}
+
+// eval runs sc once: EVALSHA, and EVAL if Redis has not got the script.
+func (s *Store) eval(ctx context.Context, sc *script, keys []string, args ...any) (*redis.Cmd, error) {
+	if s.closed.Load() {
+		return nil, errClosed
 	}
 	cmd := evalCmd(ctx, "evalsha", sc.Hash(), keys, args)
-	err := s.ap.Submit(ctx, cmd).WaitContext(ctx)
+	err := s.process(ctx, cmd)
 	if isNoScript(err) {
 		cmd = evalCmd(ctx, "eval", sc.src, keys, args)
-		err = s.ap.Submit(ctx, cmd).WaitContext(ctx)
+		err = s.process(ctx, cmd)
 	}
 	if err != nil {
 		return nil, err
 	}
 	return cmd, nil
+}
+
+// evalInts is eval for a script whose reply is an array of integers.
+func (s *Store) evalInts(ctx context.Context, sc *script, keys []string, args ...any) ([]int64, error) {
+	if s.closed.Load() {
+		return nil, errClosed
+	}
+	cmd := evalIntsCmd(ctx, "evalsha", sc.Hash(), keys, args)
+	err := s.process(ctx, cmd)
+	if isNoScript(err) {
+		cmd = evalIntsCmd(ctx, "eval", sc.src, keys, args)
+		err = s.process(ctx, cmd)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return cmd.Val(), nil
 }
