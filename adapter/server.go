@@ -30,18 +30,48 @@ const (
 	minClientPing         = 5 * time.Second
 )
 
+// Limits bound slow and idle gRPC clients.
+type Limits struct {
+	// Handshake bounds a new connection's TLS and HTTP/2 handshake: a client that has not
+	// sent its connection preface (and settings) by then is disconnected, as the HTTP
+	// listener's read_header_timeout does for slow headers.
+	Handshake time.Duration
+	// Idle closes (GOAWAY) a connection with no call in flight for this long; a client
+	// reconnects on its next call. Pings do not count as calls.
+	Idle time.Duration
+}
+
+// DefaultLimits are the Limits NewServer uses: a 5 s handshake, as the HTTP listener's
+// header timeout, and 120 s idle, as its keep-alive idle timeout.
+func DefaultLimits() Limits { return Limits{Handshake: 5 * time.Second, Idle: 120 * time.Second} }
+
 // NewServer returns a gRPC server with the rate-limit service, grpc.health.v1 and server
 // reflection registered; tlsConfig nil serves plaintext. The health server starts
 // SERVING; WatchHealth keeps it in step with the store.
 func NewServer(svc *Service, tlsConfig *tls.Config) (*grpc.Server, *health.Server) {
+	return NewServerWith(svc, tlsConfig, DefaultLimits())
+}
+
+// NewServerWith is NewServer with limits on slow and idle clients; a zero field of
+// limits takes the DefaultLimits value.
+func NewServerWith(svc *Service, tlsConfig *tls.Config, limits Limits) (*grpc.Server, *health.Server) {
+	def := DefaultLimits()
+	if limits.Handshake <= 0 {
+		limits.Handshake = def.Handshake
+	}
+	if limits.Idle <= 0 {
+		limits.Idle = def.Idle
+	}
 	opts := []grpc.ServerOption{
 		grpc.KeepaliveParams(keepalive.ServerParameters{
 			Time:                  keepaliveTime,
 			Timeout:               keepaliveTimeout,
+			MaxConnectionIdle:     limits.Idle,
 			MaxConnectionAge:      maxConnectionAge,
 			MaxConnectionAgeGrace: maxConnectionAgeGrace,
 		}),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: minClientPing, PermitWithoutStream: true}),
+		grpc.ConnectionTimeout(limits.Handshake),
 		// Reuse a goroutine per CPU for streams: a fresh goroutine per call grows its
 		// stack through the store client on every call (docs/performance.md).
 		grpc.NumStreamWorkers(uint32(runtime.GOMAXPROCS(0))),

@@ -25,6 +25,8 @@
 //   - store.redis.dial_timeout / read_timeout / write_timeout (default 500ms each):
 //     deadlines of the Redis client.
 //   - store.redis.pool_size (default 0 = the driver's default): connections per node.
+//   - http.read_header_timeout / read_timeout / write_timeout / idle_timeout (default
+//     5s / 30s / 30s / 120s): the /v1 listener's bounds on slow and idle clients.
 //
 // Plans (CONTRACT §11.13, §12.12): a plan named like a built-in one (free, pro, scale)
 // merges field by field over it; an absent hard_cap inherits the built-in value and
@@ -89,6 +91,18 @@ type HTTP struct {
 	Addr string `mapstructure:"addr"`
 	// TLS, when set, serves HTTPS.
 	TLS TLS `mapstructure:"tls"`
+	// ReadHeaderTimeout bounds reading a request's headers (default 5s): a client that
+	// sends them slower is disconnected.
+	ReadHeaderTimeout time.Duration `mapstructure:"read_header_timeout"`
+	// ReadTimeout bounds reading a whole request, body included, from its first byte
+	// (default 30s).
+	ReadTimeout time.Duration `mapstructure:"read_timeout"`
+	// WriteTimeout bounds writing a response, from the end of the request headers
+	// (default 30s).
+	WriteTimeout time.Duration `mapstructure:"write_timeout"`
+	// IdleTimeout bounds how long a keep-alive connection waits for its next request
+	// (default 120s).
+	IdleTimeout time.Duration `mapstructure:"idle_timeout"`
 }
 
 // TLS names a certificate and key; both empty means plain TCP.

@@ -43,7 +43,8 @@ func i64(v int64) *int64 { return &v }
 
 func defaults() *Config {
 	return &Config{
-		HTTP:  HTTP{Addr: ":8080"},
+		HTTP: HTTP{Addr: ":8080", ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 30 * time.Second,
+			WriteTimeout: 30 * time.Second, IdleTimeout: 120 * time.Second},
 		GRPC:  GRPC{Addr: ":8081"},
 		Admin: Admin{Addr: ":9090"},
 		Store: Store{
@@ -218,6 +219,9 @@ func TestBadInput(t *testing.T) {
 		{"bad log format", []string{"log: {format: xml}\n"}, nil, []string{"log.format: must be json or text"}},
 		{"bad addr", []string{"http: {addr: '8080'}\n"}, nil, []string{"http.addr: must be host:port"}},
 		{"tls half", []string{"http: {tls: {cert_file: c.pem}}\n"}, nil, []string{"http.tls: cert_file and key_file"}},
+		{"zero header timeout", []string{"http: {read_header_timeout: 0}\n"}, nil, []string{"http.read_header_timeout: must be more than 0"}},
+		{"negative idle timeout", nil, []string{"LEASH_HTTP_IDLE_TIMEOUT=-1s"}, []string{"http.idle_timeout: must be more than 0"}},
+		{"read below header timeout", []string{"http: {read_header_timeout: 5s, read_timeout: 1s}\n"}, nil, []string{"http.read_timeout: must be at least http.read_header_timeout"}},
 		{"bad account id", []string{"accounts: [{id: Acme, plan: pro}]\n"}, nil, []string{"accounts[0].id:", "must match"}},
 		{"missing account id", []string{"accounts: [{plan: pro}]\n"}, nil, []string{"accounts[0].id: is required"}},
 		{"duplicate account", []string{"accounts: [{id: acme, plan: pro}, {id: acme, plan: free}]\n"}, nil, []string{"accounts[1].id: account \"acme\" is already defined"}},

@@ -60,7 +60,11 @@ func schema() *node {
 	})
 	return object(map[string]*node{
 		"http": object(map[string]*node{
-			"addr": leaf(kString, ":8080"),
+			"addr":                leaf(kString, ":8080"),
+			"read_header_timeout": leaf(kDuration, 5*time.Second),
+			"read_timeout":        leaf(kDuration, 30*time.Second),
+			"write_timeout":       leaf(kDuration, 30*time.Second),
+			"idle_timeout":        leaf(kDuration, 120*time.Second),
 			"tls": object(map[string]*node{
 				"cert_file": leaf(kString, nil),
 				"key_file":  leaf(kString, nil),

@@ -167,6 +167,7 @@ func validate(c *Config, explicit func(string) bool, errs *errList) {
 	checkAddr(errs, "grpc.addr", c.GRPC.Addr, true)
 	checkAddr(errs, "admin.addr", c.Admin.Addr, false)
 	checkPair(errs, "http.tls", c.HTTP.TLS.CertFile, c.HTTP.TLS.KeyFile)
+	validateHTTPTimeouts(&c.HTTP, errs)
 	checkPair(errs, "grpc.tls", c.GRPC.TLS.CertFile, c.GRPC.TLS.KeyFile)
 	if c.GRPC.TLS.ClientCAFile != "" && c.GRPC.TLS.CertFile == "" {
 		errs.add("grpc.tls.client_ca_file", "needs grpc.tls.cert_file and grpc.tls.key_file (mTLS is on top of TLS)")
@@ -219,6 +220,21 @@ func validate(c *Config, explicit func(string) bool, errs *errList) {
 
 	validateAccounts(c, errs)
 	validateEnvoy(c, errs)
+}
+
+func validateHTTPTimeouts(h *HTTP, errs *errList) {
+	for _, d := range []struct {
+		key string
+		v   time.Duration
+	}{{"read_header_timeout", h.ReadHeaderTimeout}, {"read_timeout", h.ReadTimeout},
+		{"write_timeout", h.WriteTimeout}, {"idle_timeout", h.IdleTimeout}} {
+		if d.v <= 0 {
+			errs.add("http."+d.key, "must be more than 0")
+		}
+	}
+	if h.ReadHeaderTimeout > 0 && h.ReadTimeout > 0 && h.ReadTimeout < h.ReadHeaderTimeout {
+		errs.add("http.read_timeout", "must be at least http.read_header_timeout (%s): it bounds the whole request, headers included", h.ReadHeaderTimeout)
+	}
 }
 
 func checkAddr(errs *errList, key, addr string, emptyOK bool) {

@@ -24,7 +24,7 @@ import (
 	"github.com/leashd/leash/metrics"
 )
 
-// Server limits set by NewServer.
+// Server limits set by NewServer: the defaults of the http.* config keys.
 const (
 	// ReadHeaderTimeout bounds reading a request's headers.
 	ReadHeaderTimeout = 5 * time.Second
@@ -52,15 +52,41 @@ const RequestIDHeader = "X-Request-Id"
 // metric's label set bounded.
 const unmatchedRoute = "unmatched"
 
-// NewServer returns an http.Server for h on addr with the timeouts and header limit above.
+// Timeouts are a server's bounds on slow and idle clients; a zero field takes the
+// default above.
+type Timeouts struct {
+	// ReadHeader bounds reading a request's headers (default ReadHeaderTimeout).
+	ReadHeader time.Duration
+	// Read bounds reading a whole request from its first byte (default ReadTimeout).
+	Read time.Duration
+	// Write bounds writing a response from the end of the headers (default WriteTimeout).
+	Write time.Duration
+	// Idle bounds a keep-alive connection's wait for its next request (default IdleTimeout).
+	Idle time.Duration
+}
+
+// NewServer returns an http.Server for h on addr with the default timeouts and the
+// header limit above.
 func NewServer(addr string, h http.Handler) *http.Server {
+	return NewServerWith(addr, h, Timeouts{})
+}
+
+// NewServerWith returns an http.Server for h on addr with timeouts t (zero fields take
+// the defaults) and the header limit above.
+func NewServerWith(addr string, h http.Handler, t Timeouts) *http.Server {
+	or := func(v, def time.Duration) time.Duration {
+		if v > 0 {
+			return v
+		}
+		return def
+	}
 	return &http.Server{
 		Addr:              addr,
 		Handler:           h,
-		ReadHeaderTimeout: ReadHeaderTimeout,
-		ReadTimeout:       ReadTimeout,
-		WriteTimeout:      WriteTimeout,
-		IdleTimeout:       IdleTimeout,
+		ReadHeaderTimeout: or(t.ReadHeader, ReadHeaderTimeout),
+		ReadTimeout:       or(t.Read, ReadTimeout),
+		WriteTimeout:      or(t.Write, WriteTimeout),
+		IdleTimeout:       or(t.Idle, IdleTimeout),
 		MaxHeaderBytes:    MaxHeaderBytes,
 	}
 }

@@ -372,6 +372,12 @@ func TestNewServer(t *testing.T) {
 		s.IdleTimeout != 120*time.Second || s.MaxHeaderBytes != 64<<10 || s.Addr != ":0" {
 		t.Fatalf("server %+v", s)
 	}
+	// Zero fields take the defaults; set ones win.
+	s = httpapi.NewServerWith(":1", http.NotFoundHandler(), httpapi.Timeouts{ReadHeader: time.Second, Idle: 3 * time.Second})
+	if s.ReadHeaderTimeout != time.Second || s.ReadTimeout != 30*time.Second || s.WriteTimeout != 30*time.Second ||
+		s.IdleTimeout != 3*time.Second || s.MaxHeaderBytes != 64<<10 || s.Addr != ":1" {
+		t.Fatalf("server %+v", s)
+	}
 }
 
 // metricValue sums the samples of a metric family whose labels include want (counters:

@@ -113,7 +113,7 @@ func serve(paths, environ []string, stdout, stderr io.Writer) int {
 			return 1
 		}
 	}
-	httpSrv := httpapi.NewServer(cfg.HTTP.Addr, api)
+	httpSrv := httpapi.NewServerWith(cfg.HTTP.Addr, api, httpTimeouts(cfg.HTTP))
 	httpSrv.ErrorLog = slog.NewLogLogger(log.Handler(), slog.LevelWarn)
 	adminSrv := httpapi.NewServer(cfg.Admin.Addr, adm)
 
@@ -206,6 +206,11 @@ func serve(paths, environ []string, stdout, stderr io.Writer) int {
 	}
 	log.Info("stopped", "exit_code", code)
 	return code
+}
+
+// httpTimeouts are the /v1 listener's bounds on slow and idle clients (http.*_timeout).
+func httpTimeouts(h config.HTTP) httpapi.Timeouts {
+	return httpapi.Timeouts{ReadHeader: h.ReadHeaderTimeout, Read: h.ReadTimeout, Write: h.WriteTimeout, Idle: h.IdleTimeout}
 }
 
 // directory builds the accounts: the config's, or with none the dev account on plan
