@@ -146,8 +146,14 @@ func startLeash(t *testing.T, env ...string) *proc {
 
 func startLeashArgs(t *testing.T, args []string, env ...string) *proc {
 	t.Helper()
+	return startLeashBinary(t, binary, args, env...)
+}
+
+// startLeashBinary starts `bin serve args...` with env on loopback ports.
+func startLeashBinary(t *testing.T, bin string, args []string, env ...string) *proc {
+	t.Helper()
 	p := &proc{stdout: new(syncBuffer), exited: make(chan error, 1)}
-	p.cmd = exec.Command(binary, append([]string{"serve"}, args...)...)
+	p.cmd = exec.Command(bin, append([]string{"serve"}, args...)...)
 	p.cmd.Env = append(os.Environ(), append([]string{"LEASH_HTTP_ADDR=127.0.0.1:0", "LEASH_ADMIN_ADDR=127.0.0.1:0", "LEASH_GRPC_ADDR=127.0.0.1:0"}, env...)...)
 	p.cmd.Stdout = p.stdout
 	stderr, err := p.cmd.StderrPipe()

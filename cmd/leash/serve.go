@@ -244,6 +244,10 @@ func openStore(ctx context.Context, cfg *config.Config, m *metrics.Metrics, log 
 			Name: "leash_memstore_evictions_total",
 			Help: "Rate counters evicted from the memory store to stay within store.memory.max_entries.",
 		}, func() float64 { return float64(s.Evictions()) }))
+		m.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "leash_memstore_entries",
+			Help: "Rate counters and lease sets held by the memory store, expired ones not yet reclaimed included; at most store.memory.max_entries.",
+		}, func() float64 { return float64(s.Len()) }))
 		return s, nil
 	case "redis":
 		r := cfg.Store.Redis
