@@ -141,7 +141,7 @@ func TestKeyFloodMemoryBound(t *testing.T) {
 				if d := time.Until(next); d > 0 {
 					time.Sleep(d)
 				}
-				if e := time.Since(start); e >= 30*time.Second || (e >= duration && sent.Load() >= minKeys) {
+				if e := time.Since(start); e >= max(duration, 30*time.Second) || (e >= duration && sent.Load() >= minKeys) {
 					return "", false
 				}
 				sent.Add(1)

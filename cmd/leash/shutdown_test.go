@@ -50,9 +50,9 @@ func (lt *loadTally) err(err error) {
 
 // shutdownWorker loops over a check and a lease acquire+release until a transport error
 // (the server closed its listener). Every answer must be a complete 200 JSON body.
-func shutdownWorker(base string, w int, lt *loadTally) {
+func shutdownWorker(base string, cycle, w int, lt *loadTally) {
 	c := apiClient()
-	jobKey := fmt.Sprintf("j%d", w%4)
+	jobKey := fmt.Sprintf("c%d-j%d", cycle, w%4) // fresh lease sets each cycle
 	for i := 0; ; i++ {
 		code, out, err := post(c, "POST", base+"/v1/limit", "k",
 			fmt.Sprintf(`{"namespace":"load","key":"c%d-%d","algorithm":"fixed_window","limit":1000000000,"window_ms":600000}`, w, i%16))
@@ -142,7 +142,7 @@ func TestShutdownUnderLoad(t *testing.T) {
 		lt := &loadTally{unreleased: map[string][]string{}, errs: map[string]int{}}
 		var wg sync.WaitGroup
 		for w := range workers {
-			wg.Go(func() { shutdownWorker(base, w, lt) })
+			wg.Go(func() { shutdownWorker(base, cycle, w, lt) })
 		}
 		time.Sleep(loadFor)
 
@@ -239,26 +239,30 @@ func TestShutdownUnderLoad(t *testing.T) {
 		t.Errorf("acquires: stats blocked %v, clients got %d denials", got, totalDenied)
 	}
 	// Each lease set holds exactly the leases whose release was never answered.
-	for j := range 4 {
-		key := fmt.Sprintf("j%d", j)
-		held, err := rdb.ZRange(context.Background(), "{sd:k:dev:jobs:"+key+"}:lz", 0, -1).Result()
-		if err != nil {
-			t.Fatal(err)
+	for cycle := range cycles {
+		for j := range 4 {
+			key := fmt.Sprintf("c%d-j%d", cycle, j)
+			held, err := rdb.ZRange(context.Background(), "{sd:k:dev:jobs:"+key+"}:lz", 0, -1).Result()
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := slices.Clone(unreleased[key])
+			sort.Strings(held)
+			sort.Strings(want)
+			if !slices.Equal(held, want) {
+				t.Errorf("lease set %s holds %v, want exactly the unreleased %v", key, held, want)
+			}
+			idPrefix := leaseIDOf("jobs", key)
+			idPrefix = idPrefix[:strings.LastIndexByte(idPrefix, '.')+1]
+			for _, tok := range want {
+				c.want("DELETE", "/v1/leases/"+idPrefix+tok, "k", "", 200, `"released":true`)
+			}
+			for i := range 3 {
+				c.want("POST", "/v1/leases", "k", `{"namespace":"jobs","key":"`+key+`","limit":3,"window_ms":60000}`, 200,
+					`"allowed":true`, fmt.Sprintf(`"active":%d`, i+1))
+			}
+			c.want("POST", "/v1/leases", "k", `{"namespace":"jobs","key":"`+key+`","limit":3,"window_ms":60000}`, 200, `"allowed":false`)
 		}
-		want := slices.Clone(unreleased[key])
-		sort.Strings(held)
-		sort.Strings(want)
-		if !slices.Equal(held, want) {
-			t.Errorf("lease set %s holds %v, want exactly the unreleased %v", key, held, want)
-		}
-		for _, tok := range want {
-			c.want("DELETE", "/v1/leases/"+leaseIDOf("jobs", key)[:strings.LastIndexByte(leaseIDOf("jobs", key), '.')+1]+tok, "k", "", 200, `"released":true`)
-		}
-		for i := range 3 {
-			c.want("POST", "/v1/leases", "k", `{"namespace":"jobs","key":"`+key+`","limit":3,"window_ms":60000}`, 200,
-				`"allowed":true`, fmt.Sprintf(`"active":%d`, i+1))
-		}
-		c.want("POST", "/v1/leases", "k", `{"namespace":"jobs","key":"`+key+`","limit":3,"window_ms":60000}`, 200, `"allowed":false`)
 	}
 	n := 0
 	for _, v := range unreleased {

@@ -54,13 +54,13 @@ func slowClient(addr string, send func(net.Conn) error) <-chan slowResult {
 	go func() {
 		var r slowResult
 		defer func() { out <- r }()
+		start := time.Now() // before the dial: the server's clock may start before Dial returns
 		c, err := net.Dial("tcp", addr)
 		if err != nil {
 			r.err = err
 			return
 		}
 		defer c.Close()
-		start := time.Now()
 		go func() { _ = send(c) }() // ends with a write error once the server closes
 		_ = c.SetReadDeadline(start.Add(15 * time.Second))
 		br := bufio.NewReader(c)
@@ -100,13 +100,17 @@ func trickle(b string, step time.Duration) func(net.Conn) error {
 // closed at about http.idle_timeout, a TCP connection to the gRPC port that never sends the
 // HTTP/2 preface is closed at about the 5 s handshake bound, and a normal client is
 // served throughout with every slow request doing no work (no decision counted).
+// Default: 25 slow-header and 25 slow-body connections; RELIABILITY_LONG=1: 1000 of each.
 func TestSlowClientsCutOff(t *testing.T) {
 	const (
 		headerTimeout = time.Second
 		readTimeout   = 2 * time.Second
 		idleTimeout   = 1500 * time.Millisecond
-		slowEach      = 25 // slow-header and slow-body connections each
 	)
+	slowEach := 25 // slow-header and slow-body connections each
+	if longRun() {
+		slowEach = 1000
+	}
 	p := startLeash(t, "LEASH_DEV_API_KEY=k",
 		"LEASH_HTTP_READ_HEADER_TIMEOUT="+headerTimeout.String(), "LEASH_HTTP_READ_TIMEOUT="+readTimeout.String(),
 		"LEASH_HTTP_IDLE_TIMEOUT="+idleTimeout.String())
