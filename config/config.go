@@ -207,7 +207,7 @@ func (r *Redis) Mode() RedisMode {
 
 // Memory configures the memory store.
 type Memory struct {
-	// MaxEntries bounds live counters and lease sets (default 1000000, §12.4).
+	// MaxEntries bounds live counters and leases, one entry each (default 1000000, §12.4).
 	MaxEntries int `mapstructure:"max_entries"`
 }
 

@@ -66,7 +66,8 @@ func post(c *http.Client, method, url, key, body string) (int, map[string]any, e
 // the memory store with a small store.memory.max_entries and shows: the entries held never
 // exceed the bound, evictions are counted, the heap stays flat once the store is full, live
 // leases are never evicted, a key in steady use keeps its count, and once only live leases
-// are left an acquire for a new lease set is 503 unavailable. Default: 3 s at up to
+// are left an acquire for a new lease set is 503 unavailable, as is one more lease on a
+// single key with a huge limit (every lease held is an entry). Default: 3 s at up to
 // 10,000 keys/s on the -race binary and max_entries 2048 (and on until 3 × max_entries keys
 // were sent). RELIABILITY_LONG=1 (make reliability-long): 60 s at
 // 10,000 keys/s on a plain build and max_entries 100000.
@@ -145,7 +146,9 @@ func TestKeyFloodMemoryBound(t *testing.T) {
 					return "", false
 				}
 				sent.Add(1)
-				return fmt.Sprintf(`{"namespace":"flood","key":"w%d-%d","algorithm":"fixed_window","limit":10,"window_ms":60000}`, w, i), true
+				// A 366-day window: no counter expires during the run, so every one beyond
+				// the bound must be evicted (expired state would be reclaimed first, uncounted).
+				return fmt.Sprintf(`{"namespace":"flood","key":"w%d-%d","algorithm":"fixed_window","limit":10,"window_ms":31622400000}`, w, i), true
 			}, func(code int, body string) {
 				if code == 200 && strings.Contains(body, `"allowed":true`) {
 					allowed.Add(1)
@@ -270,6 +273,26 @@ func TestKeyFloodMemoryBound(t *testing.T) {
 	if code, out, err := post(c, "POST", base+"/v1/leases", "k", `{"namespace":"fill","key":"again","limit":1,"window_ms":1000}`); err != nil || code != 200 || out["allowed"] != true {
 		t.Fatalf("acquire after releasing: %d %v %v", code, out, err)
 	}
+
+	// One key with a huge limit: every lease takes an entry, so its set cannot grow past
+	// its shard's share of max_entries either; then 503, never unbounded memory.
+	one := 0
+	for ; ; one++ {
+		if one > maxEntries {
+			t.Fatalf("%d leases held on one key on a store bounded at %d entries", one, maxEntries)
+		}
+		code, out, err := post(c, "POST", base+"/v1/leases", "k", `{"namespace":"fill","key":"one","limit":1000000000,"window_ms":600000}`)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if code == 503 && out["code"] == "unavailable" {
+			break
+		}
+		if code != 200 || out["allowed"] != true {
+			t.Fatalf("lease %d on one key: %d %v", one, code, out)
+		}
+	}
+	t.Logf("one key, limit 1e9: %d leases held, then 503 unavailable (entries %.0f of %d)", one, metric(t, p, "leash_memstore_entries"), maxEntries)
 }
 
 // floodConn sends requests on one raw keep-alive connection, pipelined up to 32 deep:

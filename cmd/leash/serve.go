@@ -246,7 +246,7 @@ func openStore(ctx context.Context, cfg *config.Config, m *metrics.Metrics, log 
 		}, func() float64 { return float64(s.Evictions()) }))
 		m.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "leash_memstore_entries",
-			Help: "Rate counters and lease sets held by the memory store, expired ones not yet reclaimed included; at most store.memory.max_entries.",
+			Help: "Entries held by the memory store (one per rate counter and one per lease), expired ones not yet reclaimed included; at most store.memory.max_entries.",
 		}, func() float64 { return float64(s.Len()) }))
 		return s, nil
 	case "redis":

@@ -107,7 +107,9 @@ func (ls *leaseSet) maxExp() int64 {
 }
 
 // Acquire adds the lease token to set when fewer than limit unexpired leases are held
-// (CONTRACT §5). A token already held is renewed with ttlMS and stays counted once.
+// (CONTRACT §5). A token already held is renewed with ttlMS and stays counted once. A new
+// lease takes one entry of MaxEntries: with no room (only live leases left in its
+// shard) the error wraps engine.ErrNoRoom.
 func (s *Store) Acquire(_ context.Context, set engine.LeaseSet, token string, limit, ttlMS int64) (engine.LeaseDecision, error) {
 	if s.closed.Load() {
 		return engine.LeaseDecision{}, ErrClosed
@@ -125,7 +127,7 @@ func (s *Store) Acquire(_ context.Context, set engine.LeaseSet, token string, li
 	d := engine.LeaseDecision{Limit: limit, NowMS: now}
 	ls := sh.leases[string(k)]
 	if ls != nil {
-		ls.purge(now)
+		sh.purgeSet(ls, now)
 		if i, held := ls.pos[token]; held {
 			ls.h[i].exp, ls.h[i].ttl = now+ttlMS, ttlMS
 			ls.fix(i)
@@ -137,14 +139,21 @@ func (s *Store) Acquire(_ context.Context, set engine.LeaseSet, token string, li
 			d.Active, d.ResetMS = n, ls.h[0].exp-now
 			return d, nil
 		}
-	} else {
-		if err := sh.reserve(s, now); err != nil {
-			return engine.LeaseDecision{}, err
+		if len(ls.h) == 0 { // every lease expired: the set starts over
+			delete(sh.leases, ls.key)
+			ls = nil
 		}
+	}
+	// Each lease held takes one entry: make room (never by evicting a live lease).
+	if err := sh.reserve(s, now); err != nil {
+		return engine.LeaseDecision{}, err
+	}
+	if ls == nil {
 		ls = newLeaseSet(string(k))
 		sh.leases[ls.key] = ls
 	}
 	ls.add(lease{token: token, exp: now + ttlMS, ttl: ttlMS})
+	sh.leaseCount++
 	sh.noteExp(ls.h[0].exp)
 	d.Allowed, d.Active, d.ResetMS = true, int64(len(ls.h)), ttlMS
 	return d, nil
@@ -156,7 +165,7 @@ func (sh *shard) lookupLeases(k []byte, now int64) *leaseSet {
 	if ls == nil {
 		return nil
 	}
-	ls.purge(now)
+	sh.purgeSet(ls, now)
 	if len(ls.h) == 0 {
 		delete(sh.leases, ls.key)
 		return nil
@@ -182,6 +191,7 @@ func (s *Store) Release(_ context.Context, set engine.LeaseSet, token string) (e
 	var r engine.ReleaseResult
 	if i, held := ls.pos[token]; held {
 		ls.removeAt(i)
+		sh.leaseCount--
 		r.Released = true
 	}
 	r.Active = int64(len(ls.h))

@@ -7,17 +7,20 @@
 // state reads as no state, and a background sweeper reclaims it incrementally, shard by
 // shard.
 //
-// The store holds at most MaxEntries rate counters and lease sets (CONTRACT §12.4). The
-// bound is enforced per shard: each shard holds MaxEntries/shards of them (the remainder
-// spread over the first shards), so eviction can begin a little before MaxEntries in
-// total when keys hash unevenly. A shard that is full first reclaims its expired state,
+// The store holds at most MaxEntries entries (CONTRACT §12.4): a rate counter is one
+// entry, and so is every lease held, so a lease set takes as many entries as it holds
+// leases (one set with a huge limit cannot grow the store past the bound). The bound is
+// enforced per shard: each shard holds MaxEntries/shards of them (the remainder spread
+// over the first shards), so eviction can begin a little before MaxEntries in total when
+// keys hash unevenly. A shard that is full first reclaims its expired state,
 // then evicts a rate counter not used recently, chosen by CLOCK, an approximation of
 // least-recently-used that keeps no list: each counter has a reference bit set when it is
 // used, and a hand sweeping the shard evicts the first counter whose bit is clear,
 // clearing the bits it passes. A new counter starts with its bit clear, so keys seen once
 // go before keys seen again. An evicted key starts fresh; see Evictions. Live leases are
-// never evicted: when a shard holds only live lease sets, a new lease set or counter gets
-// an error wrapping engine.ErrNoRoom.
+// never evicted: when a shard holds only live leases, a new lease (in a new or an existing
+// set) or a new counter gets an error wrapping engine.ErrNoRoom; renewing a held lease
+// needs no room.
 //
 // Rules and usage are not bounded by MaxEntries: rules persist, daily usage is kept 40
 // days and monthly totals 14 months by the store's clock, and applied usage batch ids are
@@ -53,7 +56,7 @@ var ErrClosed = errors.New("memstore: store is closed")
 type Options struct {
 	// Clock is the store's clock; default engine.SystemClock{}.
 	Clock engine.Clock
-	// MaxEntries bounds the rate counters and lease sets held (store.memory.max_entries);
+	// MaxEntries bounds the rate counters and leases held (store.memory.max_entries);
 	// default DefaultMaxEntries.
 	MaxEntries int
 	// SweepInterval is how often the sweeper reclaims expired state; default
@@ -162,8 +165,8 @@ func (s *Store) Close() error {
 // Evictions returns how many live rate counters were evicted to make room.
 func (s *Store) Evictions() uint64 { return s.evictions.Load() }
 
-// Len returns the number of rate counters and lease sets held, including expired ones
-// not yet reclaimed.
+// Len returns the number of entries held, rate counters and leases, including expired
+// ones not yet reclaimed; it never exceeds MaxEntries.
 func (s *Store) Len() int {
 	n := 0
 	for i := range s.shards {

@@ -276,9 +276,14 @@ func TestLeasesNeverEvicted(t *testing.T) {
 	if _, err := s.Spend(ctx, engine.Spend{Counter: counter("c2"), Limit: 1, Cost: 1}); !errors.Is(err, engine.ErrNoRoom) {
 		t.Fatalf("Spend: %v, want ErrNoRoom", err)
 	}
-	// Existing sets still work; a look (cost 0) needs no room.
-	if d, err := s.Acquire(ctx, set("l1"), "t2", 2, 1000); err != nil || !d.Allowed || d.Active != 2 {
-		t.Fatalf("Acquire on l1: %+v, %v", d, err)
+	// A held lease is still re-acquired (renewed) without room; another lease in an
+	// existing set needs an entry too (TestLeasesCountAgainstBound); a look (cost 0) needs
+	// no room.
+	if d, err := s.Acquire(ctx, set("l1"), "t", 2, 1000); err != nil || !d.Allowed || d.Active != 1 {
+		t.Fatalf("Acquire of the held token on l1: %+v, %v", d, err)
+	}
+	if _, err := s.Acquire(ctx, set("l1"), "t2", 2, 1000); !errors.Is(err, engine.ErrNoRoom) {
+		t.Fatalf("a second lease on l1: %v, want ErrNoRoom", err)
 	}
 	if d, err := s.Spend(ctx, engine.Spend{Counter: counter("c2"), Limit: 1, Cost: 0}); err != nil || !d.Allowed {
 		t.Fatalf("look: %+v, %v", d, err)
@@ -516,5 +521,53 @@ func BenchmarkAcquireRelease(b *testing.B) {
 		if _, err := s.Release(ctx, set, "token"); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// TestLeasesCountAgainstBound: every lease held takes one entry of MaxEntries, so one
+// lease set with a huge limit cannot grow the store without bound: once the shard holds
+// only live leases, another lease, in a new set or an existing one, is ErrNoRoom; a
+// counter is evicted to make room for a lease first. Renewing, or re-acquiring a held
+// token, needs no room.
+func TestLeasesCountAgainstBound(t *testing.T) {
+	const max = 1024
+	s, clock := newTestStore(t, Options{MaxEntries: max, Shards: 1, SweepInterval: time.Hour})
+	set := engine.LeaseSet{Account: "acct", Namespace: "ns", Key: "one-key"}
+	mustSpend(t, s, counter("c"), 10, 1)
+	for i := range max {
+		d, err := s.Acquire(ctx, set, "t"+strconv.Itoa(i), 1_000_000_000, 60_000)
+		if err != nil || !d.Allowed {
+			t.Fatalf("lease %d: %+v, %v", i, d, err)
+		}
+	}
+	if s.Evictions() != 1 || s.Len() != max {
+		t.Fatalf("evictions %d, len %d; want the counter evicted for the leases and len %d", s.Evictions(), s.Len(), max)
+	}
+	if _, err := s.Acquire(ctx, set, "one-more", 1_000_000_000, 60_000); !errors.Is(err, engine.ErrNoRoom) {
+		t.Fatalf("lease %d in one set: %v, want ErrNoRoom", max+1, err)
+	}
+	if _, err := s.Acquire(ctx, engine.LeaseSet{Account: "acct", Namespace: "ns", Key: "other"}, "t", 1, 60_000); !errors.Is(err, engine.ErrNoRoom) {
+		t.Fatalf("a new set: %v, want ErrNoRoom", err)
+	}
+	if d, err := s.Acquire(ctx, set, "t0", 1_000_000_000, 60_000); err != nil || !d.Allowed || d.Active != max {
+		t.Fatalf("re-acquiring a held token: %+v, %v", d, err)
+	}
+	if r, err := s.Renew(ctx, set, "t1", 0); err != nil || !r.Renewed {
+		t.Fatalf("renew: %+v, %v", r, err)
+	}
+	// A release makes room for exactly one lease.
+	if r, _ := s.Release(ctx, set, "t2"); !r.Released || s.Len() != max-1 {
+		t.Fatalf("release: %+v, len %d", r, s.Len())
+	}
+	if d, err := s.Acquire(ctx, set, "one-more", 1_000_000_000, 60_000); err != nil || !d.Allowed {
+		t.Fatalf("after a release: %+v, %v", d, err)
+	}
+	// Expired leases are reclaimed to make room.
+	clock.Advance(61 * time.Second)
+	if d, err := s.Acquire(ctx, set, "fresh", 1_000_000_000, 60_000); err != nil || !d.Allowed || d.Active != 1 {
+		t.Fatalf("after expiry: %+v, %v", d, err)
+	}
+	if s.Len() != 1 {
+		t.Fatalf("len %d after expiry, want 1", s.Len())
 	}
 }

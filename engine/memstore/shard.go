@@ -43,9 +43,12 @@ type shard struct {
 	cursor   int32 // sweeper position in entries
 	leases   map[string]*leaseSet
 	rules    map[string]*rulePair
-	capacity int   // bound on counters plus lease sets
-	minExp   int64 // no counter or lease set expires before this
-	_        [64]byte
+	// leaseCount is the number of leases held in all lease sets (expired ones not yet
+	// purged included): each takes one entry of the capacity.
+	leaseCount int
+	capacity   int   // bound on counters plus leases
+	minExp     int64 // no counter or lease set expires before this
+	_          [64]byte
 }
 
 func (sh *shard) init(seed maphash.Seed, capacity int) {
@@ -62,8 +65,15 @@ func (sh *shard) init(seed maphash.Seed, capacity int) {
 // numCounters is the number of counters held.
 func (sh *shard) numCounters() int { return len(sh.counters) + len(sh.collided) }
 
-// live is the number of entries counted against the capacity.
-func (sh *shard) live() int { return sh.numCounters() + len(sh.leases) }
+// live is the number of entries counted against the capacity: counters and leases.
+func (sh *shard) live() int { return sh.numCounters() + sh.leaseCount }
+
+// purgeSet drops the leases of ls expired at now, keeping leaseCount in step.
+func (sh *shard) purgeSet(ls *leaseSet, now int64) {
+	n := len(ls.h)
+	ls.purge(now)
+	sh.leaseCount -= n - len(ls.h)
+}
 
 // noteExp keeps minExp a lower bound of every expiry in the shard.
 func (sh *shard) noteExp(exp int64) {
@@ -143,8 +153,8 @@ func (sh *shard) evictOne() bool {
 	return false
 }
 
-// reserve makes room for one new counter or lease set: expired state first, then a
-// counter chosen by CLOCK. It fails with errNoRoom when only live lease sets remain.
+// reserve makes room for one new counter or lease: expired state first, then a counter
+// chosen by CLOCK. It fails with errNoRoom when only live leases remain.
 func (sh *shard) reserve(s *Store, now int64) error {
 	if sh.live() < sh.capacity {
 		return nil
@@ -177,7 +187,7 @@ func (sh *shard) reclaim(now int64) {
 		}
 	}
 	for k, ls := range sh.leases {
-		ls.purge(now)
+		sh.purgeSet(ls, now)
 		if len(ls.h) == 0 {
 			delete(sh.leases, k)
 		} else {
@@ -202,7 +212,7 @@ func (sh *shard) sweep(now int64, budget int) {
 		}
 	}
 	for k, ls := range sh.leases {
-		ls.purge(now)
+		sh.purgeSet(ls, now)
 		if len(ls.h) == 0 {
 			delete(sh.leases, k)
 		}
