@@ -93,7 +93,8 @@ func (c isoClient) waitStats(key, ns string, want float64) string {
 }
 
 // isoConfig writes the config of two pro accounts, webhooks to loopback allowed, and the
-// Envoy domain "edge" mapped to B (user descriptors: 2 per minute, fixed_window).
+// Envoy domain "edge" mapped to B (user descriptors: 2 per year, fixed_window). Every
+// counter here has a 365-day window, so no window boundary falls inside the test.
 func isoConfig(t *testing.T) string {
 	t.Helper()
 	dir := t.TempDir()
@@ -101,7 +102,7 @@ func isoConfig(t *testing.T) string {
 	if err := os.Mkdir(descDir, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	writeAtomic(t, filepath.Join(descDir, "edge.yaml"), "domain: edge\ndescriptors:\n  - key: user\n    rate_limit: {unit: minute, requests_per_unit: 2}\n")
+	writeAtomic(t, filepath.Join(descDir, "edge.yaml"), "domain: edge\ndescriptors:\n  - key: user\n    rate_limit: {unit: year, requests_per_unit: 2}\n")
 	cfg := filepath.Join(dir, "leash.yaml")
 	writeAtomic(t, cfg, fmt.Sprintf(`accounts:
   - {id: alpha, plan: pro, api_keys: [%s]}
@@ -180,8 +181,8 @@ func snapshotA(c isoClient, sharedWant, edgeWant float64) aSnapshot {
 	s.leaseActive = field(c.t, c.want("DELETE", "/v1/leases/"+leaseIDOf("shared", "job"), keyA, "", 200, `"released":false`), "active")
 	probe := func(body string) any { return field(c.t, c.want("POST", "/v1/limit", keyA, body, 200), "remaining") }
 	s.remK = probe(`{"namespace":"shared","key":"k","cost":0}`)
-	s.remK2 = probe(`{"namespace":"shared","key":"k2","algorithm":"sliding_window","limit":10,"window_ms":600000,"cost":0}`)
-	s.remEdge = probe(`{"namespace":"edge","key":"user=alice","algorithm":"fixed_window","limit":2,"window_ms":60000,"cost":0}`)
+	s.remK2 = probe(`{"namespace":"shared","key":"k2","algorithm":"sliding_window","limit":10,"window_ms":31536000000,"cost":0}`)
+	s.remEdge = probe(`{"namespace":"edge","key":"user=alice","algorithm":"fixed_window","limit":2,"window_ms":31536000000,"cost":0}`)
 	return s
 }
 
@@ -194,13 +195,13 @@ func runIsolation(t *testing.T, p *proc, rdb *redis.Client) {
 	hookA, hookB := newHookReceiver(t, "ok"), newHookReceiver(t, "ok")
 
 	// A's state.
-	c.want("POST", "/v1/namespaces/shared/rules", keyA, `{"algorithm":"fixed_window","limit":5,"window_ms":600000,"name":"a-rate"}`, 201)
+	c.want("POST", "/v1/namespaces/shared/rules", keyA, `{"algorithm":"fixed_window","limit":5,"window_ms":31536000000,"name":"a-rate"}`, 201)
 	c.want("POST", "/v1/namespaces/shared/rules", keyA, `{"algorithm":"concurrent_limit","limit":2,"window_ms":600000}`, 201)
 	for _, rem := range []string{"4", "3", "2"} {
 		c.want("POST", "/v1/limit", keyA, `{"namespace":"shared","key":"k"}`, 200, `"remaining":`+rem)
 	}
-	c.want("POST", "/v1/limit", keyA, `{"namespace":"shared","key":"k2","algorithm":"sliding_window","limit":10,"window_ms":600000}`, 200, `"remaining":9`)
-	c.want("POST", "/v1/limit", keyA, `{"namespace":"edge","key":"user=alice","algorithm":"fixed_window","limit":2,"window_ms":60000}`, 200, `"remaining":1`)
+	c.want("POST", "/v1/limit", keyA, `{"namespace":"shared","key":"k2","algorithm":"sliding_window","limit":10,"window_ms":31536000000}`, 200, `"remaining":9`)
+	c.want("POST", "/v1/limit", keyA, `{"namespace":"edge","key":"user=alice","algorithm":"fixed_window","limit":2,"window_ms":31536000000}`, 200, `"remaining":1`)
 	leaseA := field(t, c.want("POST", "/v1/leases", keyA, `{"namespace":"shared","key":"job"}`, 200, `"active":1`), "lease_id").(string)
 	secretA := field(t, c.want("PUT", "/v1/webhook", keyA, `{"url":"`+hookA.srv.URL+`/a"}`, 200), "secret").(string)
 	c.want("POST", "/v1/webhook/test", keyA, "", 202)
@@ -228,12 +229,12 @@ func runIsolation(t *testing.T, p *proc, rdb *redis.Client) {
 	c.want("DELETE", "/v1/namespaces/shared/rules/rate", keyB, "", 200, `{"deleted":true}`)
 	// Checks: A's rule does not apply to B; B's counter on A's key starts fresh.
 	c.want("POST", "/v1/limit", keyB, `{"namespace":"shared","key":"k"}`, 400, `"code":"missing_limit"`)
-	c.want("POST", "/v1/limit", keyB, `{"namespace":"shared","key":"k","algorithm":"fixed_window","limit":5,"window_ms":600000}`, 200, `"remaining":4`)
+	c.want("POST", "/v1/limit", keyB, `{"namespace":"shared","key":"k","algorithm":"fixed_window","limit":5,"window_ms":31536000000}`, 200, `"remaining":4`)
 	// Resets: B's own counter only; A's counters hold no state for B.
-	c.want("POST", "/v1/limit/reset", keyB, `{"namespace":"shared","key":"k","algorithm":"fixed_window","window_ms":600000}`, 200, `{"reset":true}`)
-	c.want("POST", "/v1/limit/reset", keyB, `{"namespace":"shared","key":"k","algorithm":"fixed_window","window_ms":600000}`, 404, `"code":"key_not_found"`)
-	c.want("POST", "/v1/limit/reset", keyB, `{"namespace":"shared","key":"k2","algorithm":"sliding_window","window_ms":600000}`, 404, `"code":"key_not_found"`)
-	c.want("POST", "/v1/limit/reset", keyB, `{"namespace":"edge","key":"user=alice","algorithm":"fixed_window","window_ms":60000}`, 404, `"code":"key_not_found"`)
+	c.want("POST", "/v1/limit/reset", keyB, `{"namespace":"shared","key":"k","algorithm":"fixed_window","window_ms":31536000000}`, 200, `{"reset":true}`)
+	c.want("POST", "/v1/limit/reset", keyB, `{"namespace":"shared","key":"k","algorithm":"fixed_window","window_ms":31536000000}`, 404, `"code":"key_not_found"`)
+	c.want("POST", "/v1/limit/reset", keyB, `{"namespace":"shared","key":"k2","algorithm":"sliding_window","window_ms":31536000000}`, 404, `"code":"key_not_found"`)
+	c.want("POST", "/v1/limit/reset", keyB, `{"namespace":"edge","key":"user=alice","algorithm":"fixed_window","window_ms":31536000000}`, 404, `"code":"key_not_found"`)
 	// Leases: A's id is nothing to B (active is B's own count, CONTRACT §11.9).
 	c.want("DELETE", "/v1/leases/"+leaseA, keyB, "", 200, `{"released":false,"active":0}`)
 	c.want("POST", "/v1/leases/"+leaseA+"/renew", keyB, `{"window_ms":1000}`, 200, `{"renewed":false,"active":0,"reset_ms":0}`)
