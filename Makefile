@@ -5,7 +5,12 @@ BIN     := bin/leash
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -s -w -X main.version=$(VERSION)
 
-.PHONY: build run test bench bench-http bench-load bench-grpc fmt vet clean
+.PHONY: build run test fuzz bench bench-http bench-load bench-grpc fmt vet clean
+
+# Time per fuzz target: FUZZTIME for `make fuzz`, TEST_FUZZTIME for the short run that ends
+# `make test`. FUZZPARALLEL, if set, is the number of fuzzing workers per target.
+FUZZTIME      ?= 60s
+TEST_FUZZTIME ?= 3s
 
 build:
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/leash
@@ -16,6 +21,11 @@ run: build
 test:
 	$(GO) vet ./...
 	$(GO) test -race -count=1 -timeout 8m ./...
+	GO=$(GO) FUZZTIME=$(TEST_FUZZTIME) bash scripts/fuzz.sh
+
+# Every fuzz target in turn, FUZZTIME each (scripts/fuzz.sh; docs/reliability.md).
+fuzz:
+	GO=$(GO) FUZZTIME=$(FUZZTIME) bash scripts/fuzz.sh
 
 # Go benchmarks (engine, memory store, HTTP handler); see docs/performance.md.
 bench:
