@@ -40,6 +40,7 @@ var (
 			"224.0.0.0/4", "ff00::/8", // multicast
 			"240.0.0.0/4",                  // reserved, with broadcast 255.255.255.255
 			"192.0.0.0/24",                 // IETF reserved (Oracle's metadata 192.0.0.192)
+			"168.63.129.16/32",             // Azure's platform address (WireServer, beside the metadata service)
 			"198.18.0.0/15", "2001:2::/48", // benchmarking
 			"fec0::/10", "100::/64", // deprecated site-local, discard
 		)...),
