@@ -8,6 +8,9 @@
 # Environment:
 #   FUZZTIME      time (or count, e.g. 1000x) per target; default 60s
 #   FUZZPARALLEL  fuzzing workers per target (go test -parallel); default: GOMAXPROCS
+#   FUZZMINIMIZETIME  time spent minimizing each new or failing input; default 5s (go's
+#                 60 s stalls targets whose test binaries link gRPC, where every run of
+#                 the target copies a large coverage map)
 #   GO            the go command; default go
 #
 # A failing input is written by go test to testdata/fuzz/<Target>/ in its package; commit
@@ -17,6 +20,7 @@ cd "$(dirname "$0")/.."
 
 GO="${GO:-go}"
 FUZZTIME="${FUZZTIME:-60s}"
+FUZZMINIMIZETIME="${FUZZMINIMIZETIME:-5s}"
 parallel=()
 if [ -n "${FUZZPARALLEL:-}" ]; then
 	parallel=(-parallel "$FUZZPARALLEL")
@@ -60,7 +64,7 @@ start=$SECONDS
 for t in "${targets[@]}"; do
 	read -r pkg name <<<"$t"
 	echo "fuzz: $name in $pkg for $FUZZTIME"
-	if ! "$GO" test -run='^$' -fuzz="^${name}\$" -fuzztime="$FUZZTIME" "${parallel[@]}" "$pkg"; then
+	if ! "$GO" test -run='^$' -fuzz="^${name}\$" -fuzztime="$FUZZTIME" -fuzzminimizetime="$FUZZMINIMIZETIME" "${parallel[@]}" "$pkg"; then
 		failed+=("$name ($pkg)")
 	fi
 done
