@@ -8,9 +8,9 @@
 # Environment:
 #   FUZZTIME      time (or count, e.g. 1000x) per target; default 60s
 #   FUZZPARALLEL  fuzzing workers per target (go test -parallel); default: GOMAXPROCS
-#   FUZZMINIMIZETIME  time spent minimizing each new or failing input; default 5s (go's
-#                 60 s stalls targets whose test binaries link gRPC, where every run of
-#                 the target copies a large coverage map)
+#   FUZZMINIMIZETIME  time spent minimizing each new or failing input; default 5s (with
+#                 go's 60 s, minimizing one input can take a short run's whole time in
+#                 packages whose large test binaries make each run slow, e.g. ./adapter)
 #   GO            the go command; default go
 #
 # A failing input is written by go test to testdata/fuzz/<Target>/ in its package; commit
