@@ -59,14 +59,30 @@ if [ "${#targets[@]}" -eq 0 ]; then
 	exit 1
 fi
 
+# deadlineRace reports whether a failed run's log shows only the race of Go's fuzzing
+# coordinator at the end of -fuzztime (go.dev/issue/75804, fixed in Go 1.27): the target
+# "fails" with a bare "context deadline exceeded", no failing input and no failing seed.
+deadlineRace() {
+	grep -q '^    context deadline exceeded$' "$1" &&
+		! grep -q 'Failing input written to' "$1" &&
+		! grep -q -- "--- FAIL: $2/" "$1"
+}
+
+log="$(mktemp)"
+trap 'rm -f "$log"' EXIT
 failed=()
 start=$SECONDS
 for t in "${targets[@]}"; do
 	read -r pkg name <<<"$t"
 	echo "fuzz: $name in $pkg for $FUZZTIME"
-	if ! "$GO" test -run='^$' -fuzz="^${name}\$" -fuzztime="$FUZZTIME" -fuzzminimizetime="$FUZZMINIMIZETIME" "${parallel[@]}" "$pkg"; then
-		failed+=("$name ($pkg)")
+	if "$GO" test -run='^$' -fuzz="^${name}\$" -fuzztime="$FUZZTIME" -fuzzminimizetime="$FUZZMINIMIZETIME" "${parallel[@]}" "$pkg" 2>&1 | tee "$log"; then
+		continue
 	fi
+	if deadlineRace "$log" "$name"; then
+		echo "fuzz: $name: the run ended on Go's fuzztime deadline race (go.dev/issue/75804), not on a failing input; counted as passed"
+		continue
+	fi
+	failed+=("$name ($pkg)")
 done
 
 echo "fuzz: ${#targets[@]} targets in $((SECONDS - start)) s"
