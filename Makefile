@@ -6,7 +6,12 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -s -w -X main.version=$(VERSION)
 IMAGE   ?= leash:$(VERSION)
 
-.PHONY: build run test reliability-long bench bench-http bench-load bench-grpc image helm-test fmt vet clean
+.PHONY: build run test fuzz reliability-long bench bench-http bench-load bench-grpc image helm-test fmt vet clean
+
+# Time per fuzz target: FUZZTIME for `make fuzz`, TEST_FUZZTIME for the short run that ends
+# `make test`. FUZZPARALLEL, if set, is the number of fuzzing workers per target.
+FUZZTIME      ?= 60s
+TEST_FUZZTIME ?= 3s
 
 build:
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/leash
@@ -17,6 +22,11 @@ run: build
 test:
 	$(GO) vet ./...
 	$(GO) test -race -count=1 -timeout 8m ./...
+	GO=$(GO) FUZZTIME=$(TEST_FUZZTIME) bash scripts/fuzz.sh
+
+# Every fuzz target in turn, FUZZTIME each (scripts/fuzz.sh; docs/reliability.md).
+fuzz:
+	GO=$(GO) FUZZTIME=$(FUZZTIME) bash scripts/fuzz.sh
 
 # The reliability tests' long variants: every load and fault phase lasts 20-60 s instead
 # of 1-4 s, the key flood runs 60 s at 10,000 distinct keys/s (on a build of leash without

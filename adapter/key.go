@@ -21,6 +21,9 @@ import (
 //
 // Examples: [{remote_address 10.0.0.1}] → "remote_address=10.0.0.1";
 // [{user alice} {path /a&b}] → "user=alice&path=/a%26b".
+//
+// Distinct entry lists have distinct keys (FuzzCounterKey checks it). entries must not be
+// empty: a descriptor without entries spends no counter.
 func CounterKey(entries []descriptors.Entry) string {
 	n := 0
 	for _, e := range entries {

@@ -18,7 +18,8 @@ import (
 //
 //   - the body must be exactly one JSON object: empty, not an object, or trailing data
 //     is invalid_request;
-//   - an unknown member name, or a known one given twice, is invalid_request;
+//   - an unknown member name (one that is not valid UTF-8 included), or a known one given
+//     twice, is invalid_request, naming the member;
 //   - null for a member means it is absent;
 //   - a string member must be a JSON string of valid UTF-8;
 //   - an integer member must be a plain integer literal (no fraction or exponent), not
@@ -146,7 +147,8 @@ func (p *parser) next() (name []byte, done bool, err error) {
 	}
 	name, ok := p.unquote(raw)
 	if !ok {
-		return nil, false, engine.Invalid("member names must be valid UTF-8")
+		// No field has such a name; the message shows it with its bad bytes escaped.
+		return nil, false, unknown(name)
 	}
 	return name, false, nil
 }

@@ -24,17 +24,18 @@ var (
 
 	// blocked4 are the IPv4 addresses never admitted.
 	blocked4 = prefixes(
-		"0.0.0.0/8",       // unspecified, "this network"
-		"169.254.0.0/16",  // link-local, cloud metadata
-		"100.64.0.0/10",   // shared address space (CGNAT)
-		"192.0.0.0/24",    // IETF protocol assignments
-		"192.0.2.0/24",    // documentation (TEST-NET-1)
-		"192.88.99.0/24",  // 6to4 relay anycast (deprecated)
-		"198.18.0.0/15",   // benchmarking
-		"198.51.100.0/24", // documentation (TEST-NET-2)
-		"203.0.113.0/24",  // documentation (TEST-NET-3)
-		"224.0.0.0/4",     // multicast
-		"240.0.0.0/4",     // reserved, broadcast
+		"0.0.0.0/8",        // unspecified, "this network"
+		"169.254.0.0/16",   // link-local, cloud metadata
+		"168.63.129.16/32", // Azure's platform address (WireServer), beside its metadata service
+		"100.64.0.0/10",    // shared address space (CGNAT)
+		"192.0.0.0/24",     // IETF protocol assignments
+		"192.0.2.0/24",     // documentation (TEST-NET-1)
+		"192.88.99.0/24",   // 6to4 relay anycast (deprecated)
+		"198.18.0.0/15",    // benchmarking
+		"198.51.100.0/24",  // documentation (TEST-NET-2)
+		"203.0.113.0/24",   // documentation (TEST-NET-3)
+		"224.0.0.0/4",      // multicast
+		"240.0.0.0/4",      // reserved, broadcast
 	)
 
 	// globalUnicast6 is where public IPv6 addresses are; outside it only

@@ -35,7 +35,9 @@
 //   - private: 10.0.0.0/8, 172.16.0.0/12, 192.168.0.0/16 (*);
 //   - unique-local: fc00::/7, including fd00:ec2::254 (*);
 //   - link-local, where cloud metadata services live: 169.254.0.0/16
-//     (169.254.169.254), fe80::/10;
+//     (169.254.169.254), fe80::/10; and Azure's platform address
+//     168.63.129.16 (WireServer), public by number but served inside every
+//     Azure virtual network;
 //   - shared address space (CGNAT): 100.64.0.0/10;
 //   - multicast: 224.0.0.0/4, ff00::/8;
 //   - reserved and broadcast: 240.0.0.0/4, which holds 255.255.255.255;
