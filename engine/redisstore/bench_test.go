@@ -80,6 +80,9 @@ func redisCPU() time.Duration {
 	return d
 }
 
+// BenchmarkSpendDirect: the default, decisions on the node's own pipe (pipe.go).
+func BenchmarkSpendDirect(b *testing.B) { benchSpend(b, pipelineDirect) }
+
 // BenchmarkSpendPool: every spend takes a pooled connection for one round trip.
 func BenchmarkSpendPool(b *testing.B) { benchSpend(b, pipelinePool) }
 
@@ -88,5 +91,5 @@ func BenchmarkSpendPool(b *testing.B) { benchSpend(b, pipelinePool) }
 func BenchmarkSpendAutoPipeline(b *testing.B) { benchSpend(b, pipelineAuto) }
 
 // BenchmarkSpendAdaptive: the pool while at most 4 spends are in flight, pipelines above
-// (the default).
+// (go-redis's best mode; what Sentinel deployments use).
 func BenchmarkSpendAdaptive(b *testing.B) { benchSpend(b, pipelineAdaptive) }

@@ -23,8 +23,9 @@ func (s *Store) Spend(ctx context.Context, sp engine.Spend) (engine.Decision, er
 		// Outside these ranges the scripts' arithmetic is not exact (engine/algo).
 		return engine.Decision{}, errInvalidSpend
 	}
-	r, err := s.run(ctx, s.sc.spend, []string{s.keys.counter(sp.Counter)},
-		s.nowArg(), s.slack, code, sp.Limit, sp.Counter.WindowMS, sp.Cost)
+	var buf [4]int64
+	r, err := s.runHot(ctx, s.sc.spend, buf[:0], []string{s.keys.counter(sp.Counter)},
+		sarg(s.nowArg()), narg(s.slack), sarg(code), narg(sp.Limit), narg(sp.Counter.WindowMS), narg(sp.Cost))
 	if err != nil {
 		return engine.Decision{}, err
 	}
@@ -42,8 +43,8 @@ func (s *Store) SpendAll(ctx context.Context, spends []engine.Spend, out []engin
 		return errInvalidSet
 	}
 	keys := make([]string, n)
-	args := make([]any, 0, 2+4*n)
-	args = append(args, s.nowArg(), s.slack)
+	args := make([]arg, 0, 2+4*n)
+	args = append(args, sarg(s.nowArg()), narg(s.slack))
 	c0 := &spends[0].Counter
 	for i := range spends {
 		sp := &spends[i]
@@ -59,9 +60,9 @@ func (s *Store) SpendAll(ctx context.Context, spends []engine.Spend, out []engin
 		if slices.Contains(keys[:i], keys[i]) {
 			return errInvalidSet
 		}
-		args = append(args, code, sp.Limit, sp.Counter.WindowMS, sp.Cost)
+		args = append(args, sarg(code), narg(sp.Limit), narg(sp.Counter.WindowMS), narg(sp.Cost))
 	}
-	r, err := s.run(ctx, s.sc.spendAll, keys, args...)
+	r, err := s.runHot(ctx, s.sc.spendAll, nil, keys, args...)
 	if err != nil {
 		return err
 	}

@@ -47,6 +47,7 @@ func TestRedisStoppedAndRestarted(t *testing.T) {
 
 // forModes runs a test once per way of sharing connections.
 func forModes(t *testing.T, f func(t *testing.T, mode pipelineMode)) {
+	t.Run("direct", func(t *testing.T) { t.Parallel(); f(t, pipelineDirect) })
 	t.Run("pool", func(t *testing.T) { t.Parallel(); f(t, pipelinePool) })
 	t.Run("autopipeline", func(t *testing.T) { t.Parallel(); f(t, pipelineAuto) })
 	t.Run("adaptive", func(t *testing.T) { t.Parallel(); f(t, pipelineAdaptive) })

@@ -23,13 +23,12 @@ func (s *Store) Acquire(ctx context.Context, set engine.LeaseSet, token string, 
 	}
 	k := s.keys.leases(set)
 	keys := []string{k[0], k[1]}
-	args := []any{s.nowArg(), s.slack, token, limit, ttlMS}
 	var r []int64
 	var err error
 	if s.waitN > 0 {
-		r, err = s.acquireWait(ctx, keys, args)
+		r, err = s.acquireWait(ctx, keys, []any{s.nowArg(), s.slack, token, limit, ttlMS})
 	} else {
-		r, err = s.run(ctx, s.sc.acquire, keys, args...)
+		r, err = s.runHot(ctx, s.sc.acquire, nil, keys, sarg(s.nowArg()), narg(s.slack), sarg(token), narg(limit), narg(ttlMS))
 	}
 	if err != nil {
 		return engine.LeaseDecision{}, err
@@ -100,7 +99,7 @@ func (s *Store) acquireWait(ctx context.Context, keys []string, args []any) ([]i
 // Release frees a lease with one EVALSHA of lua/release.lua.
 func (s *Store) Release(ctx context.Context, set engine.LeaseSet, token string) (engine.ReleaseResult, error) {
 	k := s.keys.leases(set)
-	r, err := s.run(ctx, s.sc.release, []string{k[0], k[1]}, s.nowArg(), s.slack, token)
+	r, err := s.runHot(ctx, s.sc.release, nil, []string{k[0], k[1]}, sarg(s.nowArg()), narg(s.slack), sarg(token))
 	if err != nil {
 		return engine.ReleaseResult{}, err
 	}
@@ -116,7 +115,7 @@ func (s *Store) Renew(ctx context.Context, set engine.LeaseSet, token string, tt
 		return engine.RenewResult{}, errInvalidLease
 	}
 	k := s.keys.leases(set)
-	r, err := s.run(ctx, s.sc.renew, []string{k[0], k[1]}, s.nowArg(), s.slack, token, ttlMS)
+	r, err := s.runHot(ctx, s.sc.renew, nil, []string{k[0], k[1]}, sarg(s.nowArg()), narg(s.slack), sarg(token), narg(ttlMS))
 	if err != nil {
 		return engine.RenewResult{}, err
 	}

@@ -39,6 +39,7 @@ type Store struct {
 	opDL    *sharedDeadline // opTO-bounded contexts for callers without a sooner deadline
 	waitN   int
 	rules   *ruleCache
+	pipes   *pipes // the decisions' connections (hotpath.go); nil: go-redis only
 	closed  atomic.Bool
 
 	stop      context.CancelFunc
@@ -102,7 +103,8 @@ type Options struct {
 	// instances with different clocks would then disagree.
 	Clock engine.Clock
 
-	// pipeline selects how concurrent scripts share connections (benchmarks set it).
+	// pipeline selects how concurrent scripts share connections (tests and benchmarks
+	// set it).
 	pipeline pipelineMode
 }
 
@@ -110,11 +112,16 @@ type Options struct {
 type pipelineMode int
 
 const (
-	// pipelineAdaptive, the default, sends a call on its own pooled connection while few
-	// calls are in flight (lowest latency), and coalesces calls into pipelines once more
-	// than adaptiveInFlight are (highest throughput): the best of the two measured modes
-	// (docs/redis.md).
-	pipelineAdaptive pipelineMode = iota
+	// pipelineDirect, the default: decisions (Spend, SpendAll, Acquire, Release, Renew)
+	// go on the node's own pipe (pipe.go), measured the cheapest in CPU per decision
+	// (docs/performance.md); everything else, and every decision on Sentinel, as
+	// pipelineAdaptive.
+	pipelineDirect pipelineMode = iota
+	// pipelineAdaptive sends a call on its own pooled connection while few calls are in
+	// flight (lowest latency), and coalesces calls into pipelines once more than
+	// adaptiveInFlight are (highest throughput): the best of the two go-redis modes
+	// measured (docs/redis.md).
+	pipelineAdaptive
 	// pipelinePool gives each call its own pooled connection for one round trip.
 	pipelinePool
 	// pipelineAuto coalesces every call into pipelines (go-redis' AsyncAutoPipeline: one
@@ -198,6 +205,9 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 			return nil, fmt.Errorf("redisstore: autopipeline: %w", err)
 		}
 		s.ap = ap
+	}
+	if opts.pipeline == pipelineDirect && opts.Sentinel.Master == "" {
+		s.pipes = &pipes{byAddr: make(map[string]*pipe)}
 	}
 	bg, stop := context.WithCancel(context.Background())
 	s.stop = stop
@@ -447,6 +457,7 @@ func (s *Store) Close() error {
 		if s.stop != nil {
 			s.stop()
 		}
+		s.closePipes()
 		s.wg.Wait()
 		if s.ap != nil {
 			_ = s.ap.Close()
@@ -473,11 +484,11 @@ type PoolStats struct {
 	Timeouts uint32
 }
 
-// PoolStats returns the connection pools' state, for metrics: Conns never exceeds the
-// pool size per node (plus the pipeline connections).
+// PoolStats returns the connection pools' state, for metrics: Conns never exceeds, per
+// node, the pool size plus go-redis's pipeline pool plus the decisions' one connection.
 func (s *Store) PoolStats() PoolStats {
 	st := s.client.PoolStats()
-	out := PoolStats{Conns: st.TotalConns, Idle: st.IdleConns, Timeouts: st.Timeouts}
+	out := PoolStats{Conns: st.TotalConns + s.pipeConns(), Idle: st.IdleConns, Timeouts: st.Timeouts}
 	if p := st.PipelineStats; p != nil {
 		out.Conns += p.TotalConns
 		out.Idle += p.IdleConns

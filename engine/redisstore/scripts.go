@@ -125,7 +125,7 @@ func evalIntsCmd(ctx context.Context, name, payload string, keys []string, args 
 // process sends cmd, on a pooled connection or through the autopipeliner (see
 // pipelineMode), and waits for its reply within ctx.
 func (s *Store) process(ctx context.Context, cmd redis.Cmder) error {
-	if s.mode == pipelineAdaptive {
+	if s.mode == pipelineAdaptive || s.mode == pipelineDirect {
 		n := s.flying.Add(1)
 		defer s.flying.Add(-1)
 		if n <= adaptiveInFlight {
