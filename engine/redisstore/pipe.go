@@ -109,10 +109,9 @@ type pconn struct {
 
 	mu      sync.Mutex // guards everything below
 	buf     []byte     // commands not written yet
-	pending []*pcall   // calls whose replies are owed, oldest first, from head
-	head    int
-	writing bool  // a caller is writing buf
-	err     error // set once the connection failed; nothing more is sent
+	owed    owedQueue  // calls whose replies are owed, oldest first
+	writing bool       // a caller is writing buf
+	err     error      // set once the connection failed; nothing more is sent
 
 	spare []byte // the buffer the writing caller last wrote (only it touches spare)
 }
@@ -146,22 +145,21 @@ func newCall(n int) *pcall {
 	return c
 }
 
-func (c *pcall) str(s string) {
-	c.cmd = append(c.cmd, '$')
-	c.cmd = strconv.AppendInt(c.cmd, int64(len(s)), 10)
-	c.cmd = append(c.cmd, '\r', '\n')
-	c.cmd = append(c.cmd, s...)
-	c.cmd = append(c.cmd, '\r', '\n')
-}
+// str appends a bulk string argument.
+func (c *pcall) str(s string) { c.cmd = appendBulk(c.cmd, s) }
 
+// int appends an integer argument, as Redis takes it: a bulk string of its digits.
 func (c *pcall) int(v int64) {
 	var d [20]byte
-	b := strconv.AppendInt(d[:0], v, 10)
-	c.cmd = append(c.cmd, '$')
-	c.cmd = strconv.AppendInt(c.cmd, int64(len(b)), 10)
-	c.cmd = append(c.cmd, '\r', '\n')
-	c.cmd = append(c.cmd, b...)
-	c.cmd = append(c.cmd, '\r', '\n')
+	c.cmd = appendBulk(c.cmd, strconv.AppendInt(d[:0], v, 10))
+}
+
+func appendBulk[T string | []byte](dst []byte, s T) []byte {
+	dst = append(dst, '$')
+	dst = strconv.AppendInt(dst, int64(len(s)), 10)
+	dst = append(dst, '\r', '\n')
+	dst = append(dst, s...)
+	return append(dst, '\r', '\n')
 }
 
 // finish records the reply (or err) and wakes the caller, or recycles an abandoned call.
@@ -341,13 +339,13 @@ func (pc *pconn) send(c *pcall) error {
 		pc.mu.Unlock()
 		return errPipeDown
 	}
-	if len(pc.pending)-pc.head >= maxPending {
+	if pc.owed.len() >= maxPending {
 		pc.mu.Unlock()
 		return errPipeBusy
 	}
 	c.sent = time.Now()
 	pc.buf = append(pc.buf, c.cmd...)
-	pc.pending = append(pc.pending, c)
+	pc.owed.push(c)
 	lead := !pc.writing
 	pc.writing = true
 	pc.mu.Unlock()
@@ -393,8 +391,8 @@ func (pc *pconn) fail(err error) {
 		return
 	}
 	pc.err = err
-	owed := pc.pending[pc.head:]
-	pc.pending, pc.head, pc.buf = nil, 0, nil
+	owed := pc.owed.takeAll()
+	pc.buf = nil
 	pc.mu.Unlock()
 	_ = pc.conn.Close()
 	p := pc.p
@@ -415,8 +413,8 @@ func (pc *pconn) readLoop() {
 			// Block for more, but not past the point where the oldest owed reply is overdue.
 			pc.mu.Lock()
 			var oldest time.Time
-			if pc.head < len(pc.pending) {
-				oldest = pc.pending[pc.head].sent
+			if c := pc.owed.oldest(); c != nil {
+				oldest = c.sent
 			}
 			pc.mu.Unlock()
 			dl := time.Now().Add(pc.p.opt.readTimeout)
@@ -428,7 +426,8 @@ func (pc *pconn) readLoop() {
 				var ne net.Error
 				if errors.As(err, &ne) && ne.Timeout() {
 					pc.mu.Lock()
-					overdue := pc.head < len(pc.pending) && time.Since(pc.pending[pc.head].sent) >= pc.p.opt.readTimeout
+					c := pc.owed.oldest()
+					overdue := c != nil && time.Since(c.sent) >= pc.p.opt.readTimeout
 					pc.mu.Unlock()
 					if !overdue {
 						continue // idle, or the oldest call is younger than it was
@@ -459,16 +458,52 @@ func (pc *pconn) readLoop() {
 func (pc *pconn) next() *pcall {
 	pc.mu.Lock()
 	defer pc.mu.Unlock()
-	if pc.head >= len(pc.pending) {
+	return pc.owed.pop()
+}
+
+// owedQueue is a FIFO of calls. Popped slots are reclaimed as it goes, so its memory
+// follows what is owed even when it never drains.
+type owedQueue struct {
+	calls []*pcall
+	head  int
+}
+
+func (q *owedQueue) len() int      { return len(q.calls) - q.head }
+func (q *owedQueue) push(c *pcall) { q.calls = append(q.calls, c) }
+
+// oldest returns the next call to pop, or nil.
+func (q *owedQueue) oldest() *pcall {
+	if q.head >= len(q.calls) {
 		return nil
 	}
-	c := pc.pending[pc.head]
-	pc.pending[pc.head] = nil
-	pc.head++
-	if pc.head == len(pc.pending) {
-		pc.pending, pc.head = pc.pending[:0], 0
+	return q.calls[q.head]
+}
+
+// pop removes and returns the oldest call, or nil.
+func (q *owedQueue) pop() *pcall {
+	c := q.oldest()
+	if c == nil {
+		return nil
+	}
+	q.calls[q.head] = nil
+	q.head++
+	switch {
+	case q.head == len(q.calls):
+		q.calls, q.head = q.calls[:0], 0
+	case q.head >= 1024 && 2*q.head >= len(q.calls):
+		// More popped than owed: move the owed to the front (amortised O(1) per call).
+		n := copy(q.calls, q.calls[q.head:])
+		clear(q.calls[n:])
+		q.calls, q.head = q.calls[:n], 0
 	}
 	return c
+}
+
+// takeAll empties the queue and returns what was in it.
+func (q *owedQueue) takeAll() []*pcall {
+	all := q.calls[q.head:]
+	q.calls, q.head = nil, 0
+	return all
 }
 
 // close closes the pipe for good.

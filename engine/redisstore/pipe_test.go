@@ -301,3 +301,36 @@ func TestReadInts(t *testing.T) {
 		}
 	}
 }
+
+// TestOwedQueueStaysBounded: under load that never lets the owed replies drain to zero, the
+// queue of owed calls keeps its memory proportional to what is owed, not to everything ever
+// sent.
+func TestOwedQueueStaysBounded(t *testing.T) {
+	var q owedQueue
+	calls := make([]*pcall, 64)
+	for i := range calls {
+		calls[i] = &pcall{}
+	}
+	for i := range 32 {
+		q.push(calls[i])
+	}
+	for i := range 200_000 {
+		q.push(calls[(32+i)%64])
+		if got, want := q.pop(), calls[i%64]; got != want {
+			t.Fatalf("pop %d returned the wrong call", i)
+		}
+		if q.len() != 32 {
+			t.Fatalf("len %d after pop %d, want 32", q.len(), i)
+		}
+	}
+	if c := cap(q.calls); c > 4096 {
+		t.Fatalf("queue holds 32 calls in a slice of capacity %d", c)
+	}
+	if q.oldest() != calls[200_000%64] {
+		t.Fatal("oldest is not the next to pop")
+	}
+	owed := q.takeAll()
+	if len(owed) != 32 || q.len() != 0 || q.pop() != nil || q.oldest() != nil {
+		t.Fatalf("takeAll: %d calls, %d left", len(owed), q.len())
+	}
+}
