@@ -54,7 +54,7 @@ func (s *Store) runHot(ctx context.Context, sc *script, dst []int64, keys []stri
 	ctx, cancel := s.opCtx(ctx)
 	defer cancel()
 	if p := s.pipeFor(ctx, keys[0]); p != nil {
-		c := newCall(3 + len(keys) + len(args))
+		c := p.newCall(3 + len(keys) + len(args))
 		c.str("EVALSHA")
 		c.str(sc.Hash())
 		c.int(int64(len(keys)))

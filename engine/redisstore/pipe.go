@@ -99,6 +99,8 @@ type pipe struct {
 	downTill time.Time
 	closed   bool
 	dialMu   sync.Mutex // one dial at a time
+
+	calls sync.Pool // of *pcall, reused across calls
 }
 
 // pconn is one established connection of a pipe.
@@ -124,6 +126,7 @@ type pcall struct {
 	sent  time.Time // when it was queued, for the overdue check
 	reply []int64
 	err   error
+	pool  *sync.Pool // its pipe's, where it goes back when done
 }
 
 const (
@@ -132,11 +135,12 @@ const (
 	callAbandoned
 )
 
-var pcallPool = sync.Pool{New: func() any { return &pcall{done: make(chan struct{}, 1)} }}
-
 // newCall returns a pooled call whose command is an array of n bulk strings to come.
-func newCall(n int) *pcall {
-	c := pcallPool.Get().(*pcall)
+func (p *pipe) newCall(n int) *pcall {
+	c, _ := p.calls.Get().(*pcall)
+	if c == nil {
+		c = &pcall{done: make(chan struct{}, 1), pool: &p.calls}
+	}
 	c.state.Store(callPending)
 	c.reply, c.err = c.reply[:0], nil
 	c.cmd = append(c.cmd[:0], '*')
@@ -176,7 +180,7 @@ func release(c *pcall) {
 	if cap(c.cmd) > 4<<10 || cap(c.reply) > 256 {
 		return
 	}
-	pcallPool.Put(c)
+	c.pool.Put(c)
 }
 
 func newPipe(opt pipeOptions, wg *sync.WaitGroup) *pipe { return &pipe{opt: opt, wg: wg} }
@@ -292,11 +296,11 @@ func (pc *pconn) setup(ctx context.Context) error {
 	if o.password != "" {
 		var c *pcall
 		if o.username != "" {
-			c = newCall(3)
+			c = pc.p.newCall(3)
 			c.str("AUTH")
 			c.str(o.username)
 		} else {
-			c = newCall(2)
+			c = pc.p.newCall(2)
 			c.str("AUTH")
 		}
 		c.str(o.password)
@@ -304,7 +308,7 @@ func (pc *pconn) setup(ctx context.Context) error {
 		release(c)
 	}
 	if o.db != 0 {
-		c := newCall(2)
+		c := pc.p.newCall(2)
 		c.str("SELECT")
 		c.int(int64(o.db))
 		b, n = append(b, c.cmd...), n+1
