@@ -24,7 +24,8 @@
 //     shutdown.drain_delay must be below it.
 //   - store.redis.dial_timeout / read_timeout / write_timeout (default 500ms each):
 //     deadlines of the Redis client.
-//   - store.redis.pool_size (default 0 = the driver's default): connections per node.
+//   - store.redis.pool_size (default 0 = the driver's default): pooled connections per node
+//     (decisions use one more per node, docs/redis.md "Connections").
 //   - http.read_header_timeout / read_timeout / write_timeout / idle_timeout (default
 //     5s / 30s / 30s / 120s): the /v1 listener's bounds on slow and idle clients.
 //

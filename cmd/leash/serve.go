@@ -272,7 +272,7 @@ func openStore(ctx context.Context, cfg *config.Config, m *metrics.Metrics, log 
 		m.MustRegister(
 			prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 				Name: "leash_redis_pool_connections",
-				Help: "Open connections to Redis (all nodes), bounded by store.redis.pool_size per node.",
+				Help: "Open connections to Redis (all nodes); per node at most store.redis.pool_size, plus 10 for pipelined batches, plus the decisions' one.",
 			}, func() float64 { return float64(s.PoolStats().Conns) }),
 			prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 				Name: "leash_redis_pool_idle_connections",
