@@ -2,24 +2,17 @@ package main
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
-	"math/big"
-	"net"
 	"net/http"
-	"os"
-	"path/filepath"
 	"testing"
 	"time"
 
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
+
+	"github.com/leashd/leash/internal/testcert"
 )
 
 // testPKI is a CA with a server certificate for 127.0.0.1 and a client certificate,
@@ -36,65 +29,17 @@ type testPKI struct {
 func newTestPKI(t *testing.T) *testPKI {
 	t.Helper()
 	p := &testPKI{dir: t.TempDir(), pool: x509.NewCertPool()}
-	ca, caKey := makeCert(t, nil, nil, "test CA", true)
+	ca, caKey := testcert.New(t, nil, nil, "test CA", true)
 	p.pool.AddCert(ca)
-	p.caFile = writePEM(t, p.dir, "ca.pem", "CERTIFICATE", ca.Raw)
-	srv, srvKey := makeCert(t, ca, caKey, "leash", false)
-	p.serverCert = writePEM(t, p.dir, "server.pem", "CERTIFICATE", srv.Raw)
-	p.srvKey = writePEM(t, p.dir, "server.key", "PRIVATE KEY", mustPKCS8(t, srvKey))
-	cli, cliKey := makeCert(t, ca, caKey, "envoy", false)
+	p.caFile = testcert.WriteCert(t, p.dir, "ca.pem", ca)
+	srv, srvKey := testcert.New(t, ca, caKey, "leash", false)
+	p.serverCert = testcert.WriteCert(t, p.dir, "server.pem", srv)
+	p.srvKey = testcert.WriteKey(t, p.dir, "server.key", srvKey)
+	cli, cliKey := testcert.New(t, ca, caKey, "envoy", false)
 	p.clientCert = tls.Certificate{Certificate: [][]byte{cli.Raw}, PrivateKey: cliKey}
-	other, otherKey := makeCert(t, nil, nil, "stranger", true)
+	other, otherKey := testcert.New(t, nil, nil, "stranger", true)
 	p.otherCAClientCert = tls.Certificate{Certificate: [][]byte{other.Raw}, PrivateKey: otherKey}
 	return p
-}
-
-func makeCert(t *testing.T, parent *x509.Certificate, parentKey *ecdsa.PrivateKey, cn string, isCA bool) (*x509.Certificate, *ecdsa.PrivateKey) {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(time.Now().UnixNano()),
-		Subject:      pkix.Name{CommonName: cn},
-		NotBefore:    time.Now().Add(-time.Hour),
-		NotAfter:     time.Now().Add(time.Hour),
-		IPAddresses:  []net.IP{net.ParseIP("127.0.0.1")},
-		KeyUsage:     x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign,
-		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
-		IsCA:         isCA, BasicConstraintsValid: true,
-	}
-	if parent == nil {
-		parent, parentKey = tmpl, key
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, parent, &key.PublicKey, parentKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := x509.ParseCertificate(der)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return c, key
-}
-
-func mustPKCS8(t *testing.T, k *ecdsa.PrivateKey) []byte {
-	t.Helper()
-	b, err := x509.MarshalPKCS8PrivateKey(k)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b
-}
-
-func writePEM(t *testing.T, dir, name, typ string, der []byte) string {
-	t.Helper()
-	path := filepath.Join(dir, name)
-	if err := os.WriteFile(path, pem.EncodeToMemory(&pem.Block{Type: typ, Bytes: der}), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return path
 }
 
 // TestTLS: HTTPS on the /v1 listener, and mTLS on gRPC: a client certificate from the
