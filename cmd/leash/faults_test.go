@@ -264,8 +264,11 @@ func TestClusterFailoverUnderLoad(t *testing.T) {
 	t.Cleanup(func() { rc.Close() })
 
 	var failing atomic.Bool
+	// Leases live 5 s: a lease whose release failed during the fault, or whose grant was
+	// never answered, stays held until then (the conservative outcome), and with 60 s the
+	// load's 6 keys could stay full long after the failover.
 	l := startLoad(t, loadConfig{bases: []string{base}, apiKey: "k", clients: 40, checkKeys: 200, leaseKeys: leaseKeys,
-		leaseLimit: limit, leaseTTLMS: 60_000, leaseShare: 60, allow503: failing.Load})
+		leaseLimit: limit, leaseTTLMS: 5_000, leaseShare: 60, allow503: failing.Load})
 	s := startLeaseSampler(t, rc, account, leaseKeys)
 	time.Sleep(phase(1500*time.Millisecond, 20*time.Second))
 	if l.stats.acquires.Load() == 0 {
@@ -311,10 +314,14 @@ func TestClusterFailoverUnderLoad(t *testing.T) {
 	time.Sleep(time.Second) // requests sent before have answered
 	failing.Store(false)    // from here on, every request must succeed
 	granted := l.stats.acquires.Load() - l.stats.acquireDenied.Load()
+	afterStart := time.Now()
+	// The load's own leases are granted again at the latest once those stranded by the
+	// fault expire (5 s).
+	waitUntil(t, "a load lease granted after the failover", 10*time.Second, func() bool {
+		return l.stats.acquires.Load()-l.stats.acquireDenied.Load() > granted
+	})
+	grantedAgain := time.Since(afterStart)
 	time.Sleep(phase(1500*time.Millisecond, 20*time.Second))
-	if l.stats.acquires.Load()-l.stats.acquireDenied.Load() == granted {
-		t.Fatalf("no lease granted after the failover: %v", &l.stats)
-	}
 	l.stop()
 	s.stop()
 	l.stats.check(t)
@@ -322,7 +329,8 @@ func TestClusterFailoverUnderLoad(t *testing.T) {
 		t.Fatalf("Redis counted %d unexpired leases on one key (limit %d) in %d samples", m, limit, s.samples.Load())
 	}
 	p.noCrash(t)
-	t.Logf("cluster failover under load: %v; leases granted %d before the kill, %d in all; replica promoted after %v, leases granted again after %v; "+
-		"most leases Redis held on one key %d of %d (%d samples)",
-		&l.stats, before, l.stats.acquires.Load()-l.stats.acquireDenied.Load(), promoted, failedOver, s.max.Load(), limit, s.samples.Load())
+	t.Logf("cluster failover under load: %v; leases granted %d before the kill, %d in all; replica promoted after %v, leases granted again after %v "+
+		"(to the load: %v later); most leases Redis held on one key %d of %d (%d samples)",
+		&l.stats, before, l.stats.acquires.Load()-l.stats.acquireDenied.Load(), promoted, failedOver, grantedAgain.Round(time.Millisecond),
+		s.max.Load(), limit, s.samples.Load())
 }
