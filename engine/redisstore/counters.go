@@ -85,8 +85,7 @@ func (s *Store) Reset(ctx context.Context, c engine.Counter) (bool, error) {
 	if code == "" || c.WindowMS < 1 || c.WindowMS > algo.MaxWindowMS {
 		return false, fmt.Errorf("redisstore: reset: %q with window %d is not a rate counter", c.Algorithm, c.WindowMS)
 	}
-	ctx, cancel := s.opCtx(ctx)
-	defer cancel()
+	ctx = s.opCtx(ctx)
 	cmd, err := s.eval(ctx, s.sc.reset, []string{s.keys.counter(c)}, s.nowArg(), s.slack, code, c.WindowMS)
 	if err != nil {
 		return false, err

@@ -51,8 +51,7 @@ func (s *Store) runHot(ctx context.Context, sc *script, dst []int64, keys []stri
 	if s.closed.Load() {
 		return nil, errClosed
 	}
-	ctx, cancel := s.opCtx(ctx)
-	defer cancel()
+	ctx = s.opCtx(ctx)
 	if p := s.pipeFor(ctx, keys[0]); p != nil {
 		c := p.newCall(3 + len(keys) + len(args))
 		c.str("EVALSHA")

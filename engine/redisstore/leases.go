@@ -47,8 +47,7 @@ func (s *Store) acquireWait(ctx context.Context, keys []string, args []any) ([]i
 	if s.closed.Load() {
 		return nil, errClosed
 	}
-	ctx, cancel := s.opCtx(ctx)
-	defer cancel()
+	ctx = s.opCtx(ctx)
 	var target *redis.Client
 	if s.cluster != nil {
 		c, err := s.cluster.MasterForKey(ctx, keys[0])

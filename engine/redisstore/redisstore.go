@@ -397,14 +397,12 @@ func (s *Store) loadScripts(ctx context.Context) {
 
 // opCtx bounds one store operation by ReadTimeout: the caller's context when its
 // deadline is sooner, else a shared one (sharedDeadline: no timer per call).
-func (s *Store) opCtx(ctx context.Context) (context.Context, context.CancelFunc) {
+func (s *Store) opCtx(ctx context.Context) context.Context {
 	if d, ok := ctx.Deadline(); ok && time.Until(d) <= s.opTO {
-		return ctx, noCancel
+		return ctx
 	}
-	return s.opDL.get(), noCancel
+	return s.opDL.get()
 }
-
-func noCancel() {}
 
 // nowArg is the scripts' time argument: "t" (Redis TIME) or the test clock's Unix ms.
 func (s *Store) nowArg() string {
@@ -422,8 +420,7 @@ func (s *Store) NowMS(ctx context.Context) (int64, error) {
 	if s.clock != nil {
 		return s.clock.Now().UnixMilli(), nil
 	}
-	ctx, cancel := s.opCtx(ctx)
-	defer cancel()
+	ctx = s.opCtx(ctx)
 	t, err := s.client.Time(ctx).Result()
 	if err != nil {
 		return 0, err
@@ -436,8 +433,7 @@ func (s *Store) Ping(ctx context.Context) error {
 	if s.closed.Load() {
 		return errClosed
 	}
-	ctx, cancel := s.opCtx(ctx)
-	defer cancel()
+	ctx = s.opCtx(ctx)
 	return s.ping(ctx)
 }
 
@@ -471,8 +467,7 @@ func (s *Store) Close() error {
 // run executes sc with EVALSHA (EVAL on NOSCRIPT) within ReadTimeout and returns its
 // integer array reply.
 func (s *Store) run(ctx context.Context, sc *script, keys []string, args ...any) ([]int64, error) {
-	ctx, cancel := s.opCtx(ctx)
-	defer cancel()
+	ctx = s.opCtx(ctx)
 	return s.evalInts(ctx, sc, keys, args...)
 }
 

@@ -185,8 +185,7 @@ func (s *Store) Rules(ctx context.Context, account, namespace string) (engine.Ru
 	if r, ok := s.rules.get(k); ok {
 		return r, nil
 	}
-	ctx, cancel := s.opCtx(ctx)
-	defer cancel()
+	ctx = s.opCtx(ctx)
 	cmd, err := s.eval(ctx, s.sc.rulesGet, []string{s.keys.rules(account, namespace), s.keys.rulesVersion()})
 	if err != nil {
 		return engine.Rules{}, err

@@ -92,30 +92,16 @@ func isNoScript(err error) bool {
 	return err != nil && strings.HasPrefix(err.Error(), "NOSCRIPT")
 }
 
-// evalArgs is the argument list of EVALSHA (or EVAL) of payload.
-func evalArgs(name, payload string, keys []string, args []any) []any {
+// newEvalCmd builds EVALSHA (or EVAL) of payload with newCmd (redis.NewCmd, or a typed
+// reply such as redis.NewIntSliceCmd that reads integers without boxing them), routed as
+// go-redis' own Eval is: by its first key.
+func newEvalCmd[C redis.Cmder](ctx context.Context, newCmd func(context.Context, ...any) C, name, payload string, keys []string, args []any) C {
 	a := make([]any, 0, 3+len(keys)+len(args))
 	a = append(a, name, payload, len(keys))
 	for _, k := range keys {
 		a = append(a, k)
 	}
-	return append(a, args...)
-}
-
-// evalCmd builds EVALSHA (or EVAL) as go-redis' own Eval does, so a cluster client routes
-// it by its first key.
-func evalCmd(ctx context.Context, name, payload string, keys []string, args []any) *redis.Cmd {
-	cmd := redis.NewCmd(ctx, evalArgs(name, payload, keys, args)...)
-	if len(keys) > 0 {
-		cmd.SetFirstKeyPos(3)
-	}
-	return cmd
-}
-
-// evalIntsCmd is evalCmd for a script whose reply is an array of integers: they are read
-// straight into []int64, not boxed one by one.
-func evalIntsCmd(ctx context.Context, name, payload string, keys []string, args []any) *redis.IntSliceCmd {
-	cmd := redis.NewIntSliceCmd(ctx, evalArgs(name, payload, keys, args)...)
+	cmd := newCmd(ctx, append(a, args...)...)
 	if len(keys) > 0 {
 		cmd.SetFirstKeyPos(3)
 	}
@@ -140,34 +126,31 @@ func (s *Store) process(ctx context.Context, cmd redis.Cmder) error {
 
 // eval runs sc once: EVALSHA, and EVAL if Redis has not got the script.
 func (s *Store) eval(ctx context.Context, sc *script, keys []string, args ...any) (*redis.Cmd, error) {
-	if s.closed.Load() {
-		return nil, errClosed
-	}
-	cmd := evalCmd(ctx, "evalsha", sc.Hash(), keys, args)
-	err := s.process(ctx, cmd)
-	if isNoScript(err) {
-		cmd = evalCmd(ctx, "eval", sc.src, keys, args)
-		err = s.process(ctx, cmd)
-	}
-	if err != nil {
-		return nil, err
-	}
-	return cmd, nil
+	return evalWith(ctx, s, redis.NewCmd, sc, keys, args)
 }
 
 // evalInts is eval for a script whose reply is an array of integers.
 func (s *Store) evalInts(ctx context.Context, sc *script, keys []string, args ...any) ([]int64, error) {
-	if s.closed.Load() {
-		return nil, errClosed
-	}
-	cmd := evalIntsCmd(ctx, "evalsha", sc.Hash(), keys, args)
-	err := s.process(ctx, cmd)
-	if isNoScript(err) {
-		cmd = evalIntsCmd(ctx, "eval", sc.src, keys, args)
-		err = s.process(ctx, cmd)
-	}
+	cmd, err := evalWith(ctx, s, redis.NewIntSliceCmd, sc, keys, args)
 	if err != nil {
 		return nil, err
 	}
 	return cmd.Val(), nil
+}
+
+func evalWith[C redis.Cmder](ctx context.Context, s *Store, newCmd func(context.Context, ...any) C, sc *script, keys []string, args []any) (C, error) {
+	var zero C
+	if s.closed.Load() {
+		return zero, errClosed
+	}
+	cmd := newEvalCmd(ctx, newCmd, "evalsha", sc.Hash(), keys, args)
+	err := s.process(ctx, cmd)
+	if isNoScript(err) {
+		cmd = newEvalCmd(ctx, newCmd, "eval", sc.src, keys, args)
+		err = s.process(ctx, cmd)
+	}
+	if err != nil {
+		return zero, err
+	}
+	return cmd, nil
 }

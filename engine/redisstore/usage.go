@@ -114,8 +114,7 @@ func (s *Store) ReadUsage(ctx context.Context, q engine.UsageQuery) (engine.Usag
 	if n > maxReportDays {
 		return engine.UsageReport{}, errors.New("redisstore: usage query spans too many days")
 	}
-	ctx, cancel := s.opCtx(ctx)
-	defer cancel()
+	ctx = s.opCtx(ctx)
 	pipe := s.client.Pipeline()
 	days := make([]*redis.SliceCmd, n)
 	ft, fb := "t:"+q.Namespace, "b:"+q.Namespace
@@ -157,8 +156,7 @@ func (s *Store) MonthTotals(ctx context.Context, month engine.Month, accounts []
 	if len(accounts) == 0 {
 		return out, nil
 	}
-	ctx, cancel := s.opCtx(ctx)
-	defer cancel()
+	ctx = s.opCtx(ctx)
 	pipe := s.client.Pipeline()
 	cmds := make([]*redis.StringCmd, len(accounts))
 	for i, a := range accounts {

@@ -69,8 +69,7 @@ func (s *Store) Webhook(ctx context.Context, account string) (engine.Webhook, bo
 	if account == "" {
 		return engine.Webhook{}, false, fmt.Errorf("redisstore: webhook: %w: empty account", engine.ErrInvalidArgument)
 	}
-	ctx, cancel := s.opCtx(ctx)
-	defer cancel()
+	ctx = s.opCtx(ctx)
 	v, err := s.client.Get(ctx, s.keys.webhook(account)).Bytes()
 	if errors.Is(err, redis.Nil) {
 		return engine.Webhook{}, false, nil
@@ -98,8 +97,7 @@ func (s *Store) PutWebhook(ctx context.Context, account string, w engine.Webhook
 	if err != nil {
 		return err
 	}
-	ctx, cancel := s.opCtx(ctx)
-	defer cancel()
+	ctx = s.opCtx(ctx)
 	return s.client.Set(ctx, s.keys.webhook(account), b, 0).Err()
 }
 
@@ -112,8 +110,7 @@ func (s *Store) DeleteWebhook(ctx context.Context, account string) (bool, error)
 	if account == "" {
 		return false, fmt.Errorf("redisstore: delete webhook: %w: empty account", engine.ErrInvalidArgument)
 	}
-	ctx, cancel := s.opCtx(ctx)
-	defer cancel()
+	ctx = s.opCtx(ctx)
 	n, err := s.client.Del(ctx, s.keys.webhook(account)).Result()
 	if err != nil {
 		return false, err
@@ -135,8 +132,7 @@ func (s *Store) Enqueue(ctx context.Context, ev engine.OutboxEvent, onceKey stri
 	if onceKey != "" {
 		keys = append(keys, s.keys.outboxOnce(onceKey))
 	}
-	ctx, cancel := s.opCtx(ctx)
-	defer cancel()
+	ctx = s.opCtx(ctx)
 	cmd, err := s.eval(ctx, s.sc.outboxEnqueue, keys, s.nowArg(), s.slack, ev.ID, rec, engine.OnceKeyTTL.Milliseconds())
 	if err != nil {
 		return false, err
@@ -157,8 +153,7 @@ func (s *Store) Claim(ctx context.Context, max int, visibilityMS int64) ([]engin
 	if err := engine.ValidateOutboxDelay(visibilityMS); err != nil {
 		return nil, fmt.Errorf("redisstore: claim: %w", err)
 	}
-	ctx, cancel := s.opCtx(ctx)
-	defer cancel()
+	ctx = s.opCtx(ctx)
 	cmd, err := s.eval(ctx, s.sc.outboxClaim, []string{s.keys.outboxDue(), s.keys.outboxEvents()},
 		s.nowArg(), s.slack, max, visibilityMS)
 	if err != nil {
@@ -192,8 +187,7 @@ func (s *Store) Ack(ctx context.Context, id string) error {
 	if id == "" {
 		return fmt.Errorf("redisstore: ack: %w: empty event id", engine.ErrInvalidArgument)
 	}
-	ctx, cancel := s.opCtx(ctx)
-	defer cancel()
+	ctx = s.opCtx(ctx)
 	_, err := s.eval(ctx, s.sc.outboxAck, []string{s.keys.outboxDue(), s.keys.outboxEvents()}, id)
 	return err
 }
@@ -207,8 +201,7 @@ func (s *Store) Retry(ctx context.Context, id string, delayMS int64) error {
 	if err := engine.ValidateOutboxDelay(delayMS); err != nil {
 		return fmt.Errorf("redisstore: retry: %w", err)
 	}
-	ctx, cancel := s.opCtx(ctx)
-	defer cancel()
+	ctx = s.opCtx(ctx)
 	_, err := s.eval(ctx, s.sc.outboxRetry, []string{s.keys.outboxDue(), s.keys.outboxEvents()},
 		s.nowArg(), s.slack, id, delayMS)
 	return err
@@ -219,7 +212,6 @@ func (s *Store) OutboxLen(ctx context.Context) (int64, error) {
 	if s.closed.Load() {
 		return 0, errClosed
 	}
-	ctx, cancel := s.opCtx(ctx)
-	defer cancel()
+	ctx = s.opCtx(ctx)
 	return s.client.ZCard(ctx, s.keys.outboxDue()).Result()
 }
