@@ -23,7 +23,7 @@ func (s *Store) Spend(ctx context.Context, sp engine.Spend) (engine.Decision, er
 		// Outside these ranges the scripts' arithmetic is not exact (engine/algo).
 		return engine.Decision{}, errInvalidSpend
 	}
-	var buf [4]int64
+	var buf [4]int64 // the reply, without a heap allocation
 	r, err := s.runHot(ctx, s.sc.spend, buf[:0], []string{s.keys.counter(sp.Counter)},
 		sarg(s.nowArg()), narg(s.slack), sarg(code), narg(sp.Limit), narg(sp.Counter.WindowMS), narg(sp.Cost))
 	if err != nil {

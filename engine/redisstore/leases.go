@@ -23,12 +23,13 @@ func (s *Store) Acquire(ctx context.Context, set engine.LeaseSet, token string, 
 	}
 	k := s.keys.leases(set)
 	keys := []string{k[0], k[1]}
+	var buf [4]int64 // the reply, without a heap allocation
 	var r []int64
 	var err error
 	if s.waitN > 0 {
 		r, err = s.acquireWait(ctx, keys, []any{s.nowArg(), s.slack, token, limit, ttlMS})
 	} else {
-		r, err = s.runHot(ctx, s.sc.acquire, nil, keys, sarg(s.nowArg()), narg(s.slack), sarg(token), narg(limit), narg(ttlMS))
+		r, err = s.runHot(ctx, s.sc.acquire, buf[:0], keys, sarg(s.nowArg()), narg(s.slack), sarg(token), narg(limit), narg(ttlMS))
 	}
 	if err != nil {
 		return engine.LeaseDecision{}, err
@@ -98,7 +99,8 @@ func (s *Store) acquireWait(ctx context.Context, keys []string, args []any) ([]i
 // Release frees a lease with one EVALSHA of lua/release.lua.
 func (s *Store) Release(ctx context.Context, set engine.LeaseSet, token string) (engine.ReleaseResult, error) {
 	k := s.keys.leases(set)
-	r, err := s.runHot(ctx, s.sc.release, nil, []string{k[0], k[1]}, sarg(s.nowArg()), narg(s.slack), sarg(token))
+	var buf [2]int64
+	r, err := s.runHot(ctx, s.sc.release, buf[:0], []string{k[0], k[1]}, sarg(s.nowArg()), narg(s.slack), sarg(token))
 	if err != nil {
 		return engine.ReleaseResult{}, err
 	}
@@ -114,7 +116,8 @@ func (s *Store) Renew(ctx context.Context, set engine.LeaseSet, token string, tt
 		return engine.RenewResult{}, errInvalidLease
 	}
 	k := s.keys.leases(set)
-	r, err := s.runHot(ctx, s.sc.renew, nil, []string{k[0], k[1]}, sarg(s.nowArg()), narg(s.slack), sarg(token), narg(ttlMS))
+	var buf [3]int64
+	r, err := s.runHot(ctx, s.sc.renew, buf[:0], []string{k[0], k[1]}, sarg(s.nowArg()), narg(s.slack), sarg(token), narg(ttlMS))
 	if err != nil {
 		return engine.RenewResult{}, err
 	}
