@@ -8,6 +8,7 @@
 package httpapi
 
 import (
+	"cmp"
 	"crypto/rand"
 	"encoding/hex"
 	"log/slog"
@@ -74,19 +75,13 @@ func NewServer(addr string, h http.Handler) *http.Server {
 // NewServerWith returns an http.Server for h on addr with timeouts t (zero fields take
 // the defaults) and the header limit above.
 func NewServerWith(addr string, h http.Handler, t Timeouts) *http.Server {
-	or := func(v, def time.Duration) time.Duration {
-		if v > 0 {
-			return v
-		}
-		return def
-	}
 	return &http.Server{
 		Addr:              addr,
 		Handler:           h,
-		ReadHeaderTimeout: or(t.ReadHeader, ReadHeaderTimeout),
-		ReadTimeout:       or(t.Read, ReadTimeout),
-		WriteTimeout:      or(t.Write, WriteTimeout),
-		IdleTimeout:       or(t.Idle, IdleTimeout),
+		ReadHeaderTimeout: cmp.Or(t.ReadHeader, ReadHeaderTimeout),
+		ReadTimeout:       cmp.Or(t.Read, ReadTimeout),
+		WriteTimeout:      cmp.Or(t.Write, WriteTimeout),
+		IdleTimeout:       cmp.Or(t.Idle, IdleTimeout),
 		MaxHeaderBytes:    MaxHeaderBytes,
 	}
 }
