@@ -97,15 +97,6 @@ func (ls *leaseSet) purge(now int64) {
 	}
 }
 
-// maxExp is the instant the last lease expires, when the whole set is dead.
-func (ls *leaseSet) maxExp() int64 {
-	var m int64
-	for i := range ls.h {
-		m = max(m, ls.h[i].exp)
-	}
-	return m
-}
-
 // Acquire adds the lease token to set when fewer than limit unexpired leases are held
 // (CONTRACT §5). A token already held is renewed with ttlMS and stays counted once. A new
 // lease takes one entry of MaxEntries: with no room (only live leases left in its
@@ -125,9 +116,8 @@ func (s *Store) Acquire(_ context.Context, set engine.LeaseSet, token string, li
 	defer sh.mu.Unlock()
 
 	d := engine.LeaseDecision{Limit: limit, NowMS: now}
-	ls := sh.leases[string(k)]
+	ls := sh.lookupLeases(k, now) // nil when every lease expired: the set starts over
 	if ls != nil {
-		sh.purgeSet(ls, now)
 		if i, held := ls.pos[token]; held {
 			ls.h[i].exp, ls.h[i].ttl = now+ttlMS, ttlMS
 			ls.fix(i)
@@ -138,10 +128,6 @@ func (s *Store) Acquire(_ context.Context, set engine.LeaseSet, token string, li
 		if n := int64(len(ls.h)); n >= limit {
 			d.Active, d.ResetMS = n, ls.h[0].exp-now
 			return d, nil
-		}
-		if len(ls.h) == 0 { // every lease expired: the set starts over
-			delete(sh.leases, ls.key)
-			ls = nil
 		}
 	}
 	// Each lease held takes one entry: make room (never by evicting a live lease).

@@ -529,6 +529,42 @@ func BenchmarkAcquireRelease(b *testing.B) {
 // only live leases, another lease, in a new set or an existing one, is ErrNoRoom; a
 // counter is evicted to make room for a lease first. Renewing, or re-acquiring a held
 // token, needs no room.
+// TestExpiredLeaseReclaimedBeforeEviction: once a lease has expired, the store makes room
+// by reclaiming it rather than by evicting a live counter (CONTRACT §12.4), also when other
+// leases of its set are still live and the shard was reclaimed earlier.
+func TestExpiredLeaseReclaimedBeforeEviction(t *testing.T) {
+	s, clock := newTestStore(t, Options{MaxEntries: 4, Shards: 1, SweepInterval: time.Hour})
+	short := counter("short")
+	short.WindowMS = 1_000
+	mustSpend(t, s, short, 10, 1)
+	setS := engine.LeaseSet{Account: "acct", Namespace: "ns", Key: "s"}
+	setT := engine.LeaseSet{Account: "acct", Namespace: "ns", Key: "t"}
+	for _, l := range []struct {
+		set   engine.LeaseSet
+		token string
+		ttlMS int64
+	}{{setS, "a", 10_000}, {setS, "b", 100_000}, {setT, "x", 100_000}} {
+		if d, err := s.Acquire(ctx, l.set, l.token, 5, l.ttlMS); err != nil || !d.Allowed {
+			t.Fatalf("acquire %s: %+v, %v", l.token, d, err)
+		}
+	}
+	// Full; the short counter has expired: a new counter takes its place (a reclaim).
+	clock.Advance(3 * time.Second)
+	long := counter("long")
+	mustSpend(t, s, long, 10, 1)
+	// Lease a expires; a new lease set needs room: a's entry, not the live counter.
+	clock.Advance(10 * time.Second)
+	if d, err := s.Acquire(ctx, engine.LeaseSet{Account: "acct", Namespace: "ns", Key: "u"}, "y", 5, 100_000); err != nil || !d.Allowed {
+		t.Fatalf("acquire on a new set: %+v, %v", d, err)
+	}
+	if n := s.Evictions(); n != 0 {
+		t.Fatalf("%d live counters evicted while an expired lease held an entry", n)
+	}
+	if d := mustSpend(t, s, long, 10, 1); d.Remaining != 8 {
+		t.Fatalf("the live counter was lost: remaining %d, want 8", d.Remaining)
+	}
+}
+
 func TestLeasesCountAgainstBound(t *testing.T) {
 	const max = 1024
 	s, clock := newTestStore(t, Options{MaxEntries: max, Shards: 1, SweepInterval: time.Hour})

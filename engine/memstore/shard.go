@@ -47,7 +47,7 @@ type shard struct {
 	// purged included): each takes one entry of the capacity.
 	leaseCount int
 	capacity   int   // bound on counters plus leases
-	minExp     int64 // no counter or lease set expires before this
+	minExp     int64 // no counter or lease expires before this
 	_          [64]byte
 }
 
@@ -191,7 +191,7 @@ func (sh *shard) reclaim(now int64) {
 		if len(ls.h) == 0 {
 			delete(sh.leases, k)
 		} else {
-			next = min(next, ls.maxExp())
+			next = min(next, ls.h[0].exp) // each lease is an entry: the earliest frees one
 		}
 	}
 	sh.minExp = next
