@@ -3,6 +3,7 @@ package httpapi_test
 import (
 	"context"
 	"encoding/base64"
+	"encoding/json"
 	"net/http"
 	"net/url"
 	"strings"
@@ -187,18 +188,27 @@ func TestBadNamesNeverReachTheStore(t *testing.T) {
 	const rate = `,"algorithm":"fixed_window","limit":10,"window_ms":60000`
 	const lease = `,"limit":10,"window_ms":60000`
 
+	// Each probe expects its status and code: a bad name in a body is 400 invalid_request,
+	// in a lease id 400 invalid_lease_id, a body over the limit 413 request_too_large.
 	type probe struct {
-		name string
-		q    req
+		name   string
+		q      req
+		status int
+		code   string
 	}
 	var probes []probe
-	add := func(name string, q req) { q.key = keyAcme; probes = append(probes, probe{name, q}) }
+	addWant := func(name string, q req, status int, code string) {
+		q.key = keyAcme
+		probes = append(probes, probe{name, q, status, code})
+	}
+	add := func(name string, q req) { addWant(name, q, http.StatusBadRequest, "invalid_request") }
+	addID := func(name string, q req) { addWant(name, q, http.StatusBadRequest, "invalid_lease_id") }
 	for name, ns := range badNamespaces {
 		add("limit/namespace "+name, req{method: "POST", path: pLimit, body: withNS(ns, "k", rate)})
 		add("reset/namespace "+name, req{method: "POST", path: pReset, body: withNS(ns, "k", rate)})
 		add("leases/namespace "+name, req{method: "POST", path: pLeases, body: withNS(ns, "k", lease)})
-		add("release/namespace "+name, req{method: "DELETE", path: "/v1/leases/" + leaseIDOf(ns, "k")})
-		add("renew/namespace "+name, req{method: "POST", path: "/v1/leases/" + leaseIDOf(ns, "k") + "/renew"})
+		addID("release/namespace "+name, req{method: "DELETE", path: "/v1/leases/" + leaseIDOf(ns, "k")})
+		addID("renew/namespace "+name, req{method: "POST", path: "/v1/leases/" + leaseIDOf(ns, "k") + "/renew"})
 		if ns == "" || strings.Contains(ns, "/") {
 			continue // a different path, not a namespace: routing (404), covered elsewhere
 		}
@@ -212,24 +222,26 @@ func TestBadNamesNeverReachTheStore(t *testing.T) {
 		add("limit/key "+name, req{method: "POST", path: pLimit, body: withNS("ns", key, rate)})
 		add("reset/key "+name, req{method: "POST", path: pReset, body: withNS("ns", key, rate)})
 		add("leases/key "+name, req{method: "POST", path: pLeases, body: withNS("ns", key, lease)})
-		add("release/key "+name, req{method: "DELETE", path: "/v1/leases/" + leaseIDOf("ns", key)})
-		add("renew/key "+name, req{method: "POST", path: "/v1/leases/" + leaseIDOf("ns", key) + "/renew", body: `{"window_ms":1000}`})
+		addID("release/key "+name, req{method: "DELETE", path: "/v1/leases/" + leaseIDOf("ns", key)})
+		addID("renew/key "+name, req{method: "POST", path: "/v1/leases/" + leaseIDOf("ns", key) + "/renew", body: `{"window_ms":1000}`})
 	}
 	// Just over the 64 KiB body limit: 413 without reading further.
 	huge := withNS("ns", strings.Repeat("k", 64<<10), rate)
 	for _, path := range []string{pLimit, pReset, pLeases, pRules} {
-		add("over 64 KiB "+path, req{method: "POST", path: path, body: huge})
+		addWant("over 64 KiB "+path, req{method: "POST", path: path, body: huge}, http.StatusRequestEntityTooLarge, "request_too_large")
 	}
 	// Rule names are not keys, but a huge one must not be stored either.
 	add("rule name 60000 bytes", req{method: "POST", path: pRules, body: `{"algorithm":"fixed_window","limit":1,"window_ms":1000,"name":` + bodyStr(strings.Repeat("x", 60000)) + `}`})
 	// A lease id far longer than any id Leash issues.
-	add("lease id 60000 bytes", req{method: "DELETE", path: "/v1/leases/l1." + strings.Repeat("A", 60000)})
+	addID("lease id 60000 bytes", req{method: "DELETE", path: "/v1/leases/l1." + strings.Repeat("A", 60000)})
 
 	for _, p := range probes {
 		before := cs.calls.Load()
 		r := e.do(p.q)
-		if r.code != http.StatusBadRequest && r.code != http.StatusRequestEntityTooLarge {
-			t.Errorf("%s: status %d %.200s, want 400 or 413", p.name, r.code, r.body)
+		var body struct{ Code string }
+		_ = json.Unmarshal([]byte(r.body), &body)
+		if r.code != p.status || body.Code != p.code {
+			t.Errorf("%s: status %d %.200s, want %d %s", p.name, r.code, r.body, p.status, p.code)
 		}
 		if n := cs.calls.Load() - before; n != 0 {
 			t.Errorf("%s: %d store calls before the request was refused (%d %.120s)", p.name, n, r.code, r.body)
