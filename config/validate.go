@@ -183,24 +183,18 @@ func validate(c *Config, explicit func(string) bool, errs *errList) {
 		errs.add("store.memory.max_entries", "must be 1 or more")
 	}
 
-	if c.Shutdown.Timeout <= 0 {
-		errs.add("shutdown.timeout", "must be more than 0")
-	}
+	checkPositive(errs, "shutdown.timeout", c.Shutdown.Timeout)
 	if c.Shutdown.DrainDelay < 0 {
 		errs.add("shutdown.drain_delay", "must be 0 or more")
 	} else if c.Shutdown.Timeout > 0 && c.Shutdown.DrainDelay >= c.Shutdown.Timeout {
 		errs.add("shutdown.drain_delay", "must be below shutdown.timeout (%s)", c.Shutdown.Timeout)
 	}
 
-	if c.Webhooks.Timeout <= 0 {
-		errs.add("webhooks.timeout", "must be more than 0")
-	}
+	checkPositive(errs, "webhooks.timeout", c.Webhooks.Timeout)
 	if c.Webhooks.MaxAttempts < 1 {
 		errs.add("webhooks.max_attempts", "must be 1 or more")
 	}
-	if c.Webhooks.BackoffBase <= 0 {
-		errs.add("webhooks.backoff_base", "must be more than 0")
-	}
+	checkPositive(errs, "webhooks.backoff_base", c.Webhooks.BackoffBase)
 	if c.Webhooks.BackoffMax < c.Webhooks.BackoffBase {
 		errs.add("webhooks.backoff_max", "must be at least webhooks.backoff_base (%s)", c.Webhooks.BackoffBase)
 	}
@@ -223,15 +217,10 @@ func validate(c *Config, explicit func(string) bool, errs *errList) {
 }
 
 func validateHTTPTimeouts(h *HTTP, errs *errList) {
-	for _, d := range []struct {
-		key string
-		v   time.Duration
-	}{{"read_header_timeout", h.ReadHeaderTimeout}, {"read_timeout", h.ReadTimeout},
-		{"write_timeout", h.WriteTimeout}, {"idle_timeout", h.IdleTimeout}} {
-		if d.v <= 0 {
-			errs.add("http."+d.key, "must be more than 0")
-		}
-	}
+	checkPositive(errs, "http.read_header_timeout", h.ReadHeaderTimeout)
+	checkPositive(errs, "http.read_timeout", h.ReadTimeout)
+	checkPositive(errs, "http.write_timeout", h.WriteTimeout)
+	checkPositive(errs, "http.idle_timeout", h.IdleTimeout)
 	if h.ReadHeaderTimeout > 0 && h.ReadTimeout > 0 && h.ReadTimeout < h.ReadHeaderTimeout {
 		errs.add("http.read_timeout", "must be at least http.read_header_timeout (%s): it bounds the whole request, headers included", h.ReadHeaderTimeout)
 	}
@@ -305,13 +294,15 @@ func validateRedis(r *Redis, explicit func(string) bool, errs *errList) {
 	if r.PoolSize < 0 {
 		errs.add(p+"pool_size", "must be 0 (the driver's default) or more")
 	}
-	for _, d := range []struct {
-		key string
-		v   time.Duration
-	}{{"dial_timeout", r.DialTimeout}, {"read_timeout", r.ReadTimeout}, {"write_timeout", r.WriteTimeout}} {
-		if d.v <= 0 {
-			errs.add(p+d.key, "must be more than 0")
-		}
+	checkPositive(errs, p+"dial_timeout", r.DialTimeout)
+	checkPositive(errs, p+"read_timeout", r.ReadTimeout)
+	checkPositive(errs, p+"write_timeout", r.WriteTimeout)
+}
+
+// checkPositive reports key unless d is more than 0.
+func checkPositive(errs *errList, key string, d time.Duration) {
+	if d <= 0 {
+		errs.add(key, "must be more than 0")
 	}
 }
 
