@@ -257,14 +257,22 @@ volumeMounts:
 {{- end }}
 {{- end }}
 
-{{/* Seconds in a Go duration of the forms "15s", "1500ms", "1m" or "1m30s"; -1 otherwise. */}}
+{{/* Seconds in a Go duration ("90s", "1h30m", "12.5s", "1500ms", 0), rounded up; -1 when
+it is not one. */}}
 {{- define "leash.seconds" -}}
 {{- $d := toString . }}
-{{- if regexMatch "^[0-9]+ms$" $d }}{{ div (trimSuffix "ms" $d | int64) 1000 }}
-{{- else if regexMatch "^[0-9]+s$" $d }}{{ trimSuffix "s" $d | int64 }}
-{{- else if regexMatch "^[0-9]+m$" $d }}{{ mul (trimSuffix "m" $d | int64) 60 }}
-{{- else if regexMatch "^[0-9]+m[0-9]+s$" $d }}{{ $p := regexSplit "m" (trimSuffix "s" $d) -1 }}{{ add (mul (index $p 0 | int64) 60) (index $p 1 | int64) }}
-{{- else }}-1{{ end }}
+{{- $num := "[0-9]+(\\.[0-9]+)?" }}
+{{- if or (eq $d "0") (eq $d "<nil>") }}0
+{{- else if not (regexMatch (printf "^(%s(ns|us|µs|ms|s|m|h))+$" $num) $d) }}-1
+{{- else }}
+{{- $unit := dict "h" 3600.0 "m" 60.0 "s" 1.0 "ms" 0.001 "us" 0.000001 "µs" 0.000001 "ns" 0.000000001 }}
+{{- $total := 0.0 }}
+{{- range regexFindAll (printf "%s(ns|us|µs|ms|s|m|h)" $num) $d -1 }}
+{{- $n := regexFind (printf "^%s" $num) . }}
+{{- $total = addf $total (mulf ($n | float64) (get $unit (trimPrefix $n .))) }}
+{{- end }}
+{{- ceil $total | int64 }}
+{{- end }}
 {{- end }}
 
 {{/*
@@ -314,6 +322,9 @@ Checks that need more than the schema; each fails the install with the reason.
 {{- fail (printf "the http, grpc and admin ports must differ (%d, %d, %d)" (int $l.http) (int $l.grpc) (int $l.admin)) }}
 {{- end }}
 {{- $timeout := include "leash.seconds" (dig "shutdown" "timeout" "10s" ($v.config | default dict)) | int }}
+{{- if lt $timeout 0 }}
+{{- fail (printf "config.shutdown.timeout %q is not a Go duration (like 10s or 1m30s)" (toString (dig "shutdown" "timeout" "" ($v.config | default dict)))) }}
+{{- end }}
 {{- if and (eq $v.mode "service") (ge $timeout (int $v.terminationGracePeriodSeconds)) }}
 {{- fail (printf "terminationGracePeriodSeconds (%d) must be above config.shutdown.timeout (%ds), or the kubelet kills Leash before it has drained" (int $v.terminationGracePeriodSeconds) $timeout) }}
 {{- end }}
