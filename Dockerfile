@@ -1,7 +1,7 @@
 # syntax=docker/dockerfile:1
 # Leash: a static binary on distroless, running as a non-root user. Needs BuildKit (the
 # default builder of current Docker) for the cache mounts.
-#   make image                # docker build -t leash:$(VERSION) --build-arg VERSION=$(VERSION) .
+#   make image IMAGE=leash:local   # docker build -t leash:local --build-arg VERSION=$(VERSION) .
 #   docker run --rm -p 8080:8080 -p 8081:8081 -p 9090:9090 leash:local
 #   docker run --rm -v $PWD/leash.yaml:/etc/leash/leash.yaml:ro leash:local --config /etc/leash/leash.yaml
 

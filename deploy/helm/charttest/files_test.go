@@ -126,7 +126,6 @@ func secretEnvValue(name string) string {
 // loaded is a container's config as the binary would load it.
 type loaded struct {
 	cfg    *config.Config
-	root   string            // temp folder standing for the container's /
 	files  map[string][]byte // container path -> content
 	paths  []string          // --config files, container paths
 	envoy  *descriptors.Config
@@ -185,7 +184,7 @@ func loadContainerConfig(t *testing.T, pod corev1.PodSpec, c corev1.Container, o
 	if err != nil {
 		t.Fatalf("Leash's config loader rejects the rendered config (--config %v): %v", paths, err)
 	}
-	l := loaded{cfg: cfg, root: root, files: files, paths: paths}
+	l := loaded{cfg: cfg, files: files, paths: paths}
 
 	l.direct, err = directory(cfg)
 	if err != nil {
