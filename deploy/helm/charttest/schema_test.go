@@ -233,3 +233,32 @@ func TestLeashKeysInSchema(t *testing.T) {
 	}
 	walk("", example)
 }
+
+// TestSchemaHostPorts: Redis addresses the schema takes are those Leash's loader takes,
+// IPv6 hosts in brackets included.
+func TestSchemaHostPorts(t *testing.T) {
+	for _, tc := range []struct {
+		addr string
+		ok   bool
+	}{
+		{"redis-0.redis:6379", true},
+		{"10.0.0.7:6379", true},
+		{"[fd00::1]:6379", true},
+		{"redis-0", false},
+		{"fd00::1:6379", false},
+		{"[fd00::1]", false},
+		{"redis 0:6379", false},
+	} {
+		t.Run(tc.addr, func(t *testing.T) {
+			t.Parallel()
+			_, err := template(t, "x", "default", values{set: []string{
+				"config.store.backend=redis", "config.store.redis.cluster_addrs[0]=" + tc.addr}})
+			if tc.ok && err != nil {
+				t.Fatalf("refused: %v", err)
+			}
+			if !tc.ok && (err == nil || !strings.Contains(err.Error(), "cluster_addrs")) {
+				t.Fatalf("not refused by the schema: %v", err)
+			}
+		})
+	}
+}
