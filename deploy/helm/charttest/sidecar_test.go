@@ -10,11 +10,11 @@ import (
 	"testing"
 
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
-	_ "github.com/envoyproxy/go-control-plane/envoy/extensions/upstreams/http/v3" // for the cluster's @type
-	"google.golang.org/protobuf/encoding/protojson"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/yaml"
+
+	"github.com/leashd/leash/internal/envoycheck"
 )
 
 const sidecarDir = "../../sidecar"
@@ -197,18 +197,12 @@ func TestSidecarEnvoyCluster(t *testing.T) {
 	if err := yaml.UnmarshalStrict([]byte(m[1]), &doc); err != nil || len(doc.Clusters) != 1 {
 		t.Fatalf("want one cluster: %v", err)
 	}
-	js, err := yaml.Marshal(doc.Clusters[0])
-	if err == nil {
-		js, err = yaml.YAMLToJSON(js)
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
 	var c clusterv3.Cluster
-	if err := protojson.Unmarshal(js, &c); err != nil {
+	if err := envoycheck.Unmarshal(doc.Clusters[0], &c); err != nil {
 		t.Fatalf("not an Envoy v3 Cluster: %v", err)
 	}
-	if err := c.ValidateAll(); err != nil {
+	// Validate, unlike ValidateAll, also checks inside typed_extension_protocol_options.
+	if err := envoycheck.Validate(&c); err != nil {
 		t.Fatalf("invalid Envoy Cluster: %v", err)
 	}
 	l := sidecarConfig(t)

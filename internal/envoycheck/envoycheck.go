@@ -1,6 +1,6 @@
-// Package envoycheck validates the Envoy configuration shipped in examples/ and works out
-// the rate-limit descriptors Envoy would send for a request. It is used by the tests in
-// examples/envoy and examples/istio only.
+// Package envoycheck validates the Envoy configuration Leash ships (examples/, the sidecar
+// guide) and works out the rate-limit descriptors Envoy would send for a request. Tests
+// only: examples/envoy, examples/istio and deploy/helm/charttest.
 //
 // Validation is as strict as go-control-plane allows without an Envoy binary:
 //   - YAML is converted to JSON and read with protojson, unknown fields rejected, every
