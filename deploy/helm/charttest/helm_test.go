@@ -83,21 +83,21 @@ func readInputs() {
 	_, _ = os.Stat(helmPath)
 }
 
-// goBinDirs are the folders `go install` puts binaries in.
+// goBinDirs are the folders `go install` puts binaries in: GOBIN, else each GOPATH's bin.
 func goBinDirs() []string {
+	out, err := exec.Command("go", "env", "GOBIN", "GOPATH").Output()
+	if err != nil {
+		return nil
+	}
+	gobin, gopath, _ := strings.Cut(strings.TrimSpace(string(out)), "\n")
+	if gobin = strings.TrimSpace(gobin); gobin != "" {
+		return []string{gobin}
+	}
 	var dirs []string
-	if gobin := os.Getenv("GOBIN"); gobin != "" {
-		dirs = append(dirs, gobin)
+	for _, p := range filepath.SplitList(strings.TrimSpace(gopath)) {
+		dirs = append(dirs, filepath.Join(p, "bin"))
 	}
-	if out, err := exec.Command("go", "env", "GOPATH").Output(); err == nil {
-		for _, p := range filepath.SplitList(strings.TrimSpace(string(out))) {
-			dirs = append(dirs, filepath.Join(p, "bin"))
-		}
-	}
-	if home, err := os.UserHomeDir(); err == nil {
-		dirs = append(dirs, filepath.Join(home, "go", "bin"))
-	}
-	return append(dirs, "/root/go/bin")
+	return dirs
 }
 
 // runHelm runs helm with args and returns its standard output; err carries the
