@@ -77,9 +77,7 @@ func TestSidecarNotes(t *testing.T) {
 	s := sidecarScenario(t)
 	r := render(t, s)
 	notes := renderNotes(t, s.release, s.namespace, s.v)
-	container := parseYAML(t, between(t, notes, "# --- leash sidecar container ---", "# --- end ---"))
-	volumes := parseYAML(t, between(t, notes, "# --- leash sidecar volumes ---", "# --- end ---"))
-	pod, c := podOf(t, container, volumes)
+	pod, c := notesPod(t, notes)
 	l := loadContainerConfig(t, pod, c, r.ms)
 	checkContainer(t, c, l)
 	checkSidecarListeners(t, l)
@@ -119,8 +117,7 @@ func TestSidecarAppChartValues(t *testing.T) {
 	checkSidecarListeners(t, l)
 
 	notes := renderNotes(t, s.release, s.namespace, s.v)
-	npod, nc := podOf(t, parseYAML(t, between(t, notes, "# --- leash sidecar container ---", "# --- end ---")),
-		parseYAML(t, between(t, notes, "# --- leash sidecar volumes ---", "# --- end ---")))
+	npod, nc := notesPod(t, notes)
 	if !reflect.DeepEqual(c, nc) {
 		t.Errorf("the snippet's container differs from the one the notes print:\nsnippet %+v\nnotes   %+v", c, nc)
 	}
@@ -220,8 +217,13 @@ func sidecarConfig(t *testing.T) loaded {
 	t.Helper()
 	s := sidecarScenario(t)
 	r := render(t, s)
-	notes := renderNotes(t, s.release, s.namespace, s.v)
-	pod, c := podOf(t, parseYAML(t, between(t, notes, "# --- leash sidecar container ---", "# --- end ---")),
-		parseYAML(t, between(t, notes, "# --- leash sidecar volumes ---", "# --- end ---")))
+	pod, c := notesPod(t, renderNotes(t, s.release, s.namespace, s.v))
 	return loadContainerConfig(t, pod, c, r.ms)
+}
+
+// notesPod is the pod the sidecar-mode notes describe: their container and volumes.
+func notesPod(t *testing.T, notes string) (corev1.PodSpec, corev1.Container) {
+	t.Helper()
+	return podOf(t, parseYAML(t, between(t, notes, "# --- leash sidecar container ---", "# --- end ---")),
+		parseYAML(t, between(t, notes, "# --- leash sidecar volumes ---", "# --- end ---")))
 }
