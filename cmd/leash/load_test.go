@@ -96,6 +96,11 @@ func (s *loadStats) check(t *testing.T) {
 	}
 }
 
+// answered200 is the number of 200 answers: checks, acquires and releases.
+func (s *loadStats) answered200() int64 {
+	return s.checks.Load() + s.acquires.Load() + s.released.Load() + s.releaseMissing.Load()
+}
+
 func (s *loadStats) String() string {
 	return fmt.Sprintf("checks %d (denied %d), acquires %d (denied %d), released %d (not held %d), 503 %d (slowest %v), no answer %d, slowest answer %v",
 		s.checks.Load(), s.checksDenied.Load(), s.acquires.Load(), s.acquireDenied.Load(), s.released.Load(),
