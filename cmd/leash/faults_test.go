@@ -209,7 +209,6 @@ func TestRedisPausedUnderLoad(t *testing.T) {
 		"LEASH_STORE_REDIS_READ_TIMEOUT="+faultTimeout.String(), "LEASH_STORE_REDIS_DIAL_TIMEOUT="+faultTimeout.String(),
 		"LEASH_STORE_REDIS_POOL_SIZE="+strconv.Itoa(poolSize))
 	base := "http://" + p.http
-	metrics := "http://" + p.adm + "/metrics"
 	var paused atomic.Bool
 	l := startLoad(t, loadConfig{bases: []string{base}, apiKey: "k", clients: 100, checkKeys: 200, leaseKeys: 5,
 		leaseLimit: 3, leaseTTLMS: 30_000, leaseShare: 30, allow503: paused.Load})
@@ -221,7 +220,7 @@ func TestRedisPausedUnderLoad(t *testing.T) {
 	maxConns := 0.0
 	end := time.Now().Add(phase(2*time.Second, 20*time.Second))
 	for time.Now().Before(end) {
-		maxConns = max(maxConns, scrape(t, metrics, "leash_redis_pool_connections"))
+		maxConns = max(maxConns, metric(t, p, "leash_redis_pool_connections"))
 		time.Sleep(100 * time.Millisecond)
 	}
 	if l.stats.unavailable.Load() == 0 {

@@ -318,30 +318,6 @@ func (s *leaseSampler) stop() {
 	<-s.done
 }
 
-// scrape returns the value of one sample line of a Prometheus text page (the first
-// line starting with name followed by a space or a label set).
-func scrape(t *testing.T, url, name string) float64 {
-	t.Helper()
-	resp, err := http.Get(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	for line := range strings.SplitSeq(string(b), "\n") {
-		if strings.HasPrefix(line, name+" ") || strings.HasPrefix(line, name+"{") {
-			f := strings.Fields(line)
-			v, err := strconv.ParseFloat(f[len(f)-1], 64)
-			if err != nil {
-				t.Fatalf("metric line %q: %v", line, err)
-			}
-			return v
-		}
-	}
-	t.Fatalf("%s has no metric %s", url, name)
-	return 0
-}
-
 // goroutines reads the goroutine count from /debug/pprof/goroutine (admin.pprof on).
 func goroutines(t *testing.T, admin string) int {
 	t.Helper()

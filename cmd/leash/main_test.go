@@ -3,13 +3,13 @@ package main
 import (
 	"bufio"
 	"bytes"
-	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"os"
@@ -22,18 +22,14 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redis/go-redis/v9"
+	"github.com/leashd/leash/engine/redisstore"
 )
 
 var binary string
 
-type quietRedisLogger struct{}
-
-func (quietRedisLogger) Printf(context.Context, string, ...any) {}
-
 func TestMain(m *testing.M) {
 	// The tests' own go-redis clients (samplers) must not print every failed dial.
-	redis.SetLogger(quietRedisLogger{})
+	redisstore.RouteDriverLogs(slog.New(slog.DiscardHandler))
 	dir, err := os.MkdirTemp("", "leash-bin")
 	if err != nil {
 		panic(err)

@@ -43,13 +43,13 @@ func TestThreeInstancesUnderLoad(t *testing.T) {
 	time.Sleep(time.Second)
 	heap0 := make([]float64, len(procs))
 	for i, p := range procs {
-		heap0[i] = scrape(t, "http://"+p.adm+"/metrics", "go_memstats_heap_inuse_bytes")
+		heap0[i] = metric(t, p, "go_memstats_heap_inuse_bytes")
 	}
 	run := phase(4*time.Second, 60*time.Second)
 	time.Sleep(run)
 	heap1 := make([]float64, len(procs))
 	for i, p := range procs {
-		heap1[i] = scrape(t, "http://"+p.adm+"/metrics", "go_memstats_heap_inuse_bytes")
+		heap1[i] = metric(t, p, "go_memstats_heap_inuse_bytes")
 	}
 	l.stop() // every lease taken is released before this returns
 	s.stop()
@@ -69,13 +69,14 @@ func TestThreeInstancesUnderLoad(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	deadline := time.After(10 * time.Second) // one bound for all three
 	for i, p := range procs {
 		select {
 		case err := <-p.exited:
 			if err != nil {
 				t.Fatalf("instance %d exit: %v", i, err)
 			}
-		case <-time.After(10 * time.Second):
+		case <-deadline:
 			t.Fatalf("instance %d did not exit within 10 s of SIGTERM", i)
 		}
 	}

@@ -234,8 +234,8 @@ func TestSlowClientsCutOff(t *testing.T) {
 	}
 }
 
-// metric reads one sample of the process's /metrics by its exact name and labels; 0
-// when absent.
+// metric reads one sample of the process's /metrics by its exact name and labels; a
+// sample that is absent fails the test.
 func metric(t *testing.T, p *proc, sample string) float64 {
 	t.Helper()
 	resp, err := http.Get("http://" + p.adm + "/metrics")
@@ -254,5 +254,6 @@ func metric(t *testing.T, p *proc, sample string) float64 {
 			return f
 		}
 	}
+	t.Fatalf("/metrics has no sample %s", sample)
 	return 0
 }

@@ -167,7 +167,7 @@ func (s *Server) Start() error {
 			return fmt.Errorf("redis-server on port %d exited at start-up (see %s)", s.Port, s.dir)
 		default:
 		}
-		if PingRaw(s.Addr()) == nil {
+		if pingRaw(s.Addr()) == nil {
 			s.cmd, s.done = cmd, done
 			return nil
 		}
@@ -201,8 +201,8 @@ func (s *Server) Signal(sig syscall.Signal) {
 	}
 }
 
-// PingRaw sends an inline PING over a plain TCP connection (no client library).
-func PingRaw(addr string) error {
+// pingRaw sends an inline PING over a plain TCP connection (no client library).
+func pingRaw(addr string) error {
 	c, err := net.DialTimeout("tcp", addr, 200*time.Millisecond)
 	if err != nil {
 		return err
@@ -253,10 +253,9 @@ func (s *Server) CPU() (time.Duration, error) {
 	return time.Duration(u+st) * (time.Second / 100), nil // USER_HZ is 100 on Linux
 }
 
-// Cluster is a Redis Cluster of 3 masters, each with Replicas replicas.
+// Cluster is a Redis Cluster of 3 masters and their replicas.
 type Cluster struct {
-	Nodes    []*Server
-	Replicas int
+	Nodes []*Server
 }
 
 // Addrs returns every node's address (seeds for a cluster client).
@@ -285,7 +284,7 @@ func StartCluster(t testing.TB, replicas int) *Cluster {
 // NewCluster starts 3·(1+replicas) cluster-enabled nodes, joins them with redis-cli and
 // waits until every node reports cluster_state:ok and knows every other.
 func NewCluster(bin, cli string, replicas int) (*Cluster, error) {
-	c := &Cluster{Replicas: replicas}
+	c := &Cluster{}
 	for range 3 * (1 + replicas) {
 		n, err := NewServer(bin, true, "--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
 			"--cluster-node-timeout", "2000")
