@@ -180,14 +180,24 @@ func TestPipeTLS(t *testing.T) {
 	dir := t.TempDir()
 	c, k := testcert.New(t, nil, nil, "redis", true)
 	cert, key := testcert.WriteCert(t, dir, "cert.pem", c), testcert.WriteKey(t, dir, "key.pem", k)
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	// The TLS port is free when picked; another process may take it before redis-server
+	// binds, so a failed start picks another.
+	var srv *redistest.Server
+	var tlsPort int
+	for try := 0; srv == nil; try++ {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		tlsPort = l.Addr().(*net.TCPAddr).Port
+		_ = l.Close()
+		srv, err = redistest.NewServer(redistest.Require(t), false, "--tls-port", strconv.Itoa(tlsPort),
+			"--tls-cert-file", cert, "--tls-key-file", key, "--tls-ca-cert-file", cert, "--tls-auth-clients", "no")
+		if err != nil && try == 4 {
+			t.Fatal(err)
+		}
 	}
-	tlsPort := l.Addr().(*net.TCPAddr).Port
-	_ = l.Close()
-	srv := redistest.StartServer(t, false, "--tls-port", strconv.Itoa(tlsPort),
-		"--tls-cert-file", cert, "--tls-key-file", key, "--tls-ca-cert-file", cert, "--tls-auth-clients", "no")
+	t.Cleanup(srv.Destroy)
 	s := openStore(t, Options{URL: "rediss://127.0.0.1:" + strconv.Itoa(tlsPort) + "/0?skip_verify=true"})
 	ctx := context.Background()
 	for i := range int64(3) {
