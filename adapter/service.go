@@ -131,29 +131,22 @@ func (s *Service) SetConfig(cfg *Config) { s.cfg.Store(cfg) }
 // unlimitedRemaining is limit_remaining of an `unlimited` descriptor (the peer's value).
 const unlimitedRemaining = math.MaxUint32
 
-// verdict is one descriptor's outcome before it becomes a proto status.
-type verdict struct {
-	limited   bool // a limit applied (else OK with no current_limit)
-	over      bool
-	unlimited bool
-	limit     descriptors.Limit // the most restrictive limit
-	remaining int64
-	resetMS   int64
-}
-
-// ShouldRateLimit decides every descriptor of the request (CONTRACT §9).
+// ShouldRateLimit answers a request with one engine decision: the adapter matches each
+// descriptor to its limits (an item of the query) and translates the verdicts into the
+// reply (spec §9.5, §9.7).
 func (s *Service) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitRequest) (*rlsv3.RateLimitResponse, error) {
 	domain := req.GetDomain()
 	if domain == "" {
 		return nil, status.Error(codes.InvalidArgument, "domain must not be empty")
 	}
-	if len(req.GetDescriptors()) == 0 {
+	ds := req.GetDescriptors()
+	if len(ds) == 0 {
 		return nil, status.Error(codes.InvalidArgument, "the request has no descriptors")
 	}
 	cfg := s.cfg.Load()
 	resp := &rlsv3.RateLimitResponse{
 		OverallCode: rlsv3.RateLimitResponse_OK,
-		Statuses:    make([]*rlsv3.RateLimitResponse_DescriptorStatus, len(req.GetDescriptors())),
+		Statuses:    make([]*rlsv3.RateLimitResponse_DescriptorStatus, len(ds)),
 	}
 	id := cfg.Routing.AccountOf(domain)
 	var acct *engine.Account
@@ -161,7 +154,7 @@ func (s *Service) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReque
 		acct, _ = s.opts.Accounts(id)
 	}
 	if acct == nil {
-		// No account: OK and counted nowhere (CONTRACT §11.2).
+		// No account: OK and counted nowhere (spec §9.1).
 		if id != "" {
 			s.opts.Logger.Warn("envoy: domain maps to a missing account; answering OK", "domain", domain, "account", id)
 		}
@@ -170,77 +163,67 @@ func (s *Service) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReque
 		}
 		return resp, nil
 	}
-	if !engine.ValidNamespace(domain) {
-		return nil, status.Errorf(codes.InvalidArgument, "domain %q is not a valid namespace", domain)
-	}
-	if err := s.opts.Engine.HardCapped(acct); err != nil {
-		return s.hardCapped(req, resp, err), nil
-	}
 
 	hits := int64(req.GetHitsAddend())
 	if hits == 0 {
 		hits = 1 // proto3 default: unset
 	}
-	verdicts := make([]verdict, len(req.GetDescriptors()))
-	plans := s.plan(cfg, domain, req.GetDescriptors())
-	for i, d := range req.GetDescriptors() {
+	plans := s.plan(cfg, domain, ds)
+	items := make([]engine.Item, len(ds))
+	results := make([]engine.ItemResult, len(ds))
+	for i, d := range ds {
 		cost := hits
 		if h := d.GetHitsAddend(); h != nil {
 			cost = int64(min(h.GetValue(), math.MaxInt64))
 		}
-		v, err := s.decide(ctx, acct, domain, &plans[i], cost)
-		if err != nil && engine.CodeOf(err) == engine.CodeHardCapExceeded {
-			return s.hardCapped(req, resp, err), nil // reached during this request
-		}
-		if err != nil {
-			return nil, s.grpcError(err)
-		}
-		verdicts[i] = v
+		plans[i].item(&items[i], cost)
 	}
-
-	worst := -1 // the most restrictive limited descriptor, for the headers
-	for i, v := range verdicts {
-		resp.Statuses[i] = toStatus(&v)
-		if v.over {
+	out, err := s.opts.Engine.Decide(ctx, acct, &engine.Query{Namespace: domain, Items: items}, results)
+	if engine.CodeOf(err) == engine.CodeHardCapExceeded {
+		return s.hardCapped(req, resp, err), nil
+	}
+	if err != nil {
+		return nil, s.grpcError(err)
+	}
+	replies := make([]reply, len(ds))
+	for i := range results {
+		r := &results[i]
+		replies[i] = plans[i].reply(r, out.NowMS)
+		resp.Statuses[i] = replies[i].status()
+		if replies[i].over {
 			resp.OverallCode = rlsv3.RateLimitResponse_OVER_LIMIT
 		}
-		if v.limited && (worst < 0 || moreRestrictive(&v, &verdicts[worst])) {
-			worst = i
+		if r.Limited && s.opts.Counters.Decision != nil {
+			s.opts.Counters.Decision(r.Allowed && !r.ShadowDenied)
+		}
+		if r.ShadowDenied && s.opts.Counters.ShadowDenial != nil {
+			s.opts.Counters.ShadowDenial()
 		}
 	}
-	if s.opts.ResponseHeaders && worst >= 0 {
-		resp.ResponseHeadersToAdd = headers(&verdicts[worst])
+	if s.opts.ResponseHeaders {
+		if i := headerDescriptor(replies); i >= 0 {
+			resp.ResponseHeadersToAdd = headers(&replies[i])
+		}
 	}
 	return resp, nil
 }
 
-// moreRestrictive orders verdicts: over limit first, then fewer remaining, then the
-// longer wait.
-func moreRestrictive(a, b *verdict) bool {
-	if a.over != b.over {
-		return a.over
-	}
-	if a.remaining != b.remaining {
-		return a.remaining < b.remaining
-	}
-	return a.resetMS > b.resetMS
-}
-
-// plan is what one descriptor needs decided: its limits and counter key, resolved from
-// the descriptor files, the request's limit override and the replaces of other matches.
+// plan is one descriptor matched against the descriptor files: its limits and counter
+// key, after the request's limit override and the replaces of other matches.
 type plan struct {
 	entries   []descriptors.Entry
 	matched   bool
 	rule      *descriptors.Rule
 	keyParts  []descriptors.Entry
 	limits    []descriptors.Limit
+	engLimits []engine.Limit // limits as the engine takes them
 	replaced  bool
 	override  bool
 	noEntries bool
 }
 
 // plan matches every descriptor and applies `replaces` across the request: a limit whose
-// name another matched descriptor replaces is dropped (CONTRACT §12.16).
+// name another matched descriptor replaces is dropped (spec §9.5).
 func (s *Service) plan(cfg *Config, domain string, ds []*rlcommon.RateLimitDescriptor) []plan {
 	plans := make([]plan, len(ds))
 	total := 0
@@ -264,7 +247,7 @@ func (s *Service) plan(cfg *Config, domain string, ds []*rlcommon.RateLimitDescr
 		if cfg.Descriptors != nil {
 			if m, ok := cfg.Descriptors.Match(domain, p.entries); ok {
 				p.matched, p.rule, p.keyParts = true, m.Rule, m.Entries
-				p.limits = m.Rule.Limits
+				p.limits, p.engLimits = m.Rule.Limits, m.Rule.EngineLimits
 				for _, name := range m.Rule.Replaces {
 					if replacedNames == nil {
 						replacedNames = make(map[string]bool)
@@ -287,6 +270,7 @@ func (s *Service) plan(cfg *Config, domain string, ds []*rlcommon.RateLimitDescr
 					UnitMultiplier:  1,
 					WindowMS:        ms,
 				}}
+				p.engLimits = descriptors.EngineLimits(p.limits)
 			}
 		}
 	}
@@ -303,116 +287,93 @@ func (s *Service) plan(cfg *Config, domain string, ds []*rlcommon.RateLimitDescr
 				}
 			}
 			if len(kept) < len(p.limits) {
-				p.limits, p.replaced = kept, len(kept) == 0
+				p.limits, p.engLimits, p.replaced = kept, descriptors.EngineLimits(kept), len(kept) == 0
 			}
 		}
 	}
 	return plans
 }
 
-// decide answers one descriptor.
-func (s *Service) decide(ctx context.Context, a *engine.Account, domain string, p *plan, cost int64) (verdict, error) {
-	if p.noEntries || p.replaced {
-		// OK with no limit (the peer's answer); it still counts as a check (CONTRACT §11.7).
-		s.opts.Engine.CountCheck(a, domain)
-		return verdict{}, nil
+// unlimited reports a descriptor whose match is `unlimited` (and no override).
+func (p *plan) unlimited() bool { return p.matched && p.rule.Unlimited && !p.override }
+
+// item is the engine's item for this descriptor (spec §9.5).
+func (p *plan) item(it *engine.Item, cost int64) {
+	*it = engine.Item{Cost: cost}
+	switch {
+	case p.noEntries || p.replaced || p.unlimited():
+		it.Source = engine.NoLimit
+		return
+	case !p.matched && !p.override:
+		it.Source = engine.RuleIfAny
+	default:
+		it.Source, it.Limits = engine.Given, p.engLimits
+		it.Shadow = p.matched && p.rule.ShadowMode && !p.override
 	}
-	if p.matched && p.rule.Unlimited && !p.override {
-		s.opts.Engine.CountCheck(a, domain)
-		return verdict{unlimited: true}, nil
-	}
-	limits := p.limits
-	if !p.matched && !p.override {
-		rule, ok, err := s.opts.Engine.RateRule(ctx, a, domain)
-		if err != nil {
-			return verdict{}, err
-		}
-		if !ok {
-			s.opts.Engine.CountCheck(a, domain)
-			return verdict{}, nil
-		}
-		limits = []descriptors.Limit{{
-			Algorithm:       rule.Algorithm,
-			RequestsPerUnit: rule.Limit,
-			Unit:            unitOf(rule.WindowMS),
-			UnitMultiplier:  1,
-			WindowMS:        rule.WindowMS,
-		}}
-	}
-	if len(limits) == 0 {
-		s.opts.Engine.CountCheck(a, domain)
-		return verdict{}, nil
-	}
-	shadow := p.matched && p.rule.ShadowMode && !p.override
-	v, err := s.spend(ctx, a, domain, CounterKey(p.keyParts), limits, cost, shadow)
-	if err != nil {
-		return verdict{}, err
-	}
-	if s.opts.Counters.Decision != nil {
-		s.opts.Counters.Decision(!v.over)
-	}
-	if v.over && shadow {
-		v.over = false
-		if s.opts.Counters.ShadowDenial != nil {
-			s.opts.Counters.ShadowDenial()
-		}
-	}
-	return v, nil
+	it.Key = CounterKey(p.keyParts)
 }
 
-// spend decides the limits of one descriptor in one store operation. A limit of 0
-// requests denies without a counter (the peer's "blocks everything").
-func (s *Service) spend(ctx context.Context, a *engine.Account, domain, key string, limits []descriptors.Limit, cost int64, shadow bool) (verdict, error) {
-	var specs [engine.MaxSpendAll]engine.LimitSpec
-	var idx [engine.MaxSpendAll]int
-	var zero = -1
-	n := 0
-	for i, l := range limits {
-		if l.RequestsPerUnit == 0 {
-			if zero < 0 {
-				zero = i
-			}
+// reply is one descriptor's verdict as Envoy is told it.
+type reply struct {
+	limited   bool // a limit applied (else OK with no current_limit)
+	over      bool
+	unlimited bool
+	limit     descriptors.Limit // the most restrictive limit
+	remaining int64
+	resetMS   int64
+}
+
+// reply translates the engine's verdict (spec §9.7): an OVER_LIMIT descriptor has no
+// remaining, and a fixed window always reports the time to its end, as the peer does.
+func (p *plan) reply(r *engine.ItemResult, nowMS int64) reply {
+	if !r.Limited {
+		return reply{unlimited: p.unlimited()}
+	}
+	v := reply{limited: true, over: !r.Allowed, remaining: r.Remaining, resetMS: r.ResetMS}
+	if r.Index >= 0 {
+		v.limit = p.limits[r.Index]
+	} else { // the namespace's rule
+		v.limit = descriptors.Limit{Algorithm: r.Limit.Algorithm, RequestsPerUnit: r.Limit.Limit,
+			Unit: unitOf(r.Limit.WindowMS), UnitMultiplier: 1, WindowMS: r.Limit.WindowMS}
+	}
+	if v.over {
+		v.remaining = 0
+	}
+	if w := v.limit.WindowMS; v.limit.Algorithm == engine.FixedWindow {
+		v.resetMS = w - (nowMS%w+w)%w
+	}
+	return v
+}
+
+// headerDescriptor picks the descriptor the RateLimit-* headers describe (spec §9.7): the
+// least remaining; among equals an over-limit one, then the longer reset, then the first
+// in the request. -1 when no descriptor had a limit.
+func headerDescriptor(rs []reply) int {
+	best := -1
+	for i := range rs {
+		a := &rs[i]
+		if !a.limited {
 			continue
 		}
-		if n == len(specs) {
-			return verdict{}, errors.New("adapter: too many limits on one descriptor")
+		if best < 0 {
+			best = i
+			continue
 		}
-		specs[n] = engine.LimitSpec{Algorithm: l.Algorithm, Limit: l.RequestsPerUnit, WindowMS: l.WindowMS}
-		idx[n] = i
-		n++
-	}
-	if zero >= 0 {
-		// Blocked outright: nothing to count against, wait for the window to turn.
-		s.opts.Engine.CountCheck(a, domain)
-		w := limits[zero].WindowMS
-		return verdict{limited: true, over: true, limit: limits[zero], resetMS: w - time.Now().UnixMilli()%w}, nil
-	}
-	var out [engine.MaxSpendAll]engine.Decision
-	err := s.opts.Engine.CheckAll(ctx, a, &engine.MultiCheck{
-		Namespace: domain, Key: key, Limits: specs[:n], Cost: cost, Shadow: shadow,
-	}, out[:n])
-	if err != nil {
-		return verdict{}, err
-	}
-	best := 0
-	for i := 1; i < n; i++ {
-		a, b := &out[i], &out[best]
-		if a.Allowed != b.Allowed {
-			if !a.Allowed {
+		b := &rs[best]
+		switch {
+		case a.remaining != b.remaining:
+			if a.remaining < b.remaining {
 				best = i
 			}
-			continue
-		}
-		if a.Remaining < b.Remaining || (a.Remaining == b.Remaining && a.ResetMS > b.ResetMS) {
+		case a.over != b.over:
+			if a.over {
+				best = i
+			}
+		case a.resetMS > b.resetMS:
 			best = i
 		}
 	}
-	over := false
-	for i := range n {
-		over = over || !out[i].Allowed
-	}
-	d := out[best]
-	return verdict{limited: true, over: over, limit: limits[idx[best]], remaining: d.Remaining, resetMS: d.ResetMS}, nil
+	return best
 }
 
 // unitOf returns the unit exactly window ms long, UNKNOWN when there is none.
@@ -433,7 +394,7 @@ type statusParts struct {
 	reset durationpb.Duration
 }
 
-func toStatus(v *verdict) *rlsv3.RateLimitResponse_DescriptorStatus {
+func (v *reply) status() *rlsv3.RateLimitResponse_DescriptorStatus {
 	if !v.limited {
 		st := &rlsv3.RateLimitResponse_DescriptorStatus{Code: rlsv3.RateLimitResponse_OK}
 		if v.unlimited {
@@ -459,7 +420,7 @@ func toStatus(v *verdict) *rlsv3.RateLimitResponse_DescriptorStatus {
 
 // headers returns RateLimit-Limit/-Remaining/-Reset of the most restrictive descriptor and
 // Retry-After when it is over its limit (seconds, rounded up).
-func headers(v *verdict) []*corev3.HeaderValue {
+func headers(v *reply) []*corev3.HeaderValue {
 	reset := (v.resetMS + 999) / 1000
 	// The values share one string, the messages one array.
 	var nb [80]byte

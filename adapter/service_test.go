@@ -3,6 +3,7 @@ package adapter_test
 import (
 	"context"
 	"errors"
+	"github.com/leashd/leash/internal/testkit"
 	"log/slog"
 	"net"
 	"os"
@@ -141,7 +142,7 @@ func newHarness(t testing.TB, plan engine.Plan, files map[string]string) *harnes
 		t.Fatal(err)
 	}
 	h.acct, _ = dir.Account("acme")
-	h.eng = engine.New(h.store, dir, engine.Options{Clock: h.clock})
+	h.eng = engine.New(h.store, dir, engine.Options{})
 	cfg := &adapter.Config{Routing: adapter.Routing{Domains: map[string]string{"edge": "acme", "other": "acme"}}}
 	if len(files) > 0 {
 		cfg.Descriptors = loadFiles(t, files)
@@ -355,12 +356,91 @@ func TestHitsAddend(t *testing.T) {
 	look := desc("user", "carol")
 	look.HitsAddend = wrapperspb.UInt64(0)
 	h.want(h.call(&rlsv3.RateLimitRequest{HitsAddend: 3, Descriptors: []*rlcommon.RateLimitDescriptor{look}}).Statuses[0], ok, 3, minute, 1)
-	// More than the limit: over, nothing spent.
+	// More than the limit: over with nothing remaining, as the peer reports; nothing spent.
 	big := desc("user", "carol")
 	big.HitsAddend = wrapperspb.UInt64(5)
-	h.want(h.call(&rlsv3.RateLimitRequest{Descriptors: []*rlcommon.RateLimitDescriptor{big}}).Statuses[0], over, 3, minute, 1)
+	h.want(h.call(&rlsv3.RateLimitRequest{Descriptors: []*rlcommon.RateLimitDescriptor{big}}).Statuses[0], over, 3, minute, 0)
 	h.want(h.one(desc("user", "carol")), ok, 3, minute, 0)
 	h.want(h.one(desc("user", "carol")), over, 3, minute, 0)
+}
+
+// TestFixedWindowReplies: on the Envoy endpoint a fixed window's duration_until_reset is
+// the time to the end of the current window whatever was spent, and an OVER_LIMIT
+// descriptor has no remaining (spec §9.7), as the peer answers (its
+// src/limiter/base_limiter.go). The clock is 25 s into a minute.
+func TestFixedWindowReplies(t *testing.T) {
+	h := newHarness(t, scalePlan(), map[string]string{"edge.yaml": edgeConfig})
+	h.clock.Advance(25 * time.Second)
+	toEnd := 35 * time.Second // BaseMS is a whole minute
+	reset := func(st *rlsv3.RateLimitResponse_DescriptorStatus) time.Duration {
+		t.Helper()
+		return st.GetDurationUntilReset().AsDuration()
+	}
+	look := desc("user", "frank")
+	look.HitsAddend = wrapperspb.UInt64(0)
+	big := desc("user", "frank")
+	big.HitsAddend = wrapperspb.UInt64(11)
+	cases := []struct {
+		name      string
+		d         *rlcommon.RateLimitDescriptor
+		code      rlsv3.RateLimitResponse_Code
+		remaining uint32
+	}{
+		{"nothing spent yet, a look", look, ok, 3},
+		{"hits_addend above the limit", big, over, 0},
+		{"one spent", desc("user", "frank"), ok, 2},
+		{"a look after spending", look, ok, 2},
+		{"above the limit after spending", big, over, 0},
+	}
+	for _, c := range cases {
+		st := h.one(c.d)
+		h.want(st, c.code, 3, minute, c.remaining)
+		if got := reset(st); got != toEnd {
+			t.Errorf("%s: duration_until_reset = %v, want %v (the end of the minute)", c.name, got, toEnd)
+		}
+	}
+	// Denied by the count: 0 remaining, the window's end.
+	h.one(desc("user", "frank"))
+	h.one(desc("user", "frank"))
+	st := h.one(desc("user", "frank"))
+	h.want(st, over, 3, minute, 0)
+	if got := reset(st); got != toEnd {
+		t.Errorf("over by count: duration_until_reset = %v, want %v", got, toEnd)
+	}
+}
+
+// TestHeaderDescriptorTieBreak: the RateLimit-* headers describe the descriptor with the
+// least remaining; among equals an over-limit one, then the longer reset, then the first
+// (spec §9.7).
+func TestHeaderDescriptorTieBreak(t *testing.T) {
+	h := newHarness(t, scalePlan(), map[string]string{"edge.yaml": edgeConfig})
+	h.clock.Advance(500 * time.Millisecond)
+	// user (3/minute) and path (2/second) both used up: both over with 0 left.
+	for range 3 {
+		h.one(desc("user", "gina"))
+	}
+	h.one(desc("path", "/api/x"))
+	h.one(desc("path", "/api/x"))
+	resp := h.call(&rlsv3.RateLimitRequest{Descriptors: []*rlcommon.RateLimitDescriptor{desc("user", "gina"), desc("path", "/api/x")}})
+	hdr := headerMap(resp.ResponseHeadersToAdd)
+	// Both over with 0 left: the longer reset (the minute's) wins.
+	want := map[string]string{"RateLimit-Limit": "3", "RateLimit-Remaining": "0", "RateLimit-Reset": "60", "Retry-After": "60"}
+	for k, v := range want {
+		if hdr[k] != v {
+			t.Errorf("header %s = %q, want %q (all: %v)", k, hdr[k], v, hdr)
+		}
+	}
+	// Equal remaining, one over and one allowed: the over-limit one.
+	h2 := newHarness(t, scalePlan(), map[string]string{"edge.yaml": edgeConfig})
+	h2.one(desc("path", "/api/y"))
+	h2.one(desc("path", "/api/y")) // path: 0 left, next is over
+	h2.one(desc("user", "hal"))
+	h2.one(desc("user", "hal")) // user: 1 left, the request's spend takes it to 0
+	resp = h2.call(&rlsv3.RateLimitRequest{Descriptors: []*rlcommon.RateLimitDescriptor{desc("user", "hal"), desc("path", "/api/y")}})
+	hdr = headerMap(resp.ResponseHeadersToAdd)
+	if hdr["RateLimit-Limit"] != "2" || hdr["RateLimit-Remaining"] != "0" || hdr["Retry-After"] == "" {
+		t.Errorf("equal remaining: headers = %v, want the over-limit path descriptor (limit 2)", hdr)
+	}
 }
 
 func TestLimitOverride(t *testing.T) {
@@ -444,9 +524,9 @@ func TestSharesCounterWithV1Limit(t *testing.T) {
 	if key != "user=gina" {
 		t.Fatalf("CounterKey = %q", key)
 	}
-	d, err := h.eng.Check(context.Background(), h.acct, &engine.CheckRequest{
+	d, err := (testkit.Check{
 		Namespace: "edge", Key: key, Algorithm: ptr("fixed_window"), Limit: ptr(int64(3)), WindowMS: ptr(int64(60_000)),
-	})
+	}).Do(context.Background(), h.eng, h.acct)
 	if err != nil || d.Remaining != 2 {
 		t.Fatalf("Check = %+v, %v", d, err)
 	}

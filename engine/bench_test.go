@@ -10,6 +10,26 @@ import (
 	"github.com/leashd/leash/engine/memstore"
 )
 
+// checker reuses one query of one item, as the HTTP edge does per pooled request.
+type checker struct {
+	q    engine.Query
+	item [1]engine.Item
+	res  [1]engine.ItemResult
+}
+
+func newChecker(ns string, alg engine.Algorithm, limit, window *int64) *checker {
+	c := &checker{}
+	c.item[0] = engine.Item{Cost: 1, Source: engine.FromRule, Inline: engine.Inline{Algorithm: alg, Limit: limit, WindowMS: window}}
+	c.q = engine.Query{Namespace: ns, Items: c.item[:], StrictCost: true}
+	return c
+}
+
+func (c *checker) check(ctx context.Context, eng *engine.Engine, a *engine.Account, key string) error {
+	c.item[0].Key = key
+	_, err := eng.Decide(ctx, a, &c.q, c.res[:])
+	return err
+}
+
 // BenchmarkEngineCheck is the engine's decision rate on the memory store: parallel checks
 // over 100,000 keys with inline values (no rule lookup), usage counting included.
 //
@@ -27,21 +47,23 @@ func BenchmarkEngineCheck(b *testing.B) {
 			for i := range keys {
 				keys[i] = "user-" + strconv.Itoa(i)
 			}
-			limit, window, algName := int64(1_000_000_000), int64(60_000), alg
+			limit, window := int64(1_000_000_000), int64(60_000)
 			ctx := context.Background()
+			first := newChecker("bench", engine.AlgorithmOf(alg), &limit, &window)
 			for _, k := range keys { // create every counter first: steady state is measured
-				eng.Check(ctx, acct, &engine.CheckRequest{Namespace: "bench", Key: k, Algorithm: &algName, Limit: &limit, WindowMS: &window})
+				if err := first.check(ctx, eng, acct, k); err != nil {
+					b.Fatal(err)
+				}
 			}
 			var worker atomic.Int64
 			b.ReportAllocs()
 			b.ResetTimer()
 			b.RunParallel(func(pb *testing.PB) {
 				i := int(worker.Add(1)) * 7919
-				req := engine.CheckRequest{Namespace: "bench", Algorithm: &algName, Limit: &limit, WindowMS: &window}
+				c := newChecker("bench", engine.AlgorithmOf(alg), &limit, &window)
 				for pb.Next() {
 					i++
-					req.Key = keys[i%nKeys]
-					if _, err := eng.Check(ctx, acct, &req); err != nil {
+					if err := c.check(ctx, eng, acct, keys[i%nKeys]); err != nil {
 						b.Fatal(err)
 					}
 				}
@@ -59,10 +81,12 @@ func TestCheckAllocations(t *testing.T) {
 	eng := engine.New(s, dir, engine.Options{})
 	acct, _ := dir.Account("a")
 	limit, window := int64(1_000_000_000), int64(60_000)
-	req := engine.CheckRequest{Namespace: "n", Key: "k", Limit: &limit, WindowMS: &window}
+	c := newChecker("n", engine.AlgorithmUnknown, &limit, &window)
 	ctx := context.Background()
-	eng.Check(ctx, acct, &req)
-	if n := testing.AllocsPerRun(1000, func() { eng.Check(ctx, acct, &req) }); n != 0 {
+	if err := c.check(ctx, eng, acct, "k"); err != nil {
+		t.Fatal(err)
+	}
+	if n := testing.AllocsPerRun(1000, func() { _ = c.check(ctx, eng, acct, "k") }); n != 0 {
 		t.Fatalf("Check allocates %.1f times per decision; want 0", n)
 	}
 }

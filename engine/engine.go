@@ -8,21 +8,11 @@ import (
 	"time"
 )
 
-// CheckRequest is a rate-limit check (POST /v1/limit). Nil fields are absent.
-type CheckRequest struct {
-	Namespace string
-	Key       string
-	Algorithm *string
-	Limit     *int64
-	WindowMS  *int64
-	Cost      *int64
-}
-
 // ResetRequest clears one counter (POST /v1/limit/reset), resolved like a check.
 type ResetRequest struct {
 	Namespace string
 	Key       string
-	Algorithm *string
+	Algorithm Algorithm // AlgorithmUnknown when absent
 	WindowMS  *int64
 }
 
@@ -82,9 +72,6 @@ type Options struct {
 	FlushInterval time.Duration
 	// Logger receives flush failures; default slog.Default().
 	Logger *slog.Logger
-	// Clock dates the checks that need no store operation (CountCheck); default the
-	// system clock. Give it the store's test clock in tests.
-	Clock Clock
 	// Webhooks configures webhook URL screening and event hand-off.
 	Webhooks WebhookOptions
 }
@@ -96,7 +83,6 @@ type Engine struct {
 	usage     *usage
 	interval  time.Duration
 	log       *slog.Logger
-	clock     Clock
 	hooks     WebhookOptions
 }
 
@@ -108,10 +94,7 @@ func New(store Store, dir *Directory, opts Options) *Engine {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
-	if opts.Clock == nil {
-		opts.Clock = SystemClock{}
-	}
-	e := &Engine{store: store, usage: newUsage(), interval: opts.FlushInterval, log: opts.Logger, clock: opts.Clock, hooks: opts.Webhooks}
+	e := &Engine{store: store, usage: newUsage(), interval: opts.FlushInterval, log: opts.Logger, hooks: opts.Webhooks}
 	e.directory.Store(dir)
 	return e
 }
@@ -133,46 +116,6 @@ func (e *Engine) Directory() *Directory { return e.directory.Load() }
 // Ping reports whether the store answers.
 func (e *Engine) Ping(ctx context.Context) error { return e.store.Ping(ctx) }
 
-// Check spends units of a counter (CONTRACT §4). A denial is a Decision, not an error.
-func (e *Engine) Check(ctx context.Context, a *Account, r *CheckRequest) (Decision, error) {
-	if err := checkTarget(r.Namespace, r.Key); err != nil {
-		return Decision{}, err
-	}
-	if err := checkInline("limit", r.Limit, MaxLimit); err != nil {
-		return Decision{}, err
-	}
-	if err := checkInline("window_ms", r.WindowMS, MaxWindowMS); err != nil {
-		return Decision{}, err
-	}
-	cost := int64(1)
-	if r.Cost != nil {
-		if *r.Cost < 0 {
-			return Decision{}, Invalid("cost must be a non-negative integer")
-		}
-		cost = *r.Cost
-	}
-	alg, limit, window, err := e.resolveRate(ctx, a, r.Namespace, r.Algorithm, r.Limit, r.WindowMS, true)
-	if err != nil {
-		return Decision{}, err
-	}
-	if cost > limit {
-		return Decision{}, Invalid("cost must not exceed limit")
-	}
-	if err := e.hardCap(a); err != nil {
-		return Decision{}, err
-	}
-	d, err := e.store.Spend(ctx, Spend{
-		Counter: Counter{Account: a.ID, Namespace: r.Namespace, Key: r.Key, Algorithm: alg, WindowMS: window},
-		Limit:   limit,
-		Cost:    cost,
-	})
-	if err != nil {
-		return Decision{}, unavailable(err)
-	}
-	e.usage.record(a, r.Namespace, d.NowMS, !d.Allowed)
-	return d, nil
-}
-
 // Reset clears one counter; a counter with no unexpired state is key_not_found.
 func (e *Engine) Reset(ctx context.Context, a *Account, r *ResetRequest) error {
 	if err := checkTarget(r.Namespace, r.Key); err != nil {
@@ -181,11 +124,12 @@ func (e *Engine) Reset(ctx context.Context, a *Account, r *ResetRequest) error {
 	if err := checkInline("window_ms", r.WindowMS, MaxWindowMS); err != nil {
 		return err
 	}
-	alg, _, window, err := e.resolveRate(ctx, a, r.Namespace, r.Algorithm, nil, r.WindowMS, false)
+	rules := ruleLookup{e: e, a: a, ns: r.Namespace}
+	l, err := resolveRate(ctx, a, Inline{Algorithm: r.Algorithm, WindowMS: r.WindowMS}, false, &rules)
 	if err != nil {
 		return err
 	}
-	existed, err := e.store.Reset(ctx, Counter{Account: a.ID, Namespace: r.Namespace, Key: r.Key, Algorithm: alg, WindowMS: window})
+	existed, err := e.store.Reset(ctx, Counter{Account: a.ID, Namespace: r.Namespace, Key: r.Key, Algorithm: l.Algorithm, WindowMS: l.WindowMS})
 	if err != nil {
 		return unavailable(err)
 	}
@@ -193,56 +137,6 @@ func (e *Engine) Reset(ctx context.Context, a *Account, r *ResetRequest) error {
 		return newError(CodeKeyNotFound, "no counter state for this key")
 	}
 	return nil
-}
-
-// resolveRate fills algorithm, limit and window from inline values, else the namespace's
-// rate rule (CONTRACT §4), and applies the algorithm plan gate. needLimit is false for
-// resets, which ignore the limit.
-func (e *Engine) resolveRate(ctx context.Context, a *Account, ns string, algName *string, limit, window *int64, needLimit bool) (Algorithm, int64, int64, error) {
-	alg := AlgorithmUnknown
-	if algName != nil {
-		var ok bool
-		if alg, ok = ParseAlgorithm(*algName); !ok {
-			return 0, 0, 0, newError(CodeUnknownAlgorithm, "algorithm must be one of fixed_window, sliding_window, token_bucket")
-		}
-		if alg == ConcurrentLimit {
-			return 0, 0, 0, Invalid("algorithm concurrent_limit is for POST /v1/leases, not rate-limit checks")
-		}
-	}
-	var l, w int64
-	if limit != nil {
-		l = *limit
-	}
-	if window != nil {
-		w = *window
-	}
-	if alg == AlgorithmUnknown || (needLimit && limit == nil) || window == nil {
-		rules, err := e.store.Rules(ctx, a.ID, ns)
-		if err != nil {
-			return 0, 0, 0, unavailable(err)
-		}
-		if rule := rules.Rate; rule != nil {
-			if alg == AlgorithmUnknown {
-				alg = rule.Algorithm
-			}
-			if limit == nil {
-				l = rule.Limit
-			}
-			if window == nil {
-				w = rule.WindowMS
-			}
-		}
-	}
-	if (needLimit && l == 0) || w == 0 {
-		return 0, 0, 0, newError(CodeMissingLimit, "limit and window_ms are required: send them or set a rate rule on the namespace")
-	}
-	if alg == AlgorithmUnknown {
-		alg = SlidingWindow
-	}
-	if !a.Plan.AllowsAlgorithm(alg) {
-		return 0, 0, 0, newError(CodeAlgorithmNotOnPlan, "algorithm "+alg.String()+" is not available on plan "+a.Plan.Name)
-	}
-	return alg, l, w, nil
 }
 
 // hardCap refuses work once the account's month usage reached its plan's hard cap.

@@ -3,6 +3,7 @@ package engine_test
 import (
 	"context"
 	"errors"
+	"github.com/leashd/leash/internal/testkit"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -63,7 +64,7 @@ func newFixture(t *testing.T, wrap func(engine.Store) engine.Store) *fixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f := &fixture{eng: engine.New(s, dir, engine.Options{Clock: c}), store: s, clock: c, accts: map[string]*engine.Account{}}
+	f := &fixture{eng: engine.New(s, dir, engine.Options{}), store: s, clock: c, accts: map[string]*engine.Account{}}
 	for _, a := range dir.Accounts() {
 		f.accts[a.ID] = a
 	}
@@ -96,28 +97,28 @@ func TestCheckResolution(t *testing.T) {
 	}
 	tests := []struct {
 		name      string
-		req       engine.CheckRequest
+		req       testkit.Check
 		wantLimit int64
 		wantCode  engine.Code
 	}{
-		{"rule supplies everything", engine.CheckRequest{Namespace: "api", Key: "a"}, 2, ""},
-		{"inline limit wins, rule window", engine.CheckRequest{Namespace: "api", Key: "b", Limit: ptr(int64(7))}, 7, ""},
-		{"inline everything without rule", engine.CheckRequest{Namespace: "none", Key: "a", Limit: ptr(int64(4)), WindowMS: ptr(int64(10))}, 4, ""},
-		{"no rule, no window", engine.CheckRequest{Namespace: "none", Key: "a", Limit: ptr(int64(4))}, 0, engine.CodeMissingLimit},
-		{"no rule, no limit", engine.CheckRequest{Namespace: "none", Key: "a", WindowMS: ptr(int64(4))}, 0, engine.CodeMissingLimit},
-		{"unknown algorithm", engine.CheckRequest{Namespace: "api", Key: "a", Algorithm: ptr("leaky")}, 0, engine.CodeUnknownAlgorithm},
-		{"concurrent_limit on a check", engine.CheckRequest{Namespace: "api", Key: "a", Algorithm: ptr("concurrent_limit")}, 0, engine.CodeInvalidRequest},
-		{"cost above limit", engine.CheckRequest{Namespace: "api", Key: "a", Cost: ptr(int64(3))}, 0, engine.CodeInvalidRequest},
-		{"negative cost", engine.CheckRequest{Namespace: "api", Key: "a", Cost: ptr(int64(-1))}, 0, engine.CodeInvalidRequest},
-		{"limit zero inline", engine.CheckRequest{Namespace: "api", Key: "a", Limit: ptr(int64(0))}, 0, engine.CodeInvalidRequest},
-		{"limit above max inline", engine.CheckRequest{Namespace: "api", Key: "a", Limit: ptr(engine.MaxLimit + 1)}, 0, engine.CodeInvalidRequest},
-		{"window above max inline", engine.CheckRequest{Namespace: "api", Key: "a", WindowMS: ptr(engine.MaxWindowMS + 1)}, 0, engine.CodeInvalidRequest},
-		{"bad namespace", engine.CheckRequest{Namespace: "-api", Key: "a"}, 0, engine.CodeInvalidRequest},
-		{"bad key", engine.CheckRequest{Namespace: "api", Key: "a\x00"}, 0, engine.CodeInvalidRequest},
+		{"rule supplies everything", testkit.Check{Namespace: "api", Key: "a"}, 2, ""},
+		{"inline limit wins, rule window", testkit.Check{Namespace: "api", Key: "b", Limit: ptr(int64(7))}, 7, ""},
+		{"inline everything without rule", testkit.Check{Namespace: "none", Key: "a", Limit: ptr(int64(4)), WindowMS: ptr(int64(10))}, 4, ""},
+		{"no rule, no window", testkit.Check{Namespace: "none", Key: "a", Limit: ptr(int64(4))}, 0, engine.CodeMissingLimit},
+		{"no rule, no limit", testkit.Check{Namespace: "none", Key: "a", WindowMS: ptr(int64(4))}, 0, engine.CodeMissingLimit},
+		{"unknown algorithm", testkit.Check{Namespace: "api", Key: "a", Algorithm: ptr("leaky")}, 0, engine.CodeUnknownAlgorithm},
+		{"concurrent_limit on a check", testkit.Check{Namespace: "api", Key: "a", Algorithm: ptr("concurrent_limit")}, 0, engine.CodeInvalidRequest},
+		{"cost above limit", testkit.Check{Namespace: "api", Key: "a", Cost: ptr(int64(3))}, 0, engine.CodeInvalidRequest},
+		{"negative cost", testkit.Check{Namespace: "api", Key: "a", Cost: ptr(int64(-1))}, 0, engine.CodeInvalidRequest},
+		{"limit zero inline", testkit.Check{Namespace: "api", Key: "a", Limit: ptr(int64(0))}, 0, engine.CodeInvalidRequest},
+		{"limit above max inline", testkit.Check{Namespace: "api", Key: "a", Limit: ptr(engine.MaxLimit + 1)}, 0, engine.CodeInvalidRequest},
+		{"window above max inline", testkit.Check{Namespace: "api", Key: "a", WindowMS: ptr(engine.MaxWindowMS + 1)}, 0, engine.CodeInvalidRequest},
+		{"bad namespace", testkit.Check{Namespace: "-api", Key: "a"}, 0, engine.CodeInvalidRequest},
+		{"bad key", testkit.Check{Namespace: "api", Key: "a\x00"}, 0, engine.CodeInvalidRequest},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			d, err := f.eng.Check(ctx, acme, &tc.req)
+			d, err := tc.req.Do(ctx, f.eng, acme)
 			if tc.wantCode != "" {
 				wantCode(t, err, tc.wantCode)
 				return
@@ -136,15 +137,15 @@ func TestDefaultAlgorithmIsSlidingWindow(t *testing.T) {
 	ctx := context.Background()
 	f := newFixture(t, nil)
 	acme := f.accts["acme"]
-	req := engine.CheckRequest{Namespace: "n", Key: "k", Limit: ptr(int64(1)), WindowMS: ptr(int64(1000))}
-	if _, err := f.eng.Check(ctx, acme, &req); err != nil {
+	req := testkit.Check{Namespace: "n", Key: "k", Limit: ptr(int64(1)), WindowMS: ptr(int64(1000))}
+	if _, err := req.Do(ctx, f.eng, acme); err != nil {
 		t.Fatal(err)
 	}
 	// The spend landed on the sliding_window counter, not on fixed_window's.
-	if err := f.eng.Reset(ctx, acme, &engine.ResetRequest{Namespace: "n", Key: "k", Algorithm: ptr("fixed_window"), WindowMS: ptr(int64(1000))}); engine.CodeOf(err) != engine.CodeKeyNotFound {
+	if err := f.eng.Reset(ctx, acme, &engine.ResetRequest{Namespace: "n", Key: "k", Algorithm: engine.FixedWindow, WindowMS: ptr(int64(1000))}); engine.CodeOf(err) != engine.CodeKeyNotFound {
 		t.Fatalf("fixed_window reset = %v, want key_not_found", err)
 	}
-	if err := f.eng.Reset(ctx, acme, &engine.ResetRequest{Namespace: "n", Key: "k", Algorithm: ptr("sliding_window"), WindowMS: ptr(int64(1000))}); err != nil {
+	if err := f.eng.Reset(ctx, acme, &engine.ResetRequest{Namespace: "n", Key: "k", Algorithm: engine.SlidingWindow, WindowMS: ptr(int64(1000))}); err != nil {
 		t.Fatalf("sliding_window reset = %v", err)
 	}
 }
@@ -153,13 +154,13 @@ func TestPlanGates(t *testing.T) {
 	ctx := context.Background()
 	f := newFixture(t, nil)
 	cheap := f.accts["cheap"]
-	_, err := f.eng.Check(ctx, cheap, &engine.CheckRequest{Namespace: "n", Key: "k", Algorithm: ptr("token_bucket"), Limit: ptr(int64(1)), WindowMS: ptr(int64(1))})
+	_, err := (testkit.Check{Namespace: "n", Key: "k", Algorithm: ptr("token_bucket"), Limit: ptr(int64(1)), WindowMS: ptr(int64(1))}).Do(ctx, f.eng, cheap)
 	wantCode(t, err, engine.CodeAlgorithmNotOnPlan)
 	_, _, err = f.eng.PutRule(ctx, cheap, "n", &engine.RuleRequest{Algorithm: ptr("concurrent_limit"), Limit: ptr(int64(1)), WindowMS: ptr(int64(1))})
 	wantCode(t, err, engine.CodeAlgorithmNotOnPlan)
 	_, err = f.eng.Acquire(ctx, cheap, &engine.AcquireRequest{Namespace: "n", Key: "k", Limit: ptr(int64(1)), WindowMS: ptr(int64(1))})
 	wantCode(t, err, engine.CodeConcurrentNotOnPlan)
-	if _, err := f.eng.Check(ctx, cheap, &engine.CheckRequest{Namespace: "n", Key: "k", Algorithm: ptr("fixed_window"), Limit: ptr(int64(1)), WindowMS: ptr(int64(1))}); err != nil {
+	if _, err := (testkit.Check{Namespace: "n", Key: "k", Algorithm: ptr("fixed_window"), Limit: ptr(int64(1)), WindowMS: ptr(int64(1))}).Do(ctx, f.eng, cheap); err != nil {
 		t.Fatalf("fixed_window on free: %v", err)
 	}
 }
@@ -291,9 +292,9 @@ func TestUsageFlushRetriedOnceApplied(t *testing.T) {
 				return fs
 			})
 			acme := f.accts["acme"]
-			req := engine.CheckRequest{Namespace: "n", Key: "k", Limit: ptr(int64(1)), WindowMS: ptr(int64(60000))}
+			req := testkit.Check{Namespace: "n", Key: "k", Limit: ptr(int64(1)), WindowMS: ptr(int64(60000))}
 			for range 3 { // 1 allowed, 2 denied
-				if _, err := f.eng.Check(ctx, acme, &req); err != nil {
+				if _, err := req.Do(ctx, f.eng, acme); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -301,7 +302,7 @@ func TestUsageFlushRetriedOnceApplied(t *testing.T) {
 				if err := f.eng.Flush(ctx); err == nil {
 					t.Fatalf("flush %d succeeded; the store was failing", i)
 				}
-				if _, err := f.eng.Check(ctx, acme, &req); err != nil { // counted into a later batch
+				if _, err := req.Do(ctx, f.eng, acme); err != nil { // counted into a later batch
 					t.Fatal(err)
 				}
 			}
@@ -323,16 +324,16 @@ func TestUsageCountsDecisionsOnly(t *testing.T) {
 	ctx := context.Background()
 	f := newFixture(t, nil)
 	acme := f.accts["acme"]
-	check := engine.CheckRequest{Namespace: "n", Key: "k", Limit: ptr(int64(1)), WindowMS: ptr(int64(60000))}
-	f.eng.Check(ctx, acme, &check)                                                                                                       // allowed
-	f.eng.Check(ctx, acme, &check)                                                                                                       // denied
-	f.eng.Check(ctx, acme, &engine.CheckRequest{Namespace: "n", Key: "k"})                                                               // error: missing_limit
+	check := testkit.Check{Namespace: "n", Key: "k", Limit: ptr(int64(1)), WindowMS: ptr(int64(60000))}
+	check.Do(ctx, f.eng, acme)                                                                                                           // allowed
+	check.Do(ctx, f.eng, acme)                                                                                                           // denied
+	(testkit.Check{Namespace: "n", Key: "k"}).Do(ctx, f.eng, acme)                                                                       // error: missing_limit
 	f.eng.Reset(ctx, acme, &engine.ResetRequest{Namespace: "n", Key: "k", WindowMS: ptr(int64(60000))})                                  // not a decision
 	d, _ := f.eng.Acquire(ctx, acme, &engine.AcquireRequest{Namespace: "n", Key: "k", Limit: ptr(int64(1)), WindowMS: ptr(int64(1000))}) // allowed
 	f.eng.Acquire(ctx, acme, &engine.AcquireRequest{Namespace: "n", Key: "k", Limit: ptr(int64(1)), WindowMS: ptr(int64(1000))})         // denied
 	f.eng.Renew(ctx, acme, d.LeaseID, nil)
 	f.eng.Release(ctx, acme, d.LeaseID)
-	f.eng.Check(ctx, acme, &engine.CheckRequest{Namespace: "elsewhere", Key: "k", Limit: ptr(int64(1)), WindowMS: ptr(int64(1))})
+	(testkit.Check{Namespace: "elsewhere", Key: "k", Limit: ptr(int64(1)), WindowMS: ptr(int64(1))}).Do(ctx, f.eng, acme)
 	if err := f.eng.Flush(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -359,14 +360,14 @@ func TestHardCap(t *testing.T) {
 	ctx := context.Background()
 	f := newFixture(t, nil)
 	capped := f.accts["capped"] // hard_cap 3, quota 2
-	check := engine.CheckRequest{Namespace: "n", Key: "k", Limit: ptr(int64(100)), WindowMS: ptr(int64(1000))}
+	check := testkit.Check{Namespace: "n", Key: "k", Limit: ptr(int64(100)), WindowMS: ptr(int64(1000))}
 	for i := range 3 {
-		if _, err := f.eng.Check(ctx, capped, &check); err != nil {
+		if _, err := check.Do(ctx, f.eng, capped); err != nil {
 			t.Fatalf("check %d: %v", i, err)
 		}
 	}
 	// Counted locally, before any flush: the cap already holds.
-	_, err := f.eng.Check(ctx, capped, &check)
+	_, err := check.Do(ctx, f.eng, capped)
 	wantCode(t, err, engine.CodeHardCapExceeded)
 	_, err = f.eng.Acquire(ctx, capped, &engine.AcquireRequest{Namespace: "n", Key: "k", Limit: ptr(int64(1)), WindowMS: ptr(int64(1))})
 	wantCode(t, err, engine.CodeHardCapExceeded)
@@ -379,7 +380,7 @@ func TestHardCap(t *testing.T) {
 	if err := f.eng.Flush(ctx); err != nil {
 		t.Fatal(err)
 	}
-	_, err = f.eng.Check(ctx, capped, &check)
+	_, err = check.Do(ctx, f.eng, capped)
 	wantCode(t, err, engine.CodeHardCapExceeded)
 	st, _ := f.eng.Stats(ctx, capped, "n")
 	if st.Month.Total != 3 || !st.Month.OverQuota || st.Month.HardCap == nil || *st.Month.HardCap != 3 {
@@ -390,7 +391,7 @@ func TestHardCap(t *testing.T) {
 	if err := f.eng.Flush(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := f.eng.Check(ctx, capped, &check); err != nil {
+	if _, err := check.Do(ctx, f.eng, capped); err != nil {
 		t.Fatalf("check in the next month: %v", err)
 	}
 }
@@ -402,7 +403,7 @@ func TestRunFlushesOnStop(t *testing.T) {
 	done := make(chan error)
 	go func() { done <- f.eng.Run(ctx, time.Second) }()
 	for range 7 {
-		if _, err := f.eng.Check(context.Background(), acme, &engine.CheckRequest{Namespace: "n", Key: "k", Limit: ptr(int64(100)), WindowMS: ptr(int64(1000))}); err != nil {
+		if _, err := (testkit.Check{Namespace: "n", Key: "k", Limit: ptr(int64(100)), WindowMS: ptr(int64(1000))}).Do(context.Background(), f.eng, acme); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -426,7 +427,7 @@ func (downStore) Spend(context.Context, engine.Spend) (engine.Decision, error) {
 
 func TestStoreFailureIsUnavailable(t *testing.T) {
 	f := newFixture(t, func(s engine.Store) engine.Store { return downStore{s} })
-	_, err := f.eng.Check(context.Background(), f.accts["acme"], &engine.CheckRequest{Namespace: "n", Key: "k", Limit: ptr(int64(1)), WindowMS: ptr(int64(1))})
+	_, err := (testkit.Check{Namespace: "n", Key: "k", Limit: ptr(int64(1)), WindowMS: ptr(int64(1))}).Do(context.Background(), f.eng, f.accts["acme"])
 	wantCode(t, err, engine.CodeUnavailable)
 	var e *engine.Error
 	if !errors.As(err, &e) || !errors.Is(err, errDown) {
@@ -468,8 +469,8 @@ func TestConcurrentChecksAndFlush(t *testing.T) {
 				if i%2 == 1 {
 					ns = "m" // a second shard, so one of them is often empty at flush time
 				}
-				req := engine.CheckRequest{Namespace: ns, Key: itoaKey(w), Limit: ptr(int64(1_000_000)), WindowMS: ptr(int64(60000))}
-				if _, err := f.eng.Check(ctx, acme, &req); err != nil {
+				req := testkit.Check{Namespace: ns, Key: itoaKey(w), Limit: ptr(int64(1_000_000)), WindowMS: ptr(int64(60000))}
+				if _, err := req.Do(ctx, f.eng, acme); err != nil {
 					t.Error(err)
 					return
 				}

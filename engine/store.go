@@ -2,10 +2,24 @@ package engine
 
 import "context"
 
-// Store holds Leash's state. Every method is one atomic operation (on Redis, one Lua
-// script or one pipeline), decides with the store's own clock, and returns an error only
-// when the store cannot answer; the engine turns those into "unavailable".
+// Store holds Leash's state: a backend implements every role below. Every method is one
+// atomic operation (on Redis, one Lua script or one pipeline), decides with the store's
+// own clock, and returns an error only when the store cannot answer; the engine turns
+// those into "unavailable". The conformance suite (engine/storetest) holds every backend
+// to the same behaviour.
 type Store interface {
+	Decider
+	RuleStore
+	UsageStore
+	WebhookStore
+	// Ping reports whether the store answers.
+	Ping(ctx context.Context) error
+	// Close stops the store's background work and releases its resources.
+	Close() error
+}
+
+// Decider is the decision role: rate counters and leases, decided with the store's clock.
+type Decider interface {
 	// Spend spends s.Cost units of s.Counter if they fit under s.Limit, by the counter's
 	// algorithm (CONTRACT §4). A denied spend changes nothing.
 	Spend(ctx context.Context, s Spend) (Decision, error)
@@ -24,14 +38,22 @@ type Store interface {
 	// Renew sets a held lease's expiry to now + ttlMS; ttlMS 0 means the lease's original
 	// time-to-live.
 	Renew(ctx context.Context, set LeaseSet, token string, ttlMS int64) (RenewResult, error)
+	// NowMS returns the store's clock in Unix milliseconds.
+	NowMS(ctx context.Context) (int64, error)
+}
 
+// RuleStore keeps each namespace's rules.
+type RuleStore interface {
 	// Rules returns a namespace's rules.
 	Rules(ctx context.Context, account, namespace string) (Rules, error)
 	// PutRule stores r in the slot of its kind; created is false when it replaced one.
 	PutRule(ctx context.Context, account, namespace string, r Rule) (created bool, err error)
 	// DeleteRule removes the rule of one kind; deleted reports whether one existed.
 	DeleteRule(ctx context.Context, account, namespace string, kind RuleKind) (deleted bool, err error)
+}
 
+// UsageStore keeps usage counts per namespace and day.
+type UsageStore interface {
 	// AddUsage applies a batch of usage increments once; a batch whose ID was already
 	// applied is ignored, so a retried batch is never counted twice.
 	AddUsage(ctx context.Context, b UsageBatch) error
@@ -39,7 +61,10 @@ type Store interface {
 	ReadUsage(ctx context.Context, q UsageQuery) (UsageReport, error)
 	// MonthTotals returns each account's usage total in month, in the order given.
 	MonthTotals(ctx context.Context, month Month, accounts []string) ([]int64, error)
+}
 
+// WebhookStore keeps each account's webhook and the outbox of events to deliver.
+type WebhookStore interface {
 	// Webhooks and the outbox (CONTRACT §8). These methods reject out-of-range arguments
 	// (an empty account, URL or event id, see ValidateWebhook, OutboxEvent.Validate and
 	// ValidateOutboxDelay; a Claim max below 1) with an error wrapping ErrInvalidArgument,
@@ -69,11 +94,4 @@ type Store interface {
 	Retry(ctx context.Context, id string, delayMS int64) error
 	// OutboxLen is the number of events in the outbox, due or not.
 	OutboxLen(ctx context.Context) (int64, error)
-
-	// NowMS returns the store's clock in Unix milliseconds.
-	NowMS(ctx context.Context) (int64, error)
-	// Ping reports whether the store answers.
-	Ping(ctx context.Context) error
-	// Close stops the store's background work and releases its resources.
-	Close() error
 }

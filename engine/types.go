@@ -21,6 +21,9 @@ const (
 	SlidingWindow
 	TokenBucket
 	ConcurrentLimit
+	// AlgorithmUnrecognized stands for a name that is none of the above (unknown_algorithm
+	// once resolution reaches it, spec §3.7).
+	AlgorithmUnrecognized Algorithm = 255
 )
 
 var algorithmNames = [...]string{"", "fixed_window", "sliding_window", "token_bucket", "concurrent_limit"}
@@ -41,6 +44,14 @@ func ParseAlgorithm(s string) (a Algorithm, ok bool) {
 		}
 	}
 	return AlgorithmUnknown, false
+}
+
+// AlgorithmOf maps a wire name to an Algorithm, AlgorithmUnrecognized for an unknown name.
+func AlgorithmOf(name string) Algorithm {
+	if a, ok := ParseAlgorithm(name); ok {
+		return a
+	}
+	return AlgorithmUnrecognized
 }
 
 // Kind is the rule kind the algorithm belongs to: rate or concurrent.
@@ -69,6 +80,62 @@ type Spend struct {
 
 // MaxSpendAll is the most counters one Store.SpendAll decides together.
 const MaxSpendAll = 8
+
+// Validate checks a counter for the stores: a rate algorithm and a window of 1 to
+// MaxWindowMS ms. The error wraps ErrInvalidArgument.
+func (c *Counter) Validate() error {
+	switch c.Algorithm {
+	case FixedWindow, SlidingWindow, TokenBucket:
+	default:
+		return invalidArg("%q is not a rate algorithm", c.Algorithm.String())
+	}
+	if c.WindowMS < 1 || c.WindowMS > MaxWindowMS {
+		return invalidArg("window %d ms is outside 1..%d", c.WindowMS, MaxWindowMS)
+	}
+	return nil
+}
+
+// Validate checks a spend for the stores: a valid counter, a limit of 1 to MaxLimit and a
+// cost of 0 to the limit, the ranges the algorithms' integer arithmetic is exact in
+// (spec §4.10). The error wraps ErrInvalidArgument.
+func (s *Spend) Validate() error {
+	if err := s.Counter.Validate(); err != nil {
+		return err
+	}
+	if s.Limit < 1 || s.Limit > MaxLimit {
+		return invalidArg("limit %d is outside 1..%d", s.Limit, MaxLimit)
+	}
+	if s.Cost < 0 || s.Cost > s.Limit {
+		return invalidArg("cost %d is outside 0..%d", s.Cost, s.Limit)
+	}
+	return nil
+}
+
+// ValidateSpendAll checks Store.SpendAll's arguments: 1 to MaxSpendAll valid spends of one
+// account, namespace and key with distinct (algorithm, window), and room for every
+// verdict in out. The error wraps ErrInvalidArgument.
+func ValidateSpendAll(spends []Spend, out []Decision) error {
+	if len(spends) == 0 || len(spends) > MaxSpendAll || len(out) < len(spends) {
+		return invalidArg("SpendAll takes 1 to %d spends and as many verdicts", MaxSpendAll)
+	}
+	c0 := &spends[0].Counter
+	for i := range spends {
+		sp := &spends[i]
+		if err := sp.Validate(); err != nil {
+			return err
+		}
+		c := &sp.Counter
+		if c.Account != c0.Account || c.Namespace != c0.Namespace || c.Key != c0.Key {
+			return invalidArg("SpendAll's counters must share account, namespace and key")
+		}
+		for _, p := range spends[:i] {
+			if p.Counter.Algorithm == c.Algorithm && p.Counter.WindowMS == c.WindowMS {
+				return invalidArg("SpendAll's counters must differ in algorithm or window")
+			}
+		}
+	}
+	return nil
+}
 
 // Decision is a store's verdict on a Spend (CONTRACT §4).
 type Decision struct {

@@ -2,13 +2,16 @@ package engine
 
 import (
 	"unicode/utf8"
+
+	"github.com/leashd/leash/engine/algo"
 )
 
-// Bounds of rule and inline values (CONTRACT §6).
+// Bounds of rule and inline values (spec §6.3). The limit and window bounds are the
+// algorithms' (engine/algo), within which their integer arithmetic is exact.
 const (
-	MaxLimit     int64 = 1_000_000_000
-	MaxWindowMS  int64 = 31_622_400_000 // 366 days
-	MaxRuleName        = 256            // bytes
+	MaxLimit           = algo.MaxLimit
+	MaxWindowMS        = algo.MaxWindowMS // 366 days
+	MaxRuleName        = 256              // bytes
 	MaxNamespace       = 128            // characters
 	MaxKey             = 512            // bytes
 )

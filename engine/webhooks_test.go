@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/leashd/leash/internal/testkit"
 	"net/netip"
 	"slices"
 	"sync/atomic"
@@ -34,9 +35,9 @@ func drain(t *testing.T, s engine.Store) []string {
 func (f *fixture) checks(t *testing.T, account string, n int) {
 	t.Helper()
 	for range n {
-		if _, err := f.eng.Check(context.Background(), f.accts[account], &engine.CheckRequest{
+		if _, err := (testkit.Check{
 			Namespace: "api", Key: "k", Limit: ptr(int64(1000)), WindowMS: ptr(int64(1000)),
-		}); err != nil {
+		}).Do(context.Background(), f.eng, f.accts[account]); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -65,7 +66,7 @@ func TestUsageEvents(t *testing.T) {
 		t.Fatalf("over the quota and at the cap: events\n%q\nwant\n%q", got, want)
 	}
 	// Refused requests and later flushes queue nothing more this month.
-	if _, err := f.eng.Check(context.Background(), f.accts["capped"], &engine.CheckRequest{Namespace: "api", Key: "k", Limit: ptr(int64(9)), WindowMS: ptr(int64(9))}); engine.CodeOf(err) != engine.CodeHardCapExceeded {
+	if _, err := (testkit.Check{Namespace: "api", Key: "k", Limit: ptr(int64(9)), WindowMS: ptr(int64(9))}).Do(context.Background(), f.eng, f.accts["capped"]); engine.CodeOf(err) != engine.CodeHardCapExceeded {
 		t.Fatalf("after the cap: %v", err)
 	}
 	f.checks(t, "acme", 1)
@@ -74,7 +75,7 @@ func TestUsageEvents(t *testing.T) {
 	}
 	// A second instance on the same store does not queue them again (the store's
 	// once-key, not this instance's memory, decides).
-	other := engine.New(f.store, f.eng.Directory(), engine.Options{Clock: f.clock})
+	other := engine.New(f.store, f.eng.Directory(), engine.Options{})
 	if err := other.Flush(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -121,7 +122,7 @@ func TestUsageEventRetried(t *testing.T) {
 	})
 	fe.fail.Store(true)
 	for range 3 {
-		if _, err := f.eng.Check(context.Background(), f.accts["capped"], &engine.CheckRequest{Namespace: "api", Key: "k", Limit: ptr(int64(9)), WindowMS: ptr(int64(9))}); err != nil {
+		if _, err := (testkit.Check{Namespace: "api", Key: "k", Limit: ptr(int64(9)), WindowMS: ptr(int64(9))}).Do(context.Background(), f.eng, f.accts["capped"]); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -154,7 +155,7 @@ func TestWebhookConfig(t *testing.T) {
 	f := newFixture(t, nil)
 	acme, cheap := f.accts["acme"], f.accts["cheap"]
 	var woken atomic.Int32
-	eng := engine.New(f.store, f.eng.Directory(), engine.Options{Clock: f.clock, Webhooks: engine.WebhookOptions{
+	eng := engine.New(f.store, f.eng.Directory(), engine.Options{Webhooks: engine.WebhookOptions{
 		Resolver: staticResolver{},
 		Enqueued: func() { woken.Add(1) },
 	}})

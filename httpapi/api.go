@@ -35,8 +35,13 @@ const (
 	WriteTimeout = 30 * time.Second
 	// IdleTimeout bounds how long a keep-alive connection waits for its next request.
 	IdleTimeout = 120 * time.Second
-	// MaxHeaderBytes bounds the size of a request's headers.
+	// MaxHeaderBytes bounds the size of a request's headers, request line included: a
+	// larger request is 431 request_header_too_large with the JSON error body (spec §3.10).
 	MaxHeaderBytes = 64 << 10
+	// TransportHeaderBytes is net/http's own bound on the headers it reads. Headers from
+	// MaxHeaderBytes up to it reach the handler, which answers 431 in JSON; only beyond
+	// it does net/http answer 431 itself, in plain text.
+	TransportHeaderBytes = 1 << 20
 )
 
 // MaxBodyBytes is the largest request body accepted; larger is 413 request_too_large.
@@ -77,13 +82,46 @@ func NewServer(addr string, h http.Handler) *http.Server {
 func NewServerWith(addr string, h http.Handler, t Timeouts) *http.Server {
 	return &http.Server{
 		Addr:              addr,
-		Handler:           h,
+		Handler:           limitHeaders(h),
 		ReadHeaderTimeout: cmp.Or(t.ReadHeader, ReadHeaderTimeout),
 		ReadTimeout:       cmp.Or(t.Read, ReadTimeout),
 		WriteTimeout:      cmp.Or(t.Write, WriteTimeout),
 		IdleTimeout:       cmp.Or(t.Idle, IdleTimeout),
-		MaxHeaderBytes:    MaxHeaderBytes,
+		MaxHeaderBytes:    TransportHeaderBytes,
 	}
+}
+
+// limitHeaders answers 431 request_header_too_large in JSON for a request whose headers
+// exceed MaxHeaderBytes; the API does so itself, with its request id and metrics.
+func limitHeaders(h http.Handler) http.Handler {
+	if _, ok := h.(*API); ok {
+		return h
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if headerBytes(r) > MaxHeaderBytes {
+			w.Header().Set("Content-Type", "application/json")
+			w.Header().Set("Connection", "close")
+			w.WriteHeader(http.StatusRequestHeaderFieldsTooLarge)
+			_, _ = w.Write([]byte(`{"error":"` + msgHeaderTooLarge + `","code":"` + string(codeHeaderTooLarge) + `"}`))
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
+}
+
+// headerBytes is the size of a request's header block as sent: the request line and
+// every header line.
+func headerBytes(r *http.Request) int {
+	n := len(r.Method) + len(r.RequestURI) + len(r.Proto) + 4
+	if _, ok := r.Header["Host"]; !ok && r.Host != "" {
+		n += len("Host: ") + len(r.Host) + 2 // net/http moves Host out of Header
+	}
+	for k, vs := range r.Header {
+		for _, v := range vs {
+			n += len(k) + len(v) + 4
+		}
+	}
+	return n
 }
 
 // Options configures an API.
@@ -185,6 +223,11 @@ func (a *API) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		c.idSeq = a.idSeq.Add(1) // the id's text is only built when needed
 	}
 	defer a.finish(c, start)
+	if headerBytes(r) > MaxHeaderBytes {
+		c.w.Header().Set("Connection", "close")
+		a.writeError(c, http.StatusRequestHeaderFieldsTooLarge, codeHeaderTooLarge, msgHeaderTooLarge)
+		return
+	}
 	if !cleanPath(r.URL.EscapedPath()) {
 		// ServeMux would answer 301 to the cleaned path, turning a POST into a GET on
 		// most clients; an API path is either exact or not found.

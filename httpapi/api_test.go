@@ -369,13 +369,13 @@ func TestRoutesServed(t *testing.T) {
 func TestNewServer(t *testing.T) {
 	s := httpapi.NewServer(":0", http.NotFoundHandler())
 	if s.ReadHeaderTimeout != 5*time.Second || s.ReadTimeout != 30*time.Second || s.WriteTimeout != 30*time.Second ||
-		s.IdleTimeout != 120*time.Second || s.MaxHeaderBytes != 64<<10 || s.Addr != ":0" {
+		s.IdleTimeout != 120*time.Second || s.MaxHeaderBytes != httpapi.TransportHeaderBytes || s.Addr != ":0" {
 		t.Fatalf("server %+v", s)
 	}
 	// Zero fields take the defaults; set ones win.
 	s = httpapi.NewServerWith(":1", http.NotFoundHandler(), httpapi.Timeouts{ReadHeader: time.Second, Idle: 3 * time.Second})
 	if s.ReadHeaderTimeout != time.Second || s.ReadTimeout != 30*time.Second || s.WriteTimeout != 30*time.Second ||
-		s.IdleTimeout != 3*time.Second || s.MaxHeaderBytes != 64<<10 || s.Addr != ":1" {
+		s.IdleTimeout != 3*time.Second || s.MaxHeaderBytes != httpapi.TransportHeaderBytes || s.Addr != ":1" {
 		t.Fatalf("server %+v", s)
 	}
 }

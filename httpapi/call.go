@@ -31,8 +31,12 @@ type call struct {
 	out  []byte       // the response body being built
 	p    parser
 
-	chk  engine.CheckRequest
-	rst  engine.ResetRequest
+	chk checkBody
+	rst engine.ResetRequest
+	// The one-item query of POST /v1/limit and its verdict.
+	q    engine.Query
+	item [1]engine.Item
+	res  [1]engine.ItemResult
 	acq  engine.AcquireRequest
 	rule engine.RuleRequest
 	// Storage of optional fields: the requests above point here when a field is present.
@@ -63,7 +67,8 @@ func (c *call) end() {
 		c.out = nil
 	}
 	c.p.end()
-	c.chk, c.rst, c.acq, c.rule = engine.CheckRequest{}, engine.ResetRequest{}, engine.AcquireRequest{}, engine.RuleRequest{}
+	c.chk, c.rst, c.acq, c.rule = checkBody{}, engine.ResetRequest{}, engine.AcquireRequest{}, engine.RuleRequest{}
+	c.q, c.item[0] = engine.Query{}, engine.Item{}
 	c.alg, c.name, c.ignoredStr = "", "", ""
 }
 
@@ -96,16 +101,18 @@ const (
 	codeMethodNotAllowed     engine.Code = "method_not_allowed"
 	codeRequestTooLarge      engine.Code = "request_too_large"
 	codeUnsupportedMediaType engine.Code = "unsupported_media_type"
+	codeHeaderTooLarge       engine.Code = "request_header_too_large"
 )
 
 const (
-	msgUnauthorized = "missing or invalid API key"
-	msgInternal     = "internal error"
-	msgNotFound     = "no such endpoint"
-	msgMethod       = "method not allowed on this endpoint; see the Allow header"
-	msgTooLarge     = "request body must be at most 65536 bytes"
-	msgMediaType    = "Content-Type must be application/json"
-	msgReadBody     = "could not read the request body"
+	msgUnauthorized   = "missing or invalid API key"
+	msgInternal       = "internal error"
+	msgNotFound       = "no such endpoint"
+	msgMethod         = "method not allowed on this endpoint; see the Allow header"
+	msgTooLarge       = "request body must be at most 65536 bytes"
+	msgMediaType      = "Content-Type must be application/json"
+	msgReadBody       = "could not read the request body"
+	msgHeaderTooLarge = "request headers must be at most 65536 bytes"
 )
 
 // statusOf maps an engine code to its HTTP status (CONTRACT §3); an unknown code is 500.

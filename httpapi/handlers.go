@@ -10,17 +10,43 @@ import (
 	"github.com/leashd/leash/engine"
 )
 
-// check serves POST /v1/limit (CONTRACT §4).
+// checkBody is the decoded body of POST /v1/limit and /v1/limit/reset; nil fields are absent.
+type checkBody struct {
+	Namespace string
+	Key       string
+	Algorithm *string
+	Limit     *int64
+	WindowMS  *int64
+	Cost      *int64
+}
+
+// algorithmOf is the engine's reading of an optional algorithm name.
+func algorithmOf(name *string) engine.Algorithm {
+	if name == nil {
+		return engine.AlgorithmUnknown
+	}
+	return engine.AlgorithmOf(*name)
+}
+
+// check serves POST /v1/limit (CONTRACT §4): a query of one item, decided by the engine.
 func (a *API) check(c *call) {
 	if err := a.decodeCheck(c); err != nil {
 		a.engineError(c, err)
 		return
 	}
-	d, err := a.eng.Check(c.r.Context(), c.acct, &c.chk)
-	if err != nil {
+	body, it := &c.chk, &c.item[0]
+	*it = engine.Item{Key: body.Key, Cost: 1, Source: engine.FromRule, // cost: 1 unless sent (spec §4.3)
+		Inline: engine.Inline{Algorithm: algorithmOf(body.Algorithm), Limit: body.Limit, WindowMS: body.WindowMS}}
+	if body.Cost != nil {
+		it.Cost = *body.Cost
+	}
+	c.q = engine.Query{Namespace: body.Namespace, Items: c.item[:], StrictCost: true}
+	if _, err := a.eng.Decide(c.r.Context(), c.acct, &c.q, c.res[:]); err != nil {
 		a.engineError(c, err)
 		return
 	}
+	r := &c.res[0]
+	d := engine.Decision{Allowed: r.Allowed, Limit: r.Limit.Limit, Remaining: r.Remaining, ResetMS: r.ResetMS}
 	if a.met != nil {
 		a.limitDecisions.Inc(d.Allowed)
 	}
@@ -122,7 +148,7 @@ func (a *API) reset(c *call) {
 		a.engineError(c, err)
 		return
 	}
-	c.rst = engine.ResetRequest{Namespace: c.chk.Namespace, Key: c.chk.Key, Algorithm: c.chk.Algorithm, WindowMS: c.chk.WindowMS}
+	c.rst = engine.ResetRequest{Namespace: c.chk.Namespace, Key: c.chk.Key, Algorithm: algorithmOf(c.chk.Algorithm), WindowMS: c.chk.WindowMS}
 	if err := a.eng.Reset(c.r.Context(), c.acct, &c.rst); err != nil {
 		a.engineError(c, err)
 		return

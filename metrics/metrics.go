@@ -135,28 +135,32 @@ func (o storeOp) since(start time.Time, err error) {
 	o.ok.Observe(time.Since(start).Seconds())
 }
 
-// InstrumentedStore times every operation of an engine.Store.
+// InstrumentedStore times every operation of an engine.Store. It embeds nothing: a method
+// added to the store's interfaces fails to compile here until it is timed too.
 type InstrumentedStore struct {
-	engine.Store
+	s                                                                                                                   engine.Store
 	spend, spendAll, reset, acquire, release, renew, rules, putRule, deleteRule, addUsage, readUsage, monthTotals, ping storeOp
-	webhook, putWebhook, deleteWebhook, enqueue, claim, ack, retry, outboxLen                                           storeOp
+	webhook, putWebhook, deleteWebhook, enqueue, claim, ack, retry, outboxLen, nowMS                                    storeOp
 }
+
+var _ engine.Store = (*InstrumentedStore)(nil)
 
 // Instrument wraps s so each operation's latency is observed.
 func (m *Metrics) Instrument(s engine.Store) *InstrumentedStore {
 	return &InstrumentedStore{
-		Store: s, spend: m.op("spend"), spendAll: m.op("spend_all"), reset: m.op("reset"), acquire: m.op("acquire"), release: m.op("release"),
+		s: s, spend: m.op("spend"), spendAll: m.op("spend_all"), reset: m.op("reset"), acquire: m.op("acquire"), release: m.op("release"),
 		renew: m.op("renew"), rules: m.op("rules"), putRule: m.op("put_rule"), deleteRule: m.op("delete_rule"),
 		addUsage: m.op("add_usage"), readUsage: m.op("read_usage"), monthTotals: m.op("month_totals"), ping: m.op("ping"),
 		webhook: m.op("webhook"), putWebhook: m.op("put_webhook"), deleteWebhook: m.op("delete_webhook"),
 		enqueue: m.op("enqueue"), claim: m.op("claim"), ack: m.op("ack"), retry: m.op("retry"), outboxLen: m.op("outbox_len"),
+		nowMS: m.op("now"),
 	}
 }
 
 // Spend times Store.Spend.
 func (s *InstrumentedStore) Spend(ctx context.Context, sp engine.Spend) (engine.Decision, error) {
 	t := time.Now()
-	d, err := s.Store.Spend(ctx, sp)
+	d, err := s.s.Spend(ctx, sp)
 	s.spend.since(t, err)
 	return d, err
 }
@@ -164,7 +168,7 @@ func (s *InstrumentedStore) Spend(ctx context.Context, sp engine.Spend) (engine.
 // SpendAll times Store.SpendAll.
 func (s *InstrumentedStore) SpendAll(ctx context.Context, spends []engine.Spend, out []engine.Decision) error {
 	t := time.Now()
-	err := s.Store.SpendAll(ctx, spends, out)
+	err := s.s.SpendAll(ctx, spends, out)
 	s.spendAll.since(t, err)
 	return err
 }
@@ -172,7 +176,7 @@ func (s *InstrumentedStore) SpendAll(ctx context.Context, spends []engine.Spend,
 // Reset times Store.Reset.
 func (s *InstrumentedStore) Reset(ctx context.Context, c engine.Counter) (bool, error) {
 	t := time.Now()
-	ok, err := s.Store.Reset(ctx, c)
+	ok, err := s.s.Reset(ctx, c)
 	s.reset.since(t, err)
 	return ok, err
 }
@@ -180,7 +184,7 @@ func (s *InstrumentedStore) Reset(ctx context.Context, c engine.Counter) (bool, 
 // Acquire times Store.Acquire.
 func (s *InstrumentedStore) Acquire(ctx context.Context, set engine.LeaseSet, token string, limit, ttlMS int64) (engine.LeaseDecision, error) {
 	t := time.Now()
-	d, err := s.Store.Acquire(ctx, set, token, limit, ttlMS)
+	d, err := s.s.Acquire(ctx, set, token, limit, ttlMS)
 	s.acquire.since(t, err)
 	return d, err
 }
@@ -188,7 +192,7 @@ func (s *InstrumentedStore) Acquire(ctx context.Context, set engine.LeaseSet, to
 // Release times Store.Release.
 func (s *InstrumentedStore) Release(ctx context.Context, set engine.LeaseSet, token string) (engine.ReleaseResult, error) {
 	t := time.Now()
-	r, err := s.Store.Release(ctx, set, token)
+	r, err := s.s.Release(ctx, set, token)
 	s.release.since(t, err)
 	return r, err
 }
@@ -196,7 +200,7 @@ func (s *InstrumentedStore) Release(ctx context.Context, set engine.LeaseSet, to
 // Renew times Store.Renew.
 func (s *InstrumentedStore) Renew(ctx context.Context, set engine.LeaseSet, token string, ttlMS int64) (engine.RenewResult, error) {
 	t := time.Now()
-	r, err := s.Store.Renew(ctx, set, token, ttlMS)
+	r, err := s.s.Renew(ctx, set, token, ttlMS)
 	s.renew.since(t, err)
 	return r, err
 }
@@ -204,7 +208,7 @@ func (s *InstrumentedStore) Renew(ctx context.Context, set engine.LeaseSet, toke
 // Rules times Store.Rules.
 func (s *InstrumentedStore) Rules(ctx context.Context, account, namespace string) (engine.Rules, error) {
 	t := time.Now()
-	r, err := s.Store.Rules(ctx, account, namespace)
+	r, err := s.s.Rules(ctx, account, namespace)
 	s.rules.since(t, err)
 	return r, err
 }
@@ -212,7 +216,7 @@ func (s *InstrumentedStore) Rules(ctx context.Context, account, namespace string
 // PutRule times Store.PutRule.
 func (s *InstrumentedStore) PutRule(ctx context.Context, account, namespace string, r engine.Rule) (bool, error) {
 	t := time.Now()
-	created, err := s.Store.PutRule(ctx, account, namespace, r)
+	created, err := s.s.PutRule(ctx, account, namespace, r)
 	s.putRule.since(t, err)
 	return created, err
 }
@@ -220,7 +224,7 @@ func (s *InstrumentedStore) PutRule(ctx context.Context, account, namespace stri
 // DeleteRule times Store.DeleteRule.
 func (s *InstrumentedStore) DeleteRule(ctx context.Context, account, namespace string, kind engine.RuleKind) (bool, error) {
 	t := time.Now()
-	deleted, err := s.Store.DeleteRule(ctx, account, namespace, kind)
+	deleted, err := s.s.DeleteRule(ctx, account, namespace, kind)
 	s.deleteRule.since(t, err)
 	return deleted, err
 }
@@ -228,7 +232,7 @@ func (s *InstrumentedStore) DeleteRule(ctx context.Context, account, namespace s
 // AddUsage times Store.AddUsage.
 func (s *InstrumentedStore) AddUsage(ctx context.Context, b engine.UsageBatch) error {
 	t := time.Now()
-	err := s.Store.AddUsage(ctx, b)
+	err := s.s.AddUsage(ctx, b)
 	s.addUsage.since(t, err)
 	return err
 }
@@ -236,7 +240,7 @@ func (s *InstrumentedStore) AddUsage(ctx context.Context, b engine.UsageBatch) e
 // ReadUsage times Store.ReadUsage.
 func (s *InstrumentedStore) ReadUsage(ctx context.Context, q engine.UsageQuery) (engine.UsageReport, error) {
 	t := time.Now()
-	r, err := s.Store.ReadUsage(ctx, q)
+	r, err := s.s.ReadUsage(ctx, q)
 	s.readUsage.since(t, err)
 	return r, err
 }
@@ -244,7 +248,7 @@ func (s *InstrumentedStore) ReadUsage(ctx context.Context, q engine.UsageQuery) 
 // MonthTotals times Store.MonthTotals.
 func (s *InstrumentedStore) MonthTotals(ctx context.Context, month engine.Month, accounts []string) ([]int64, error) {
 	t := time.Now()
-	r, err := s.Store.MonthTotals(ctx, month, accounts)
+	r, err := s.s.MonthTotals(ctx, month, accounts)
 	s.monthTotals.since(t, err)
 	return r, err
 }
@@ -252,7 +256,7 @@ func (s *InstrumentedStore) MonthTotals(ctx context.Context, month engine.Month,
 // Webhook times Store.Webhook.
 func (s *InstrumentedStore) Webhook(ctx context.Context, account string) (engine.Webhook, bool, error) {
 	t := time.Now()
-	w, ok, err := s.Store.Webhook(ctx, account)
+	w, ok, err := s.s.Webhook(ctx, account)
 	s.webhook.since(t, err)
 	return w, ok, err
 }
@@ -260,7 +264,7 @@ func (s *InstrumentedStore) Webhook(ctx context.Context, account string) (engine
 // PutWebhook times Store.PutWebhook.
 func (s *InstrumentedStore) PutWebhook(ctx context.Context, account string, w engine.Webhook) error {
 	t := time.Now()
-	err := s.Store.PutWebhook(ctx, account, w)
+	err := s.s.PutWebhook(ctx, account, w)
 	s.putWebhook.since(t, err)
 	return err
 }
@@ -268,7 +272,7 @@ func (s *InstrumentedStore) PutWebhook(ctx context.Context, account string, w en
 // DeleteWebhook times Store.DeleteWebhook.
 func (s *InstrumentedStore) DeleteWebhook(ctx context.Context, account string) (bool, error) {
 	t := time.Now()
-	ok, err := s.Store.DeleteWebhook(ctx, account)
+	ok, err := s.s.DeleteWebhook(ctx, account)
 	s.deleteWebhook.since(t, err)
 	return ok, err
 }
@@ -276,7 +280,7 @@ func (s *InstrumentedStore) DeleteWebhook(ctx context.Context, account string) (
 // Enqueue times Store.Enqueue.
 func (s *InstrumentedStore) Enqueue(ctx context.Context, ev engine.OutboxEvent, onceKey string) (bool, error) {
 	t := time.Now()
-	ok, err := s.Store.Enqueue(ctx, ev, onceKey)
+	ok, err := s.s.Enqueue(ctx, ev, onceKey)
 	s.enqueue.since(t, err)
 	return ok, err
 }
@@ -284,7 +288,7 @@ func (s *InstrumentedStore) Enqueue(ctx context.Context, ev engine.OutboxEvent, 
 // Claim times Store.Claim.
 func (s *InstrumentedStore) Claim(ctx context.Context, max int, visibilityMS int64) ([]engine.OutboxEvent, error) {
 	t := time.Now()
-	evs, err := s.Store.Claim(ctx, max, visibilityMS)
+	evs, err := s.s.Claim(ctx, max, visibilityMS)
 	s.claim.since(t, err)
 	return evs, err
 }
@@ -292,7 +296,7 @@ func (s *InstrumentedStore) Claim(ctx context.Context, max int, visibilityMS int
 // Ack times Store.Ack.
 func (s *InstrumentedStore) Ack(ctx context.Context, id string) error {
 	t := time.Now()
-	err := s.Store.Ack(ctx, id)
+	err := s.s.Ack(ctx, id)
 	s.ack.since(t, err)
 	return err
 }
@@ -300,7 +304,7 @@ func (s *InstrumentedStore) Ack(ctx context.Context, id string) error {
 // Retry times Store.Retry.
 func (s *InstrumentedStore) Retry(ctx context.Context, id string, delayMS int64) error {
 	t := time.Now()
-	err := s.Store.Retry(ctx, id, delayMS)
+	err := s.s.Retry(ctx, id, delayMS)
 	s.retry.since(t, err)
 	return err
 }
@@ -308,7 +312,7 @@ func (s *InstrumentedStore) Retry(ctx context.Context, id string, delayMS int64)
 // OutboxLen times Store.OutboxLen.
 func (s *InstrumentedStore) OutboxLen(ctx context.Context) (int64, error) {
 	t := time.Now()
-	n, err := s.Store.OutboxLen(ctx)
+	n, err := s.s.OutboxLen(ctx)
 	s.outboxLen.since(t, err)
 	return n, err
 }
@@ -316,7 +320,18 @@ func (s *InstrumentedStore) OutboxLen(ctx context.Context) (int64, error) {
 // Ping times Store.Ping.
 func (s *InstrumentedStore) Ping(ctx context.Context) error {
 	t := time.Now()
-	err := s.Store.Ping(ctx)
+	err := s.s.Ping(ctx)
 	s.ping.since(t, err)
 	return err
 }
+
+// NowMS times Store.NowMS.
+func (s *InstrumentedStore) NowMS(ctx context.Context) (int64, error) {
+	t := time.Now()
+	n, err := s.s.NowMS(ctx)
+	s.nowMS.since(t, err)
+	return n, err
+}
+
+// Close closes the store; it is not timed.
+func (s *InstrumentedStore) Close() error { return s.s.Close() }

@@ -48,20 +48,11 @@ const (
 // Outcomes lists every Outcome, so metrics can show each from the start.
 func Outcomes() []Outcome { return []Outcome{Delivered, Retried, Failed, Dropped} }
 
-// Outbox is the part of engine.Store a Deliverer works on.
-type Outbox interface {
-	Webhook(ctx context.Context, account string) (engine.Webhook, bool, error)
-	Claim(ctx context.Context, max int, visibilityMS int64) ([]engine.OutboxEvent, error)
-	Ack(ctx context.Context, id string) error
-	Retry(ctx context.Context, id string, delayMS int64) error
-	OutboxLen(ctx context.Context) (int64, error)
-}
-
 // Options configures a Deliverer. Zero durations and counts take the defaults of
 // CONTRACT §10.
 type Options struct {
 	// Store holds the outbox and the webhooks; required.
-	Store Outbox
+	Store engine.WebhookStore
 	// Account finds an event's account; an event of an account that is gone, or whose
 	// plan has no webhooks, is dropped. Nil admits every account.
 	Account func(id string) (*engine.Account, bool)

@@ -497,6 +497,7 @@ func (b *builder) rule(m map[string]*yaml.Node, dp string, desc []Entry) *Rule {
 			b.names[name] = true
 		}
 	}
+	r.EngineLimits = EngineLimits(r.Limits)
 	b.dom.rules = append(b.dom.rules, r)
 	return r
 }

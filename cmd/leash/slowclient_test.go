@@ -23,7 +23,7 @@ func TestHTTPTimeoutDefaults(t *testing.T) {
 	}
 	s := httpapi.NewServerWith(cfg.HTTP.Addr, http.NotFoundHandler(), httpTimeouts(cfg.HTTP))
 	if s.ReadHeaderTimeout != 5*time.Second || s.ReadTimeout != 30*time.Second ||
-		s.WriteTimeout != 30*time.Second || s.IdleTimeout != 120*time.Second || s.MaxHeaderBytes != 64<<10 {
+		s.WriteTimeout != 30*time.Second || s.IdleTimeout != 120*time.Second || s.MaxHeaderBytes != httpapi.TransportHeaderBytes {
 		t.Fatalf("default /v1 server: header %v read %v write %v idle %v max header bytes %d",
 			s.ReadHeaderTimeout, s.ReadTimeout, s.WriteTimeout, s.IdleTimeout, s.MaxHeaderBytes)
 	}

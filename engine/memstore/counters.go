@@ -12,24 +12,10 @@ import (
 
 var (
 	errNoRoom       = fmt.Errorf("memstore: no room for new state: %w", engine.ErrNoRoom)
-	errInvalidSpend = errors.New("memstore: spend outside the algorithm's ranges")
-	errInvalidSet   = errors.New("memstore: SpendAll takes 1 to engine.MaxSpendAll distinct counters of one key")
 	errInvalidLease = errors.New("memstore: lease limit and time-to-live must be positive")
 	errInvalidRule  = errors.New("memstore: rule has no algorithm")
 	errUsageSpan    = errors.New("memstore: usage query spans too many days")
 )
-
-// validSpend reports whether sp is within the ranges package algo is exact for.
-func validSpend(sp *engine.Spend) bool {
-	switch sp.Counter.Algorithm {
-	case engine.FixedWindow, engine.SlidingWindow, engine.TokenBucket:
-	default:
-		return false
-	}
-	return sp.Limit >= 1 && sp.Limit <= algo.MaxLimit &&
-		sp.Cost >= 0 && sp.Cost <= sp.Limit &&
-		sp.Counter.WindowMS >= 1 && sp.Counter.WindowMS <= algo.MaxWindowMS
-}
 
 // decide runs the counter's algorithm on its state, stored as three integers:
 // fixed_window {Window, Count, 0}, sliding_window {Window, Curr, Prev},
@@ -53,8 +39,8 @@ func (s *Store) Spend(_ context.Context, sp engine.Spend) (engine.Decision, erro
 	if s.closed.Load() {
 		return engine.Decision{}, ErrClosed
 	}
-	if !validSpend(&sp) {
-		return engine.Decision{}, errInvalidSpend
+	if err := sp.Validate(); err != nil {
+		return engine.Decision{}, fmt.Errorf("memstore: spend: %w", err)
 	}
 	now := s.nowMS()
 	var buf [keyBufSize]byte
@@ -103,10 +89,10 @@ func (s *Store) SpendAll(_ context.Context, spends []engine.Spend, out []engine.
 	if s.closed.Load() {
 		return ErrClosed
 	}
-	n := len(spends)
-	if n == 0 || n > engine.MaxSpendAll || len(out) < n {
-		return errInvalidSet
+	if err := engine.ValidateSpendAll(spends, out); err != nil {
+		return fmt.Errorf("memstore: spend all: %w", err)
 	}
+	n := len(spends)
 	var (
 		bufs  [engine.MaxSpendAll][keyBufSize]byte
 		keys  [engine.MaxSpendAll][]byte
@@ -116,21 +102,8 @@ func (s *Store) SpendAll(_ context.Context, spends []engine.Spend, out []engine.
 		res   [engine.MaxSpendAll]algo.Result
 		order [engine.MaxSpendAll]int
 	)
-	c0 := &spends[0].Counter
 	for i := range n {
-		sp := &spends[i]
-		if !validSpend(sp) {
-			return errInvalidSpend
-		}
-		if sp.Counter.Account != c0.Account || sp.Counter.Namespace != c0.Namespace || sp.Counter.Key != c0.Key {
-			return errInvalidSet
-		}
-		keys[i] = appendCounterKey(bufs[i][:0], &sp.Counter)
-		for j := range i {
-			if string(keys[j]) == string(keys[i]) {
-				return errInvalidSet
-			}
-		}
+		keys[i] = appendCounterKey(bufs[i][:0], &spends[i].Counter)
 		shs[i], hs[i] = s.shardOf(keys[i])
 		order[i] = int(hs[i] & s.mask)
 	}
@@ -197,6 +170,9 @@ func (s *Store) SpendAll(_ context.Context, spends []engine.Spend, out []engine.
 func (s *Store) Reset(_ context.Context, c engine.Counter) (bool, error) {
 	if s.closed.Load() {
 		return false, ErrClosed
+	}
+	if err := c.Validate(); err != nil {
+		return false, fmt.Errorf("memstore: reset: %w", err)
 	}
 	now := s.nowMS()
 	var buf [keyBufSize]byte

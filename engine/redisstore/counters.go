@@ -4,25 +4,16 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 
 	"github.com/leashd/leash/engine"
-	"github.com/leashd/leash/engine/algo"
-)
-
-var (
-	errInvalidSpend = errors.New("redisstore: spend outside the algorithm's ranges")
-	errInvalidSet   = errors.New("redisstore: SpendAll takes 1 to engine.MaxSpendAll distinct counters of one key")
 )
 
 // Spend decides one rate-limit request with one EVALSHA of lua/spend.lua.
 func (s *Store) Spend(ctx context.Context, sp engine.Spend) (engine.Decision, error) {
-	code := algCode(sp.Counter.Algorithm)
-	if code == "" || sp.Limit < 1 || sp.Limit > algo.MaxLimit || sp.Cost < 0 || sp.Cost > sp.Limit ||
-		sp.Counter.WindowMS < 1 || sp.Counter.WindowMS > algo.MaxWindowMS {
-		// Outside these ranges the scripts' arithmetic is not exact (engine/algo).
-		return engine.Decision{}, errInvalidSpend
+	if err := sp.Validate(); err != nil {
+		return engine.Decision{}, fmt.Errorf("redisstore: spend: %w", err)
 	}
+	code := algCode(sp.Counter.Algorithm)
 	var buf [4]int64 // the reply, without a heap allocation
 	r, err := s.runHot(ctx, s.sc.spend, buf[:0], []string{s.keys.counter(sp.Counter)},
 		sarg(s.nowArg()), narg(s.slack), sarg(code), narg(sp.Limit), narg(sp.Counter.WindowMS), narg(sp.Cost))
@@ -38,29 +29,17 @@ func (s *Store) Spend(ctx context.Context, sp engine.Spend) (engine.Decision, er
 // SpendAll decides several counters of one key with one EVALSHA of lua/spend_all.lua: all
 // spend or none.
 func (s *Store) SpendAll(ctx context.Context, spends []engine.Spend, out []engine.Decision) error {
-	n := len(spends)
-	if n == 0 || n > engine.MaxSpendAll || len(out) < n {
-		return errInvalidSet
+	if err := engine.ValidateSpendAll(spends, out); err != nil {
+		return fmt.Errorf("redisstore: spend all: %w", err)
 	}
+	n := len(spends)
 	keys := make([]string, n)
 	args := make([]arg, 0, 2+4*n)
 	args = append(args, sarg(s.nowArg()), narg(s.slack))
-	c0 := &spends[0].Counter
 	for i := range spends {
 		sp := &spends[i]
-		code := algCode(sp.Counter.Algorithm)
-		if code == "" || sp.Limit < 1 || sp.Limit > algo.MaxLimit || sp.Cost < 0 || sp.Cost > sp.Limit ||
-			sp.Counter.WindowMS < 1 || sp.Counter.WindowMS > algo.MaxWindowMS {
-			return errInvalidSpend
-		}
-		if sp.Counter.Account != c0.Account || sp.Counter.Namespace != c0.Namespace || sp.Counter.Key != c0.Key {
-			return errInvalidSet
-		}
 		keys[i] = s.keys.counter(sp.Counter)
-		if slices.Contains(keys[:i], keys[i]) {
-			return errInvalidSet
-		}
-		args = append(args, sarg(code), narg(sp.Limit), narg(sp.Counter.WindowMS), narg(sp.Cost))
+		args = append(args, sarg(algCode(sp.Counter.Algorithm)), narg(sp.Limit), narg(sp.Counter.WindowMS), narg(sp.Cost))
 	}
 	r, err := s.runHot(ctx, s.sc.spendAll, nil, keys, args...)
 	if err != nil {
@@ -81,10 +60,10 @@ func (s *Store) Reset(ctx context.Context, c engine.Counter) (bool, error) {
 	if s.closed.Load() {
 		return false, errClosed
 	}
-	code := algCode(c.Algorithm)
-	if code == "" || c.WindowMS < 1 || c.WindowMS > algo.MaxWindowMS {
-		return false, fmt.Errorf("redisstore: reset: %q with window %d is not a rate counter", c.Algorithm, c.WindowMS)
+	if err := c.Validate(); err != nil {
+		return false, fmt.Errorf("redisstore: reset: %w", err)
 	}
+	code := algCode(c.Algorithm)
 	ctx = s.opCtx(ctx)
 	cmd, err := s.eval(ctx, s.sc.reset, []string{s.keys.counter(c)}, s.nowArg(), s.slack, code, c.WindowMS)
 	if err != nil {

@@ -3,6 +3,7 @@ package redisstore
 import (
 	"context"
 	"encoding/json"
+	"github.com/leashd/leash/internal/testkit"
 	"math/rand/v2"
 	"strconv"
 	"sync"
@@ -143,13 +144,13 @@ func TestTwoInstancesShareCountsAndRules(t *testing.T) {
 	t.Parallel()
 	a, b, _, _, acct := twoEngines(t, nil, nil)
 	ctx := context.Background()
-	check := engine.CheckRequest{Namespace: "api", Key: "user-1", Algorithm: ptr("fixed_window"), Limit: ptr(int64(10)), WindowMS: ptr(int64(3_600_000))}
+	check := testkit.Check{Namespace: "api", Key: "user-1", Algorithm: ptr("fixed_window"), Limit: ptr(int64(10)), WindowMS: ptr(int64(3_600_000))}
 	for i := range 10 {
 		eng := a
 		if i%2 == 1 {
 			eng = b
 		}
-		d, err := eng.Check(ctx, acct, &check)
+		d, err := check.Do(ctx, eng, acct)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -158,7 +159,7 @@ func TestTwoInstancesShareCountsAndRules(t *testing.T) {
 		}
 	}
 	for _, eng := range []*engine.Engine{a, b} {
-		if d, err := eng.Check(ctx, acct, &check); err != nil || d.Allowed {
+		if d, err := check.Do(ctx, eng, acct); err != nil || d.Allowed {
 			t.Fatalf("11th check allowed (%v, %v): the instances do not share the counter", d, err)
 		}
 	}
@@ -181,8 +182,8 @@ func TestTwoInstancesShareCountsAndRules(t *testing.T) {
 
 	// Rules: b caches "no rule", a writes one; b must use it within 1 s. Then a replaces
 	// and deletes it, each seen by b within 1 s.
-	noInline := engine.CheckRequest{Namespace: "rules-ns", Key: "k"}
-	if _, err := b.Check(ctx, acct, &noInline); engine.CodeOf(err) != engine.CodeMissingLimit {
+	noInline := testkit.Check{Namespace: "rules-ns", Key: "k"}
+	if _, err := noInline.Do(ctx, b, acct); engine.CodeOf(err) != engine.CodeMissingLimit {
 		t.Fatalf("before any rule: %v, want missing_limit", err)
 	}
 	var worst time.Duration
@@ -203,7 +204,7 @@ func TestTwoInstancesShareCountsAndRules(t *testing.T) {
 			t.Fatal(err)
 		}
 		// The writer sees its own write at once.
-		d, err := a.Check(ctx, acct, &noInline)
+		d, err := noInline.Do(ctx, a, acct)
 		if step.limit == 0 {
 			if engine.CodeOf(err) != engine.CodeMissingLimit {
 				t.Fatalf("step %d: writer still sees a rule: %v %v", i, d, err)
@@ -212,7 +213,7 @@ func TestTwoInstancesShareCountsAndRules(t *testing.T) {
 			t.Fatalf("step %d: writer sees limit %d (%v), want %d", i, d.Limit, err, step.limit)
 		}
 		for {
-			d, err := b.Check(ctx, acct, &noInline)
+			d, err := noInline.Do(ctx, b, acct)
 			if step.limit == 0 && engine.CodeOf(err) == engine.CodeMissingLimit {
 				break
 			}
@@ -242,7 +243,7 @@ func TestClockSkew(t *testing.T) {
 	ctx := context.Background()
 
 	a, b, sa, sb, acct := twoEngines(t, nil, nil)
-	check := engine.CheckRequest{Namespace: "skew", Key: "k", Algorithm: ptr("fixed_window"), Limit: ptr(int64(20)), WindowMS: ptr(int64(3_600_000))}
+	check := testkit.Check{Namespace: "skew", Key: "k", Algorithm: ptr("fixed_window"), Limit: ptr(int64(20)), WindowMS: ptr(int64(3_600_000))}
 	allowed := 0
 	var lastA, lastB int64
 	for i := range 30 {
@@ -250,7 +251,7 @@ func TestClockSkew(t *testing.T) {
 		if i%3 == 0 {
 			eng = b
 		}
-		d, err := eng.Check(ctx, acct, &check)
+		d, err := check.Do(ctx, eng, acct)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -317,7 +318,7 @@ func TestTwoInstancesQuotaEventOnce(t *testing.T) {
 	opts := engine.Options{Logger: quietLogger()}
 	engines := []*engine.Engine{engine.New(sa, dir, opts), engine.New(sb, dir, opts)}
 	ctx := context.Background()
-	req := engine.CheckRequest{Namespace: "api", Key: "k", Limit: ptr(int64(1_000_000)), WindowMS: ptr(int64(60_000))}
+	req := testkit.Check{Namespace: "api", Key: "k", Limit: ptr(int64(1_000_000)), WindowMS: ptr(int64(60_000))}
 
 	// Each instance serves 40 checks and flushes after every 4, both at once: the
 	// account crosses 50 while both are flushing.
@@ -326,7 +327,7 @@ func TestTwoInstancesQuotaEventOnce(t *testing.T) {
 	for _, eng := range engines {
 		wg.Go(func() {
 			for i := range 40 {
-				if _, err := eng.Check(ctx, acct, &req); err != nil {
+				if _, err := req.Do(ctx, eng, acct); err != nil {
 					errs <- err
 					return
 				}

@@ -1,0 +1,42 @@
+// Package testkit holds the helpers Leash's tests share.
+package testkit
+
+import (
+	"context"
+
+	"github.com/leashd/leash/engine"
+)
+
+// Check is a POST /v1/limit check as the HTTP edge hands it to the engine; nil fields are
+// absent.
+type Check struct {
+	Namespace string
+	Key       string
+	Algorithm *string
+	Limit     *int64
+	WindowMS  *int64
+	Cost      *int64
+}
+
+// Do decides the check through the engine's one decision path, as httpapi does.
+func (c Check) Do(ctx context.Context, e *engine.Engine, a *engine.Account) (engine.Decision, error) {
+	alg := engine.AlgorithmUnknown
+	if c.Algorithm != nil {
+		alg = engine.AlgorithmOf(*c.Algorithm)
+	}
+	it := engine.Item{Key: c.Key, Cost: 1, Source: engine.FromRule,
+		Inline: engine.Inline{Algorithm: alg, Limit: c.Limit, WindowMS: c.WindowMS}}
+	if c.Cost != nil {
+		it.Cost = *c.Cost
+	}
+	var r [1]engine.ItemResult
+	out, err := e.Decide(ctx, a, &engine.Query{Namespace: c.Namespace, Items: []engine.Item{it}, StrictCost: true}, r[:])
+	if err != nil {
+		return engine.Decision{}, err
+	}
+	return engine.Decision{Allowed: r[0].Allowed, Limit: r[0].Limit.Limit, Remaining: r[0].Remaining,
+		ResetMS: r[0].ResetMS, NowMS: out.NowMS}, nil
+}
+
+// Ptr returns a pointer to v.
+func Ptr[T any](v T) *T { return &v }
