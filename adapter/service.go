@@ -1,6 +1,6 @@
 // Package adapter serves Envoy's RateLimitService (envoy.service.ratelimit.v3) over the
 // engine, so an Envoy or Istio ext rate-limit filter can use Leash in place of
-// envoyproxy/ratelimit with the same descriptor files (CONTRACT §9).
+// envoyproxy/ratelimit with the same descriptor files (spec §9).
 //
 // A request's domain is a namespace of the account the domain maps to (Routing). Each
 // descriptor is matched against the descriptor files (package descriptors); its counter
@@ -52,7 +52,7 @@ type Config struct {
 
 // Validate checks cfg against the accounts of dir: every domain of the descriptor files
 // maps to an existing account, and every algorithm a file names is on that account's plan
-// (CONTRACT §11.2, §12.11). Errors name the domain and the file.
+// (spec §9.1, §9.3). Errors name the domain and the file.
 func (cfg *Config) Validate(dir *engine.Directory) error {
 	if id := cfg.Routing.DefaultAccount; id != "" {
 		if _, ok := dir.Account(id); !ok {
@@ -141,7 +141,7 @@ type verdict struct {
 	resetMS   int64
 }
 
-// ShouldRateLimit decides every descriptor of the request (CONTRACT §9).
+// ShouldRateLimit decides every descriptor of the request (spec §9.5).
 func (s *Service) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitRequest) (*rlsv3.RateLimitResponse, error) {
 	domain := req.GetDomain()
 	if domain == "" {
@@ -161,7 +161,7 @@ func (s *Service) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReque
 		acct, _ = s.opts.Accounts(id)
 	}
 	if acct == nil {
-		// No account: OK and counted nowhere (CONTRACT §11.2).
+		// No account: OK and counted nowhere (spec §9.1).
 		if id != "" {
 			s.opts.Logger.Warn("envoy: domain maps to a missing account; answering OK", "domain", domain, "account", id)
 		}
@@ -240,7 +240,7 @@ type plan struct {
 }
 
 // plan matches every descriptor and applies `replaces` across the request: a limit whose
-// name another matched descriptor replaces is dropped (CONTRACT §12.16).
+// name another matched descriptor replaces is dropped (spec §9.5).
 func (s *Service) plan(cfg *Config, domain string, ds []*rlcommon.RateLimitDescriptor) []plan {
 	plans := make([]plan, len(ds))
 	total := 0
@@ -313,7 +313,7 @@ func (s *Service) plan(cfg *Config, domain string, ds []*rlcommon.RateLimitDescr
 // decide answers one descriptor.
 func (s *Service) decide(ctx context.Context, a *engine.Account, domain string, p *plan, cost int64) (verdict, error) {
 	if p.noEntries || p.replaced {
-		// OK with no limit (the peer's answer); it still counts as a check (CONTRACT §11.7).
+		// OK with no limit (the peer's answer); it still counts as a check (spec §9.9).
 		s.opts.Engine.CountCheck(a, domain)
 		return verdict{}, nil
 	}
@@ -488,7 +488,7 @@ func headers(v *verdict) []*corev3.HeaderValue {
 }
 
 // hardCapped answers every descriptor OVER_LIMIT with Retry-After to the end of the month
-// (CONTRACT §12.11): an error would let Envoy fail open.
+// (spec §9.9): an error would let Envoy fail open.
 func (s *Service) hardCapped(req *rlsv3.RateLimitRequest, resp *rlsv3.RateLimitResponse, err error) *rlsv3.RateLimitResponse {
 	var e *engine.Error
 	retry := int64(1)

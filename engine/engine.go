@@ -133,7 +133,7 @@ func (e *Engine) Directory() *Directory { return e.directory.Load() }
 // Ping reports whether the store answers.
 func (e *Engine) Ping(ctx context.Context) error { return e.store.Ping(ctx) }
 
-// Check spends units of a counter (CONTRACT §4). A denial is a Decision, not an error.
+// Check spends units of a counter (spec §4.1). A denial is a Decision, not an error.
 func (e *Engine) Check(ctx context.Context, a *Account, r *CheckRequest) (Decision, error) {
 	if err := checkTarget(r.Namespace, r.Key); err != nil {
 		return Decision{}, err
@@ -196,7 +196,7 @@ func (e *Engine) Reset(ctx context.Context, a *Account, r *ResetRequest) error {
 }
 
 // resolveRate fills algorithm, limit and window from inline values, else the namespace's
-// rate rule (CONTRACT §4), and applies the algorithm plan gate. needLimit is false for
+// rate rule (spec §4.2), and applies the algorithm plan gate. needLimit is false for
 // resets, which ignore the limit.
 func (e *Engine) resolveRate(ctx context.Context, a *Account, ns string, algName *string, limit, window *int64, needLimit bool) (Algorithm, int64, int64, error) {
 	alg := AlgorithmUnknown
@@ -263,7 +263,7 @@ func (e *Engine) hardCap(a *Account) error {
 }
 
 // LeasesAllowed reports concurrent_not_on_plan for plans without leases; the HTTP edge
-// calls it before reading the body (CONTRACT §12.1).
+// calls it before reading the body (spec §3.7).
 func LeasesAllowed(a *Account) error {
 	if !a.Plan.ConcurrentLimit {
 		return newError(CodeConcurrentNotOnPlan, "concurrency leases are not available on plan "+a.Plan.Name)
@@ -271,7 +271,7 @@ func LeasesAllowed(a *Account) error {
 	return nil
 }
 
-// Acquire takes a lease if fewer than limit are held (CONTRACT §5).
+// Acquire takes a lease if fewer than limit are held (spec §5.2).
 func (e *Engine) Acquire(ctx context.Context, a *Account, r *AcquireRequest) (LeaseDecision, error) {
 	if err := LeasesAllowed(a); err != nil {
 		return LeaseDecision{}, err
@@ -365,7 +365,7 @@ func (e *Engine) Renew(ctx context.Context, a *Account, leaseID string, windowMS
 	return res, nil
 }
 
-// PutRule creates or replaces the namespace's rule of the algorithm's kind (CONTRACT §6).
+// PutRule creates or replaces the namespace's rule of the algorithm's kind (spec §6.2).
 func (e *Engine) PutRule(ctx context.Context, a *Account, ns string, r *RuleRequest) (NamespaceRule, bool, error) {
 	if err := CheckNamespace(ns); err != nil {
 		return NamespaceRule{}, false, err
@@ -439,7 +439,7 @@ func (e *Engine) DeleteRule(ctx context.Context, a *Account, ns string, kind Rul
 	return deleted, nil
 }
 
-// Stats reports a namespace's last 30 UTC days and its account's month (CONTRACT §7).
+// Stats reports a namespace's last 30 UTC days and its account's month (spec §7.2).
 func (e *Engine) Stats(ctx context.Context, a *Account, ns string) (Stats, error) {
 	if err := CheckNamespace(ns); err != nil {
 		return Stats{}, err

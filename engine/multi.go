@@ -22,7 +22,7 @@ type MultiCheck struct {
 }
 
 // CheckAll decides r in one atomic store operation: out[i] is Limits[i]'s verdict, and the
-// cost is spent on every counter or on none (CONTRACT §12.11). A cost above a limit is
+// cost is spent on every counter or on none (spec §9.3). A cost above a limit is
 // denied for that limit without spending. The hard cap is an *Error with RetryAfterSec.
 // The check counts once in usage, blocked when any limit denies (unless Shadow).
 func (e *Engine) CheckAll(ctx context.Context, a *Account, r *MultiCheck, out []Decision) error {

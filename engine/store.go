@@ -7,11 +7,11 @@ import "context"
 // when the store cannot answer; the engine turns those into "unavailable".
 type Store interface {
 	// Spend spends s.Cost units of s.Counter if they fit under s.Limit, by the counter's
-	// algorithm (CONTRACT §4). A denied spend changes nothing.
+	// algorithm (spec §4.6–§4.9). A denied spend changes nothing.
 	Spend(ctx context.Context, s Spend) (Decision, error)
 	// SpendAll decides 1 to MaxSpendAll spends of one account, namespace and key (distinct
 	// algorithm or window) in one atomic step: out[i] is spends[i]'s own verdict, and the
-	// costs are spent only if every one is allowed, else nothing changes (CONTRACT §12.11).
+	// costs are spent only if every one is allowed, else nothing changes (spec §9.3).
 	SpendAll(ctx context.Context, spends []Spend, out []Decision) error
 	// Reset clears a counter; existed reports whether it held unexpired state.
 	Reset(ctx context.Context, c Counter) (existed bool, err error)
@@ -40,7 +40,7 @@ type Store interface {
 	// MonthTotals returns each account's usage total in month, in the order given.
 	MonthTotals(ctx context.Context, month Month, accounts []string) ([]int64, error)
 
-	// Webhooks and the outbox (CONTRACT §8). These methods reject out-of-range arguments
+	// Webhooks and the outbox (spec §8.1, §8.5). These methods reject out-of-range arguments
 	// (an empty account, URL or event id, see ValidateWebhook, OutboxEvent.Validate and
 	// ValidateOutboxDelay; a Claim max below 1) with an error wrapping ErrInvalidArgument,
 	// changing nothing.

@@ -14,7 +14,7 @@ import (
 // Algorithm names a rate-limit algorithm, or the lease kind concurrent_limit.
 type Algorithm uint8
 
-// The algorithms of CONTRACT §4 and the lease kind of §5.
+// The algorithms of spec §4.6–§4.8 and the lease kind of spec §5.1.
 const (
 	AlgorithmUnknown Algorithm = iota
 	FixedWindow
@@ -70,7 +70,7 @@ type Spend struct {
 // MaxSpendAll is the most counters one Store.SpendAll decides together.
 const MaxSpendAll = 8
 
-// Decision is a store's verdict on a Spend (CONTRACT §4).
+// Decision is a store's verdict on a Spend (spec §4.9).
 type Decision struct {
 	Allowed   bool
 	Limit     int64
@@ -89,7 +89,7 @@ type LeaseSet struct {
 	Key       string
 }
 
-// LeaseDecision is the verdict on acquiring a lease (CONTRACT §5).
+// LeaseDecision is the verdict on acquiring a lease (spec §5.1).
 type LeaseDecision struct {
 	Allowed bool
 	// LeaseID is set by the engine when Allowed; stores leave it empty.
@@ -144,7 +144,7 @@ func ParseRuleKind(s string) (RuleKind, bool) {
 	return RateRule, false
 }
 
-// Rule is a namespace's default for one kind (CONTRACT §6).
+// Rule is a namespace's default for one kind (spec §6.1).
 type Rule struct {
 	Algorithm Algorithm
 	Limit     int64
@@ -237,13 +237,13 @@ type UsageReport struct {
 	MonthTotal int64
 }
 
-// Webhook is an account's webhook endpoint and signing secret (CONTRACT §8).
+// Webhook is an account's webhook endpoint and signing secret (spec §8.1).
 type Webhook struct {
 	URL    string
 	Secret string
 }
 
-// OutboxEvent is a webhook event waiting in the outbox (CONTRACT §8).
+// OutboxEvent is a webhook event waiting in the outbox (spec §8.5).
 type OutboxEvent struct {
 	ID        string // unique per event
 	Account   string

@@ -4,7 +4,7 @@ import (
 	"unicode/utf8"
 )
 
-// Bounds of rule and inline values (CONTRACT §6).
+// Bounds of rule and inline values (spec §6.3, §4.2).
 const (
 	MaxLimit     int64 = 1_000_000_000
 	MaxWindowMS  int64 = 31_622_400_000 // 366 days

@@ -10,7 +10,7 @@ import (
 	"github.com/leashd/leash/engine"
 )
 
-// check serves POST /v1/limit (CONTRACT §4).
+// check serves POST /v1/limit (spec §4.1).
 func (a *API) check(c *call) {
 	if err := a.decodeCheck(c); err != nil {
 		a.engineError(c, err)
@@ -116,7 +116,7 @@ func (a *API) decodeCheck(c *call) error {
 }
 
 // reset serves POST /v1/limit/reset: the check's fields, limit and cost ignored
-// (CONTRACT §11.11).
+// (spec §4.11).
 func (a *API) reset(c *call) {
 	if err := a.decodeCheck(c); err != nil {
 		a.engineError(c, err)
@@ -130,7 +130,7 @@ func (a *API) reset(c *call) {
 	a.writeJSON(c, http.StatusOK, append(c.out[:0], `{"reset":true}`...))
 }
 
-// acquire serves POST /v1/leases (CONTRACT §5).
+// acquire serves POST /v1/leases (spec §5.1).
 func (a *API) acquire(c *call) {
 	if err := a.decodeAcquire(c); err != nil {
 		a.engineError(c, err)
@@ -258,7 +258,7 @@ func (a *API) decodeRenew(c *call, window **int64) error {
 	}
 }
 
-// The JSON shapes of the rule and stats responses (CONTRACT §6, §7).
+// The JSON shapes of the rule and stats responses (spec §6.2, §7.2).
 type (
 	ruleJSON struct {
 		Namespace string  `json:"namespace"`
