@@ -165,7 +165,7 @@ type Redis struct {
 	Username string `mapstructure:"username"`
 	// Password is the Redis password; never log it.
 	Password string `mapstructure:"password"`
-	// WaitReplicas is how many replicas a lease acquisition waits for (default 0, §12.16).
+	// WaitReplicas is how many replicas a lease acquisition waits for (default 0, spec §11.3).
 	WaitReplicas int `mapstructure:"wait_replicas"`
 	// DialTimeout bounds connecting (default 500ms).
 	DialTimeout time.Duration `mapstructure:"dial_timeout"`
@@ -208,7 +208,7 @@ func (r *Redis) Mode() RedisMode {
 
 // Memory configures the memory store.
 type Memory struct {
-	// MaxEntries bounds live counters and leases, one entry each (default 1000000, §12.4).
+	// MaxEntries bounds live counters and leases, one entry each (default 1000000, spec §11.1).
 	MaxEntries int `mapstructure:"max_entries"`
 }
 
