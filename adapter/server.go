@@ -90,7 +90,7 @@ func NewServerWith(svc *Service, tlsConfig *tls.Config, limits Limits) (*grpc.Se
 }
 
 // WatchHealth pings the store every interval until ctx is done and reports NOT_SERVING
-// while it does not answer within timeout (CONTRACT §9), logging each change.
+// while it does not answer within timeout (spec §9.10), logging each change.
 func WatchHealth(ctx context.Context, hs *health.Server, ping func(context.Context) error, interval, timeout time.Duration, log *slog.Logger) {
 	t := time.NewTicker(interval)
 	defer t.Stop()

@@ -1,6 +1,6 @@
 // Package adapter serves Envoy's RateLimitService (envoy.service.ratelimit.v3) over the
 // engine, so an Envoy or Istio ext rate-limit filter can use Leash in place of
-// envoyproxy/ratelimit with the same descriptor files (CONTRACT §9).
+// envoyproxy/ratelimit with the same descriptor files (spec §9).
 //
 // A request's domain is a namespace of the account the domain maps to (Routing). Each
 // descriptor is matched against the descriptor files (package descriptors); its counter
@@ -52,7 +52,7 @@ type Config struct {
 
 // Validate checks cfg against the accounts of dir: every domain of the descriptor files
 // maps to an existing account, and every algorithm a file names is on that account's plan
-// (CONTRACT §11.2, §12.11). Errors name the domain and the file.
+// (spec §9.1, §9.3). Errors name the domain and the file.
 func (cfg *Config) Validate(dir *engine.Directory) error {
 	if id := cfg.Routing.DefaultAccount; id != "" {
 		if _, ok := dir.Account(id); !ok {
@@ -449,7 +449,7 @@ func headers(v *reply) []*corev3.HeaderValue {
 }
 
 // hardCapped answers every descriptor OVER_LIMIT with Retry-After to the end of the month
-// (CONTRACT §12.11): an error would let Envoy fail open.
+// (spec §9.9): an error would let Envoy fail open.
 func (s *Service) hardCapped(req *rlsv3.RateLimitRequest, resp *rlsv3.RateLimitResponse, err error) *rlsv3.RateLimitResponse {
 	var e *engine.Error
 	retry := int64(1)

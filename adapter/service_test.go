@@ -445,7 +445,7 @@ func TestHeaderDescriptorTieBreak(t *testing.T) {
 
 func TestLimitOverride(t *testing.T) {
 	h := newHarness(t, scalePlan(), map[string]string{"edge.yaml": edgeConfig})
-	// The override with the rule's unit shares the rule's counter (CONTRACT §12.16).
+	// The override with the rule's unit shares the rule's counter (spec §9.5).
 	h.want(h.one(desc("user", "dave")), ok, 3, minute, 2)
 	h.want(h.one(desc("user", "dave")), ok, 3, minute, 1)
 	o := desc("user", "dave")
@@ -588,7 +588,7 @@ func TestHardCap(t *testing.T) {
 	plan.HardCap = ptr(int64(2))
 	h := newHarness(t, plan, map[string]string{"edge.yaml": edgeConfig})
 	h.one(desc("user", "a"))
-	h.one(desc("unmatched", "x")) // unmatched descriptors count too (CONTRACT §11.7)
+	h.one(desc("unmatched", "x")) // unmatched descriptors count too (spec §9.9)
 	resp := h.call(&rlsv3.RateLimitRequest{Descriptors: []*rlcommon.RateLimitDescriptor{desc("user", "a"), desc("internal", "i")}})
 	if resp.OverallCode != over || resp.Statuses[0].Code != over || resp.Statuses[1].Code != over {
 		t.Fatalf("over the hard cap: %v", resp)

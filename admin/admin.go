@@ -1,5 +1,5 @@
 // Package admin serves the operator endpoints: /healthz, /readyz, /metrics and, when
-// enabled, /debug/pprof/. None of them needs an API key (CONTRACT §12.2).
+// enabled, /debug/pprof/. None of them needs an API key (spec §12.1).
 package admin
 
 import (

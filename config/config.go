@@ -1,4 +1,4 @@
-// Package config loads Leash's configuration (CONTRACT §10): one or more YAML files,
+// Package config loads Leash's configuration (spec §10): one or more YAML files,
 // merged by viper key by key, then environment overrides LEASH_<PATH>.
 //
 // Rules:
@@ -19,8 +19,8 @@
 //     naming the key path, e.g. "config: store.memory.max_entries: expected an integer".
 //   - Durations are Go duration strings ("500ms", "2s", "5m"); 0 may be written bare.
 //
-// Keys beyond CONTRACT §10 (all optional):
-//   - shutdown.timeout (default 10s): the whole SIGTERM budget (CONTRACT §11.18);
+// Further keys (all optional; spec §10.2 lists every key):
+//   - shutdown.timeout (default 10s): the whole SIGTERM budget (spec §12.3);
 //     shutdown.drain_delay must be below it.
 //   - store.redis.dial_timeout / read_timeout / write_timeout (default 500ms each):
 //     deadlines of the Redis client.
@@ -29,7 +29,7 @@
 //   - http.read_header_timeout / read_timeout / write_timeout / idle_timeout (default
 //     5s / 30s / 30s / 120s): the /v1 listener's bounds on slow and idle clients.
 //
-// Plans (CONTRACT §11.13, §12.12): a plan named like a built-in one (free, pro, scale)
+// Plans (spec §2.3): a plan named like a built-in one (free, pro, scale)
 // merges field by field over it; an absent hard_cap inherits the built-in value and
 // hard_cap: null removes the cap. A new plan must set algorithms (may be []) and
 // monthly_quota; its concurrent_limit and webhooks default to false and an absent hard_cap
@@ -50,7 +50,7 @@ import (
 )
 
 // DevAccountID is the account that exists when the effective config defines no accounts
-// (CONTRACT §2, §12.12).
+// (spec §2.4).
 const DevAccountID = "dev"
 
 // DevAPIKeyEnv is the reserved environment variable holding the dev account's API key.
@@ -165,7 +165,7 @@ type Redis struct {
 	Username string `mapstructure:"username"`
 	// Password is the Redis password; never log it.
 	Password string `mapstructure:"password"`
-	// WaitReplicas is how many replicas a lease acquisition waits for (default 0, §12.16).
+	// WaitReplicas is how many replicas a lease acquisition waits for (default 0, spec §11.3).
 	WaitReplicas int `mapstructure:"wait_replicas"`
 	// DialTimeout bounds connecting (default 500ms).
 	DialTimeout time.Duration `mapstructure:"dial_timeout"`
@@ -208,11 +208,11 @@ func (r *Redis) Mode() RedisMode {
 
 // Memory configures the memory store.
 type Memory struct {
-	// MaxEntries bounds live counters and leases, one entry each (default 1000000, §12.4).
+	// MaxEntries bounds live counters and leases, one entry each (default 1000000, spec §11.1).
 	MaxEntries int `mapstructure:"max_entries"`
 }
 
-// Shutdown configures SIGTERM handling (CONTRACT §11.18, §12.17).
+// Shutdown configures SIGTERM handling (spec §12.3).
 type Shutdown struct {
 	// DrainDelay is the time between /readyz turning 503 and listeners closing (default 2s).
 	DrainDelay time.Duration `mapstructure:"drain_delay"`
@@ -443,7 +443,7 @@ func parseYAML(data []byte) (map[string]any, error) {
 }
 
 // HasAccounts reports whether the config defines any account; with none, the caller runs
-// the dev account (CONTRACT §12.12).
+// the dev account (spec §2.4).
 func (c *Config) HasAccounts() bool { return len(c.Accounts) > 0 }
 
 // Directory builds the account directory: each account with its plan resolved and the

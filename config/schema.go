@@ -42,7 +42,7 @@ func mapOf(elem *node, name func(string) string) *node {
 	return &node{kind: kMap, elem: elem, name: name}
 }
 
-// schema returns the tree of every config key (CONTRACT §10) with its default. It is
+// schema returns the tree of every config key (spec §10.2) with its default. It is
 // built on each call, so there is no package-level mutable state.
 func schema() *node {
 	planNode := object(map[string]*node{
@@ -141,7 +141,7 @@ func (n *node) isEnvLeaf() bool {
 }
 
 // leaves calls fn for every key reachable through fixed objects only: the keys the
-// environment can set. plans, accounts and envoy.domains are file-only (CONTRACT §12.12).
+// environment can set. plans, accounts and envoy.domains are file-only (spec §10.1).
 func (n *node) leaves(path string, fn func(path string, n *node)) {
 	for _, k := range slices.Sorted(maps.Keys(n.fields)) {
 		c := n.fields[k]

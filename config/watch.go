@@ -22,7 +22,7 @@ const watchPoll = time.Second
 // symlink swaps are seen, and it also re-reads the files every second; a change is applied
 // within about a second. A file is re-loaded only when the content of some file changed.
 //
-// Only accounts, plans and envoy settings are meant to apply live (CONTRACT §12.13):
+// Only accounts, plans and envoy settings are meant to apply live (spec §10.4):
 // listeners, TLS settings, the store and the other keys need a restart; the caller picks
 // what it uses from the new Config. logger may be nil. The first fingerprint is taken
 // when Watch starts: start it right after Load so no edit falls in between.

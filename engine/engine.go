@@ -157,7 +157,7 @@ func (e *Engine) hardCap(a *Account) error {
 }
 
 // LeasesAllowed reports concurrent_not_on_plan for plans without leases; the HTTP edge
-// calls it before reading the body (CONTRACT §12.1).
+// calls it before reading the body (spec §3.7).
 func LeasesAllowed(a *Account) error {
 	if !a.Plan.ConcurrentLimit {
 		return newError(CodeConcurrentNotOnPlan, "concurrency leases are not available on plan "+a.Plan.Name)
@@ -165,7 +165,7 @@ func LeasesAllowed(a *Account) error {
 	return nil
 }
 
-// Acquire takes a lease if fewer than limit are held (CONTRACT §5).
+// Acquire takes a lease if fewer than limit are held (spec §5.2).
 func (e *Engine) Acquire(ctx context.Context, a *Account, r *AcquireRequest) (LeaseDecision, error) {
 	if err := LeasesAllowed(a); err != nil {
 		return LeaseDecision{}, err
@@ -259,7 +259,7 @@ func (e *Engine) Renew(ctx context.Context, a *Account, leaseID string, windowMS
 	return res, nil
 }
 
-// PutRule creates or replaces the namespace's rule of the algorithm's kind (CONTRACT §6).
+// PutRule creates or replaces the namespace's rule of the algorithm's kind (spec §6.2).
 func (e *Engine) PutRule(ctx context.Context, a *Account, ns string, r *RuleRequest) (NamespaceRule, bool, error) {
 	if err := CheckNamespace(ns); err != nil {
 		return NamespaceRule{}, false, err
@@ -333,7 +333,7 @@ func (e *Engine) DeleteRule(ctx context.Context, a *Account, ns string, kind Rul
 	return deleted, nil
 }
 
-// Stats reports a namespace's last 30 UTC days and its account's month (CONTRACT §7).
+// Stats reports a namespace's last 30 UTC days and its account's month (spec §7.2).
 func (e *Engine) Stats(ctx context.Context, a *Account, ns string) (Stats, error) {
 	if err := CheckNamespace(ns); err != nil {
 		return Stats{}, err

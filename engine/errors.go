@@ -2,10 +2,10 @@ package engine
 
 import "errors"
 
-// Code is a stable machine-readable error code of CONTRACT §3.
+// Code is a stable machine-readable error code of spec §3.6.
 type Code string
 
-// The error codes of CONTRACT §3 that the engine produces.
+// The error codes of spec §3.6 that the engine produces.
 const (
 	CodeInvalidRequest      Code = "invalid_request"
 	CodeMissingLimit        Code = "missing_limit"
@@ -50,7 +50,7 @@ func unavailable(cause error) *Error {
 	return &Error{Code: CodeUnavailable, Message: "service temporarily unavailable", cause: cause}
 }
 
-// ErrNoRoom is returned by a store that has no room for new state (CONTRACT §12.4).
+// ErrNoRoom is returned by a store that has no room for new state (spec §11.1).
 var ErrNoRoom = errors.New("store is full")
 
 // CodeOf returns err's Code: its own for an *Error, internal for anything else.

@@ -15,7 +15,7 @@ func (s AlgorithmSet) Has(a Algorithm) bool { return s&(1<<a) != 0 }
 // With returns the set plus a.
 func (s AlgorithmSet) With(a Algorithm) AlgorithmSet { return s | 1<<a }
 
-// Plan is what an account may use and how much (CONTRACT §2).
+// Plan is what an account may use and how much (spec §2.3).
 type Plan struct {
 	Name            string
 	Algorithms      AlgorithmSet
@@ -35,7 +35,7 @@ func (p *Plan) AllowsAlgorithm(a Algorithm) bool {
 	return p.Algorithms.Has(a)
 }
 
-// BuiltinPlans returns the plans every deployment starts with (CONTRACT §2).
+// BuiltinPlans returns the plans every deployment starts with (spec §2.3).
 func BuiltinPlans() map[string]Plan {
 	rate2 := AlgorithmSet(0).With(FixedWindow).With(SlidingWindow)
 	rate3 := rate2.With(TokenBucket)

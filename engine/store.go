@@ -21,11 +21,11 @@ type Store interface {
 // Decider is the decision role: rate counters and leases, decided with the store's clock.
 type Decider interface {
 	// Spend spends s.Cost units of s.Counter if they fit under s.Limit, by the counter's
-	// algorithm (CONTRACT §4). A denied spend changes nothing.
+	// algorithm (spec §4.6–§4.9). A denied spend changes nothing.
 	Spend(ctx context.Context, s Spend) (Decision, error)
 	// SpendAll decides 1 to MaxSpendAll spends of one account, namespace and key (distinct
 	// algorithm or window) in one atomic step: out[i] is spends[i]'s own verdict, and the
-	// costs are spent only if every one is allowed, else nothing changes (CONTRACT §12.11).
+	// costs are spent only if every one is allowed, else nothing changes (spec §9.3).
 	SpendAll(ctx context.Context, spends []Spend, out []Decision) error
 	// Reset clears a counter; existed reports whether it held unexpired state.
 	Reset(ctx context.Context, c Counter) (existed bool, err error)
@@ -65,7 +65,7 @@ type UsageStore interface {
 
 // WebhookStore keeps each account's webhook and the outbox of events to deliver.
 type WebhookStore interface {
-	// Webhooks and the outbox (CONTRACT §8). These methods reject out-of-range arguments
+	// Webhooks and the outbox (spec §8.1, §8.5). These methods reject out-of-range arguments
 	// (an empty account, URL or event id, see ValidateWebhook, OutboxEvent.Validate and
 	// ValidateOutboxDelay; a Claim max below 1) with an error wrapping ErrInvalidArgument,
 	// changing nothing.

@@ -14,7 +14,7 @@ import (
 // Algorithm names a rate-limit algorithm, or the lease kind concurrent_limit.
 type Algorithm uint8
 
-// The algorithms of CONTRACT §4 and the lease kind of §5.
+// The algorithms of spec §4.6–§4.8 and the lease kind of spec §5.1.
 const (
 	AlgorithmUnknown Algorithm = iota
 	FixedWindow
@@ -137,7 +137,7 @@ func ValidateSpendAll(spends []Spend, out []Decision) error {
 	return nil
 }
 
-// Decision is a store's verdict on a Spend (CONTRACT §4).
+// Decision is a store's verdict on a Spend (spec §4.9).
 type Decision struct {
 	Allowed   bool
 	Limit     int64
@@ -156,7 +156,7 @@ type LeaseSet struct {
 	Key       string
 }
 
-// LeaseDecision is the verdict on acquiring a lease (CONTRACT §5).
+// LeaseDecision is the verdict on acquiring a lease (spec §5.1).
 type LeaseDecision struct {
 	Allowed bool
 	// LeaseID is set by the engine when Allowed; stores leave it empty.
@@ -211,7 +211,7 @@ func ParseRuleKind(s string) (RuleKind, bool) {
 	return RateRule, false
 }
 
-// Rule is a namespace's default for one kind (CONTRACT §6).
+// Rule is a namespace's default for one kind (spec §6.1).
 type Rule struct {
 	Algorithm Algorithm
 	Limit     int64
@@ -304,13 +304,13 @@ type UsageReport struct {
 	MonthTotal int64
 }
 
-// Webhook is an account's webhook endpoint and signing secret (CONTRACT §8).
+// Webhook is an account's webhook endpoint and signing secret (spec §8.1).
 type Webhook struct {
 	URL    string
 	Secret string
 }
 
-// OutboxEvent is a webhook event waiting in the outbox (CONTRACT §8).
+// OutboxEvent is a webhook event waiting in the outbox (spec §8.5).
 type OutboxEvent struct {
 	ID        string // unique per event
 	Account   string

@@ -11,7 +11,7 @@ import (
 )
 
 // Usage is counted in process and written to the store in batches, off the request path
-// (CONTRACT §7, DESIGN-NOTES "The hot path is one store operation"):
+// (spec §7.3), so that a decision costs one store operation:
 //
 //   - record adds one decision to one of several maps keyed by (account, namespace, day),
 //     picked at random so concurrent decisions rarely share a lock;

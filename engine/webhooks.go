@@ -12,19 +12,19 @@ import (
 	"github.com/leashd/leash/webhook/ssrf"
 )
 
-// Webhooks (CONTRACT §8): an account's one webhook, and the events Leash sends it. The
+// Webhooks (spec §8): an account's one webhook, and the events Leash sends it. The
 // engine owns the configuration (plan gate, URL screening, secret) and decides when an
 // event is due; it only puts events in the store's outbox. Delivering them, signed and
 // retried, is package webhook's.
 
-// Event types (CONTRACT §8).
+// Event types (spec §8.3).
 const (
 	EventQuotaExceeded  = "usage.quota_exceeded"
 	EventHardCapReached = "usage.hard_cap_reached"
 	EventTest           = "webhook.test"
 )
 
-// Webhook error codes of CONTRACT §3.
+// Webhook error codes of spec §3.6.
 const (
 	CodeWebhookNotOnPlan   Code = "webhook_not_on_plan"
 	CodeWebhookNotFound    Code = "webhook_not_found"
@@ -49,7 +49,7 @@ const screenTimeout = 5 * time.Second
 const secretBytes = 32
 
 // WebhooksAllowed reports webhook_not_on_plan for plans without webhooks; the HTTP edge
-// calls it before reading the body (CONTRACT §12.1).
+// calls it before reading the body (spec §3.7).
 func WebhooksAllowed(a *Account) error {
 	if !a.Plan.Webhooks {
 		return newError(CodeWebhookNotOnPlan, "webhooks are not available on plan "+a.Plan.Name)
@@ -88,7 +88,7 @@ func (e *Engine) PutWebhook(ctx context.Context, a *Account, rawURL string) (Web
 		if ctx.Err() != nil {
 			return Webhook{}, unavailable(err)
 		}
-		// The lookup ran out of time: the name does not resolve for us (CONTRACT §12.15).
+		// The lookup ran out of time: the name does not resolve for us (spec §8.2).
 		return Webhook{}, newError(CodeWebhookURLRejected, "webhook URL rejected: host does not resolve")
 	}
 	w := Webhook{URL: u.String(), Secret: newSecret()}

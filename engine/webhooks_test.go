@@ -48,7 +48,7 @@ func (f *fixture) checks(t *testing.T, account string, n int) {
 
 // TestUsageEvents: usage.quota_exceeded once the month total is over the quota and
 // usage.hard_cap_reached once it reaches the hard cap, each once per account and month,
-// only for plans with webhooks, with the data of CONTRACT §11.21.
+// only for plans with webhooks, with the data of spec §8.3.
 func TestUsageEvents(t *testing.T) {
 	f := newFixture(t, nil)
 	// capped: plan tiny (webhooks, quota 2, hard cap 3); cheap: free (no webhooks).

@@ -1,8 +1,8 @@
-// Package httpapi serves Leash's JSON HTTP API under /v1 (CONTRACT §3–§7) over an
+// Package httpapi serves Leash's JSON HTTP API under /v1 (spec §3 to §8) over an
 // engine.Engine. It only translates: authentication, body limits, strict JSON decoding
 // and the mapping of engine errors to statuses live here; every decision is the engine's.
 //
-// Every /v1 call is checked in the order of CONTRACT §12.1: routing (404/405) → auth (401)
+// Every /v1 call is checked in the order of spec §3.7: routing (404/405) → auth (401)
 // → size and media type (413/415) → plan gates that need no body (403) → body and fields
 // (400) → the engine.
 package httpapi

@@ -161,7 +161,7 @@ func TestLeases(t *testing.T) {
 	// Full: denied, no lease_id, reset_ms until the soonest lease expires.
 	mustBody(t, e.post(pLeases, keyAcme, body), 200, `{"allowed":false,"active":2,"limit":2,"reset_ms":28000}`)
 
-	// Another account cannot release it: released false and its own count (CONTRACT §11.9).
+	// Another account cannot release it: released false and its own count (spec §5.4).
 	mustBody(t, e.del("/v1/leases/"+ids[0], keyBeta), 200, `{"released":false,"active":0}`)
 	mustBody(t, e.post("/v1/leases/"+ids[0]+"/renew", keyBeta, ""), 200, `{"renewed":false,"active":0,"reset_ms":0}`)
 

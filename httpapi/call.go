@@ -94,7 +94,7 @@ func (c *call) Write(b []byte) (int, error) {
 // Unwrap gives http.ResponseController the underlying writer.
 func (c *call) Unwrap() http.ResponseWriter { return c.w }
 
-// Codes of CONTRACT §3 that only the HTTP edge produces.
+// Codes of spec §3.6 that only the HTTP edge produces.
 const (
 	codeUnauthorized         engine.Code = "unauthorized"
 	codeNotFound             engine.Code = "not_found"
@@ -115,7 +115,7 @@ const (
 	msgHeaderTooLarge = "request headers must be at most 65536 bytes"
 )
 
-// statusOf maps an engine code to its HTTP status (CONTRACT §3); an unknown code is 500.
+// statusOf maps an engine code to its HTTP status (spec §3.6); an unknown code is 500.
 func statusOf(code engine.Code) int {
 	switch code {
 	case engine.CodeInvalidRequest, engine.CodeMissingLimit, engine.CodeUnknownAlgorithm,
@@ -229,7 +229,7 @@ func (a *API) tooLarge(c *call) {
 }
 
 // jsonMediaType reports whether a Content-Type is application/json, parameters allowed;
-// a missing or empty one is read as JSON (CONTRACT §11.12).
+// a missing or empty one is read as JSON (spec §3.2).
 func jsonMediaType(v []string) bool {
 	if len(v) == 0 {
 		return true

@@ -13,7 +13,7 @@ import (
 )
 
 // parser decodes a request body, a JSON object with a fixed set of optional members,
-// strictly (CONTRACT §3, §12.3), member by member so that every error names its field and
+// strictly (spec §3.3), member by member so that every error names its field and
 // numbers keep their literal text:
 //
 //   - the body must be exactly one JSON object: empty, not an object, or trailing data
@@ -25,7 +25,7 @@ import (
 //   - an integer member must be a plain integer literal (no fraction or exponent), not
 //     negative, and within int64 — except rule limits and windows, where a non-negative
 //     integer beyond int64 is passed on as math.MaxInt64 so that the engine answers
-//     invalid_rule (CONTRACT §11.1).
+//     invalid_rule (spec §6.3).
 //
 // jsontext checks the JSON grammar. A body that is valid JSON (the usual case) is checked
 // in one jsontext.Decoder.ReadValue call and its members are then walked directly in the

@@ -28,7 +28,7 @@ func lim(extra string) string {
 	return b + "}"
 }
 
-// TestErrorTable walks the error table of CONTRACT §3: every row, its status, code,
+// TestErrorTable walks the error table of spec §3.6: every row, its status, code,
 // message and headers.
 func TestErrorTable(t *testing.T) {
 	long := strings.Repeat("k", engine.MaxKey+1)
@@ -103,7 +103,7 @@ func TestErrorTable(t *testing.T) {
 		{"reset missing window", req{method: "POST", path: pReset, key: keyAcme, body: lim("")}, 400, "missing_limit", nil},
 		{"unknown algorithm", req{method: "POST", path: pLimit, key: keyAcme, body: lim(`"algorithm":"leaky_bucket","limit":1,"window_ms":1000`)}, 400, "unknown_algorithm", nil},
 		{"unknown algorithm rule", req{method: "POST", path: pRules, key: keyAcme, body: `{"algorithm":"nope","limit":1,"window_ms":1}`}, 400, "unknown_algorithm", nil},
-		// Rules: invalid_request versus invalid_rule (CONTRACT §11.1).
+		// Rules: invalid_request versus invalid_rule (spec §6.3).
 		{"rule limit 0", req{method: "POST", path: pRules, key: keyAcme, body: `{"algorithm":"fixed_window","limit":0,"window_ms":1000}`}, 400, "invalid_rule", []string{"limit"}},
 		{"rule limit above max", req{method: "POST", path: pRules, key: keyAcme, body: `{"algorithm":"fixed_window","limit":1000000001,"window_ms":1000}`}, 400, "invalid_rule", []string{"limit"}},
 		{"rule window above max", req{method: "POST", path: pRules, key: keyAcme, body: `{"algorithm":"fixed_window","limit":1,"window_ms":31622400001}`}, 400, "invalid_rule", []string{"window_ms"}},
@@ -226,7 +226,7 @@ func TestMethodNotAllowed(t *testing.T) {
 	}
 }
 
-// TestCheckOrder pins the order of CONTRACT §12.1 where two failures meet.
+// TestCheckOrder pins the order of spec §3.7 where two failures meet.
 func TestCheckOrder(t *testing.T) {
 	e := newEnv(t, nil)
 	big := lim(`"name":"` + strings.Repeat("x", 64<<10) + `"`)
@@ -255,7 +255,7 @@ func TestCheckOrder(t *testing.T) {
 		{"invalid_request before invalid_rule", req{method: "POST", path: pRules, key: keyAcme, body: `{"algorithm":"fixed_window","limit":0,"window_ms":-1}`}, 400, "invalid_request"},
 		{"invalid_rule before plan", req{method: "POST", path: pRules, key: keyFree, body: `{"algorithm":"token_bucket","limit":0,"window_ms":1}`}, 400, "invalid_rule"},
 		{"path namespace before body", req{method: "POST", path: "/v1/namespaces/-x/rules", key: keyAcme, body: `{"bogus":1}`}, 400, "invalid_request"},
-		// Webhooks: auth, plan, body, URL screening (CONTRACT §8).
+		// Webhooks: auth, plan, body, URL screening (spec §8.1).
 		{"401 before 403 on webhook", req{method: "PUT", path: pWebhook, key: "wrong", body: `{"url":"https://hooks.example.com/"}`}, 401, "unauthorized"},
 		{"415 before 403 on webhook", req{method: "PUT", path: pWebhook, key: keyFree, body: `{}`, contentType: "text/plain"}, 415, "unsupported_media_type"},
 		{"403 before 400 on webhook", req{method: "PUT", path: pWebhook, key: keyFree, body: `{"bogus":`}, 403, "webhook_not_on_plan"},
@@ -274,7 +274,7 @@ func TestCheckOrder(t *testing.T) {
 	mustError(t, e.do(req{method: "POST", path: "/v1/namespaces/-x/rules", key: keyAcme, body: `{"bogus":1}`}), 400, "invalid_request", "namespace must be")
 }
 
-// TestMediaTypes checks the Content-Type forms that are JSON (CONTRACT §3, §11.12).
+// TestMediaTypes checks the Content-Type forms that are JSON (spec §3.2).
 func TestMediaTypes(t *testing.T) {
 	e := newEnv(t, nil)
 	for i, ct := range []string{"application/json", "application/json; charset=utf-8", "APPLICATION/JSON", "Application/Json ;foo=bar", "-", ""} {

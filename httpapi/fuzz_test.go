@@ -200,7 +200,7 @@ func errText(err error) string {
 }
 
 // checkDecodeError checks that a decoding error is invalid_request naming a field or the
-// body (CONTRACT §3: "the message names the field").
+// body (spec §3.3: the message names the field).
 func checkDecodeError(t *testing.T, spec decoderSpec, body []byte, err error) {
 	var e *engine.Error
 	if !errors.As(err, &e) || e.Code != engine.CodeInvalidRequest || e.Unwrap() != nil {

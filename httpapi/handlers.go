@@ -28,7 +28,7 @@ func algorithmOf(name *string) engine.Algorithm {
 	return engine.AlgorithmOf(*name)
 }
 
-// check serves POST /v1/limit (CONTRACT §4): a query of one item, decided by the engine.
+// check serves POST /v1/limit (spec §4.1): a query of one item, decided by the engine.
 func (a *API) check(c *call) {
 	if err := a.decodeCheck(c); err != nil {
 		a.engineError(c, err)
@@ -142,7 +142,7 @@ func (a *API) decodeCheck(c *call) error {
 }
 
 // reset serves POST /v1/limit/reset: the check's fields, limit and cost ignored
-// (CONTRACT §11.11).
+// (spec §4.11).
 func (a *API) reset(c *call) {
 	if err := a.decodeCheck(c); err != nil {
 		a.engineError(c, err)
@@ -156,7 +156,7 @@ func (a *API) reset(c *call) {
 	a.writeJSON(c, http.StatusOK, append(c.out[:0], `{"reset":true}`...))
 }
 
-// acquire serves POST /v1/leases (CONTRACT §5).
+// acquire serves POST /v1/leases (spec §5.1).
 func (a *API) acquire(c *call) {
 	if err := a.decodeAcquire(c); err != nil {
 		a.engineError(c, err)
@@ -284,7 +284,7 @@ func (a *API) decodeRenew(c *call, window **int64) error {
 	}
 }
 
-// The JSON shapes of the rule and stats responses (CONTRACT §6, §7).
+// The JSON shapes of the rule and stats responses (spec §6.2, §7.2).
 type (
 	ruleJSON struct {
 		Namespace string  `json:"namespace"`

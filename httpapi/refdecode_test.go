@@ -9,10 +9,10 @@ import (
 	"unicode/utf8"
 )
 
-// refDecode is an independent reading of the body rules of CONTRACT §3 and §12.3, built
+// refDecode is an independent reading of the body rules of spec §3.3, built
 // on encoding/json rather than on the jsontext decoder the API uses, to check the API's
 // decoders against. It returns the fields of an accepted body (see decoderSpec), or ok
-// false for a body the contract rejects:
+// false for a body spec §3.3 rejects:
 //
 //   - the body is one JSON value (encoding/json's grammar), and that value is an object;
 //   - every string in it is valid UTF-8, with no lone surrogate escape (a body that is

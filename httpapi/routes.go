@@ -36,7 +36,7 @@ const (
 )
 
 // pathEnum restricts a path wildcard to a fixed set of values; another value is
-// decided as routing: 404 not_found, before auth (CONTRACT §11.10).
+// decided as routing: 404 not_found, before auth (spec §6.5).
 type pathEnum struct {
 	name   string
 	values []string
@@ -49,7 +49,7 @@ type route struct {
 	Route
 	pattern string // "METHOD /path", the ServeMux pattern and the metrics label
 	body    bodyMode
-	gate    func(*engine.Account) error // plan gate needing no body (CONTRACT §12.1), or nil
+	gate    func(*engine.Account) error // plan gate needing no body (spec §3.7), or nil
 	enum    *pathEnum                   // optional wildcard restriction
 	serve   func(a *API, c *call)
 	handler http.Handler // set by New: the checks of routeHandler, then serve
@@ -80,7 +80,7 @@ func routeTable() []route {
 	return t
 }
 
-// routeHandler runs the checks every /v1 route shares, in the order of CONTRACT §12.1,
+// routeHandler runs the checks every /v1 route shares, in the order of spec §3.7,
 // then the route's own handler.
 func (a *API) routeHandler(rt *route) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

@@ -7,7 +7,7 @@ import (
 	"github.com/leashd/leash/engine"
 )
 
-// The webhook endpoints (CONTRACT §8). PUT and POST /test are gated by the plan before the
+// The webhook endpoints (spec §8.1). PUT and POST /test are gated by the plan before the
 // body is read; GET and DELETE are not, so an account moved to a plan without webhooks
 // can still see and remove what it configured (its events are no longer sent).
 

@@ -8,7 +8,7 @@ import (
 	"testing"
 )
 
-// TestWebhookLifecycle walks the webhook configuration of CONTRACT §8: set, read without
+// TestWebhookLifecycle walks the webhook configuration of spec §8.1: set, read without
 // the secret, replace with a new secret, test, delete (idempotent), per account.
 func TestWebhookLifecycle(t *testing.T) {
 	e := newEnv(t, nil)

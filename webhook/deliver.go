@@ -16,7 +16,7 @@ import (
 	"github.com/leashd/leash/webhook/ssrf"
 )
 
-// Delivery (CONTRACT §8, §11.21): events wait in the store's outbox; a Deliverer claims
+// Delivery (spec §8.5): events wait in the store's outbox; a Deliverer claims
 // them, hidden from other instances for a visibility timeout, and POSTs each, signed, to
 // its account's current webhook. A 2xx acks the event. A failure (non-2xx, timeout,
 // connection error) is retried after a backoff that starts at BackoffBase and doubles up
@@ -49,7 +49,7 @@ const (
 func Outcomes() []Outcome { return []Outcome{Delivered, Retried, Failed, Dropped} }
 
 // Options configures a Deliverer. Zero durations and counts take the defaults of
-// CONTRACT §10.
+// spec §10.2.
 type Options struct {
 	// Store holds the outbox and the webhooks; required.
 	Store engine.WebhookStore
@@ -282,7 +282,7 @@ func (d *Deliverer) post(ctx context.Context, w engine.Webhook, ev engine.Outbox
 	return resp.StatusCode, nil
 }
 
-// eventBody is the JSON body of a delivery (CONTRACT §8).
+// eventBody is the JSON body of a delivery (spec §8.3).
 type eventBody struct {
 	ID        string          `json:"id"`
 	Type      string          `json:"type"`

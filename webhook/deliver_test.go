@@ -212,8 +212,8 @@ func outcomeStrings(os []webhook.Outcome) []string {
 	return s
 }
 
-// TestDeliverSigned: a webhook.test event arrives with the body and headers of CONTRACT
-// §8, and its signature verifies with the secret PUT returned; a tampered body does not.
+// TestDeliverSigned: a webhook.test event arrives with the body of spec §8.3 and the
+// headers of spec §8.4, and its signature verifies with the secret PUT returned; a tampered body does not.
 func TestDeliverSigned(t *testing.T) {
 	rc := newReceiver(t, statuses(http.StatusNoContent))
 	f := newFixture(t, webhook.Options{PollInterval: time.Hour}) // delivery must follow the wake-up

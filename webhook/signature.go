@@ -1,4 +1,4 @@
-// Package webhook delivers Leash's webhook events (CONTRACT §8) from the store's outbox
+// Package webhook delivers Leash's webhook events (spec §8) from the store's outbox
 // (Deliverer, deliver.go) and holds what deliveries and their receivers share: the
 // Leash-Signature header. A receiver in Go verifies a delivery with Verify:
 //

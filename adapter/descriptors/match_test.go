@@ -348,7 +348,7 @@ func BenchmarkMatch(b *testing.B) {
 }
 
 // TestMissingRequestsPerUnitIsZero: a rate_limit without requests_per_unit blocks every
-// request, as in the peer (CONTRACT §12.16).
+// request, as in the peer (spec §9.5).
 func TestMissingRequestsPerUnitIsZero(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "z.yaml")

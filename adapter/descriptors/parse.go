@@ -401,7 +401,7 @@ func (b *builder) insert(lvl level, key string, n *node) {
 			}
 		}
 		if prev == nil {
-			k.wild = append(k.wild, n) // in file order: the first match wins (CONTRACT §12.16)
+			k.wild = append(k.wild, n) // in file order: the first match wins (spec §9.4)
 		}
 	default:
 		if prev = k.exact[n.value]; prev == nil {

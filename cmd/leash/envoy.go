@@ -39,7 +39,7 @@ func routing(cfg *config.Config) adapter.Routing {
 
 // envoyReloader applies reloads of the main config and of the descriptor files to the
 // engine and the Envoy service together, so accounts, routing and descriptors are always
-// checked against each other (CONTRACT §11.2, §12.13); an invalid change keeps all three.
+// checked against each other (spec §9.11, §10.4); an invalid change keeps all three.
 type envoyReloader struct {
 	ctx  context.Context // ends the descriptor watcher
 	eng  *engine.Engine

@@ -144,7 +144,7 @@ envoy:
 }
 
 // TestBadDescriptorFileStopsStart: an invalid descriptor file is a start-up error that
-// names the file (CONTRACT §12.16).
+// names the file (spec §9.2).
 func TestBadDescriptorFileStopsStart(t *testing.T) {
 	dir := t.TempDir()
 	desc := filepath.Join(dir, "bad.yaml")

@@ -234,7 +234,7 @@ func runIsolation(t *testing.T, p *proc, rdb *redis.Client) {
 	c.want("POST", "/v1/limit/reset", keyB, `{"namespace":"shared","key":"k","algorithm":"fixed_window","window_ms":31536000000}`, 404, `"code":"key_not_found"`)
 	c.want("POST", "/v1/limit/reset", keyB, `{"namespace":"shared","key":"k2","algorithm":"sliding_window","window_ms":31536000000}`, 404, `"code":"key_not_found"`)
 	c.want("POST", "/v1/limit/reset", keyB, `{"namespace":"edge","key":"user=alice","algorithm":"fixed_window","window_ms":31536000000}`, 404, `"code":"key_not_found"`)
-	// Leases: A's id is nothing to B (active is B's own count, CONTRACT §11.9).
+	// Leases: A's id is nothing to B (active is B's own count, spec §5.4).
 	c.want("DELETE", "/v1/leases/"+leaseA, keyB, "", 200, `{"released":false,"active":0}`)
 	c.want("POST", "/v1/leases/"+leaseA+"/renew", keyB, `{"window_ms":1000}`, 200, `{"renewed":false,"active":0,"reset_ms":0}`)
 	c.want("POST", "/v1/leases/"+leaseA+"/renew", keyB, "", 200, `"renewed":false`)

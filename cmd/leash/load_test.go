@@ -23,11 +23,11 @@ import (
 // answer may be, as it arrives:
 //
 //   - every response is complete and is 200, or (when allowed) 503 unavailable;
-//   - the lease invariant (CONTRACT §5): no allowed acquire reports more than limit active
+//   - the lease invariant (spec §5.2): no allowed acquire reports more than limit active
 //     leases, and the leases the clients hold by their own count never exceed limit. That
 //     count is a lower bound of the truth (an acquire is counted when its answer arrives,
 //     a release when it is sent), so exceeding limit proves a violation;
-//   - usage: every 200 answer of /v1/limit and POST /v1/leases counts one (CONTRACT §7),
+//   - usage: every 200 answer of /v1/limit and POST /v1/leases counts one (spec §7.1),
 //     a denial also counts as blocked; the tests compare these with the stats.
 //
 // A sampler (leaseSampler) reads the lease sets' unexpired counts in Redis directly.

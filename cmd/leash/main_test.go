@@ -336,7 +336,7 @@ func TestGracefulShutdown(t *testing.T) {
 }
 
 // TestConfigReloadAppliesAccounts: a key added to the config file works and a removed one
-// stops working within 2 s, without a restart (CONTRACT §12.13); an invalid edit is ignored.
+// stops working within 2 s, without a restart (spec §10.4); an invalid edit is ignored.
 func TestConfigReloadAppliesAccounts(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "leash.yaml")
 	write := func(body string) {

@@ -31,8 +31,8 @@ import (
 
 func hashKey(key string) [32]byte { return engine.HashKey(key) }
 
-// serve runs the service until SIGTERM or SIGINT, then shuts down cleanly (CONTRACT
-// §11.18, §12.17): /readyz turns 503, listeners close after the drain delay, requests in
+// serve runs the service until SIGTERM or SIGINT, then shuts down cleanly (spec §12.3):
+// /readyz turns 503, listeners close after the drain delay, requests in
 // flight complete, usage is flushed, and the process exits 0.
 func serve(paths, environ []string, stdout, stderr io.Writer) int {
 	cfg, err := config.Load(paths, environ)

@@ -1,4 +1,4 @@
-// Package algo is the arithmetic of Leash's rate-limit algorithms (CONTRACT §4): pure
+// Package algo is the arithmetic of Leash's rate-limit algorithms (spec §4.6–§4.10): pure
 // functions from a counter's state, the time and a request to the verdict and the new
 // state. It keeps no clock and no storage; a store reads the state, calls one function
 // under its own lock (or inside its own script) and writes the state back when told to.
@@ -28,7 +28,7 @@ import (
 	"math/bits"
 )
 
-// Bounds of the inputs the formulas are exact for (CONTRACT §6).
+// Bounds of the inputs the formulas are exact for (spec §6.3, §4.10).
 const (
 	MaxLimit    int64 = 1_000_000_000
 	MaxWindowMS int64 = 31_622_400_000

@@ -31,7 +31,7 @@ type BucketState struct {
 //	            denied:  ceil(TAT' − W − now), the wait until TAT' − now ≤ W
 //	expiry    = ceil(TAT) of the written state
 //
-// A changed limit (CONTRACT §12.9) keeps the units already spent and re-expresses them at
+// A changed limit (spec §4.8) keeps the units already spent and re-expresses them at
 // the new rate: the debt TAT − now = D + TatRem/Lold (D = TatMS − now) becomes
 // (D·Lold + TatRem)/Lnew ms, computed exactly as a quotient and remainder modulo Lnew.
 // A limit lowered below the units already spent leaves the bucket empty rather than

@@ -8,7 +8,7 @@ import (
 )
 
 // This file checks the exact integer formulas against a reference written straight from
-// the contract's definitions in rational arithmetic (math/big), over random request
+// the definitions of spec §4.6–§4.8 in rational arithmetic (math/big), over random request
 // sequences, and runs every algorithm on the Lua arithmetic (MulDivLimbs) with its bounds
 // asserted at each call.
 

@@ -29,7 +29,7 @@ type SlidingState struct {
 // reset when allowed: (w+2)·W − now if curr > 0 (curr still weighs in window w+1);
 // else (w+1)·W − now if prev > 0 (then P > 0 until window w ends); else 0.
 //
-// reset when denied (CONTRACT §12.8) is the smallest whole d > 0 at which the request
+// reset when denied (spec §4.7) is the smallest whole d > 0 at which the request
 // fits with no further traffic; the estimate never rises while time passes, so:
 //
 //   - Phase 1, still in window w (d < W − t): with R = L − curr − c, the request fits at

@@ -34,7 +34,7 @@ func decide(alg engine.Algorithm, st [3]int64, now, limit, window, cost int64) (
 	}
 }
 
-// Spend spends sp.Cost units of sp.Counter if they fit under sp.Limit (CONTRACT §4).
+// Spend spends sp.Cost units of sp.Counter if they fit under sp.Limit (spec §4.6–§4.9).
 func (s *Store) Spend(_ context.Context, sp engine.Spend) (engine.Decision, error) {
 	if s.closed.Load() {
 		return engine.Decision{}, ErrClosed
@@ -166,7 +166,7 @@ func (s *Store) SpendAll(_ context.Context, spends []engine.Spend, out []engine.
 	return nil
 }
 
-// Reset clears a counter; existed reports whether it held unexpired state (CONTRACT §12.14).
+// Reset clears a counter; existed reports whether it held unexpired state (spec §4.11).
 func (s *Store) Reset(_ context.Context, c engine.Counter) (bool, error) {
 	if s.closed.Load() {
 		return false, ErrClosed

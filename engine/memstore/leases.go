@@ -98,7 +98,7 @@ func (ls *leaseSet) purge(now int64) {
 }
 
 // Acquire adds the lease token to set when fewer than limit unexpired leases are held
-// (CONTRACT §5). A token already held is renewed with ttlMS and stays counted once. A new
+// (spec §5.2). A token already held is renewed with ttlMS and stays counted once. A new
 // lease takes one entry of MaxEntries: with no room (only live leases left in its
 // shard) the error wraps engine.ErrNoRoom.
 func (s *Store) Acquire(_ context.Context, set engine.LeaseSet, token string, limit, ttlMS int64) (engine.LeaseDecision, error) {

@@ -1,5 +1,5 @@
 // Package memstore is Leash's embedded memory Store: the default backend, for one
-// instance (counts are per process and are lost on restart, CONTRACT §12.5).
+// instance (counts are per process and are lost on restart, spec §11.1).
 //
 // Counters and lease sets live in shards chosen by a hash of their key, each behind its
 // own mutex, so there is no global lock on the hot path; a spend on an existing counter
@@ -7,7 +7,7 @@
 // state reads as no state, and a background sweeper reclaims it incrementally, shard by
 // shard.
 //
-// The store holds at most MaxEntries entries (CONTRACT §12.4): a rate counter is one
+// The store holds at most MaxEntries entries (spec §11.1): a rate counter is one
 // entry, and so is every lease held, so a lease set takes as many entries as it holds
 // leases (one set with a huge limit cannot grow the store past the bound). The bound is
 // enforced per shard: each shard holds MaxEntries/shards of them (the remainder spread

@@ -530,7 +530,7 @@ func BenchmarkAcquireRelease(b *testing.B) {
 // counter is evicted to make room for a lease first. Renewing, or re-acquiring a held
 // token, needs no room.
 // TestExpiredLeaseReclaimedBeforeEviction: once a lease has expired, the store makes room
-// by reclaiming it rather than by evicting a live counter (CONTRACT §12.4), also when other
+// by reclaiming it rather than by evicting a live counter (spec §11.1), also when other
 // leases of its set are still live and the shard was reclaimed earlier.
 func TestExpiredLeaseReclaimedBeforeEviction(t *testing.T) {
 	s, clock := newTestStore(t, Options{MaxEntries: 4, Shards: 1, SweepInterval: time.Hour})

@@ -7,7 +7,7 @@ import (
 	"github.com/leashd/leash/engine"
 )
 
-// Retention of usage state, by the store's clock. The contract asks for at least 35 days,
+// Retention of usage state, by the store's clock: spec §7.7 asks for at least 35 days,
 // 13 months and one hour.
 const (
 	keepDays      = 40                 // daily usage: days before today kept

@@ -14,7 +14,7 @@ import (
 // hookStore holds the webhooks, the outbox and the outbox's once-keys behind one mutex:
 // they are few and written rarely, off the request path. Like all the memory store's
 // state they live in the process only: webhooks, waiting events and once-keys are lost on
-// restart (the restart-survival promises of CONTRACT §8 are the Redis store's). The zero
+// restart (the restart-survival promises of spec §8.5 are the Redis store's). The zero
 // value is ready for use.
 type hookStore struct {
 	mu       sync.Mutex

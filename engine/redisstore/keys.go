@@ -29,7 +29,7 @@ import (
 // runs on one Redis Cluster slot.
 
 // esc escapes '%', '{', '}' and, unless last, ':' as %XX. Account ids and namespaces never
-// contain any of them (CONTRACT §2, §3), so they read as written; keys may, and ':' is
+// contain any of them (spec §2.1, §3.4), so they read as written; keys may, and ':' is
 // left as it is in the last part of a tag, where it cannot be confused with a separator.
 func esc(b *strings.Builder, s string, last bool) {
 	for i := 0; i < len(s); i++ {

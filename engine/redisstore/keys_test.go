@@ -70,7 +70,7 @@ func TestKeyLayout(t *testing.T) {
 	}
 }
 
-// TestTTLs: every key Leash writes expires (rules excepted, CONTRACT §12.5), with a TTL
+// TestTTLs: every key Leash writes expires (rules excepted, spec §7.7), with a TTL
 // that covers its state: counters until their state stops mattering, leases until the
 // last one expires, daily usage at least 35 days, monthly usage at least 13 months.
 func TestTTLs(t *testing.T) {

@@ -78,7 +78,7 @@ type Options struct {
 	// Prefix starts every key, so several deployments can share one Redis; default "leash".
 	Prefix string
 	// WaitReplicas, when above 0, makes every lease acquisition WAIT for that many replicas
-	// to acknowledge it (CONTRACT §12.16); an acquisition they do not acknowledge within
+	// to acknowledge it (spec §11.3); an acquisition they do not acknowledge within
 	// half of ReadTimeout is undone and fails.
 	WaitReplicas int
 
@@ -98,7 +98,7 @@ type Options struct {
 
 	// Clock is FOR TESTS ONLY. When nil (always, in production) every script takes the
 	// time from Redis TIME, so all instances share one clock whatever their own clocks
-	// say (CONTRACT §4). When set, the scripts are given Clock's time instead; that is how
+	// say (spec §4.5). When set, the scripts are given Clock's time instead; that is how
 	// the conformance suite's fake clock drives Redis. Never set it in a deployment: two
 	// instances with different clocks would then disagree.
 	Clock engine.Clock
@@ -358,7 +358,7 @@ func (s *Store) waitReady(ctx context.Context, o *Options) error {
 }
 
 // checkEviction warns when a node's maxmemory-policy could evict Leash's keys (anything
-// but noeviction or volatile-*; CONTRACT §12.16).
+// but noeviction or volatile-*; spec §11.4).
 func (s *Store) checkEviction(ctx context.Context) {
 	check := func(ctx context.Context, c *redis.Client) error {
 		cctx, cancel := context.WithTimeout(ctx, s.opTO)

@@ -11,7 +11,7 @@ import (
 	"github.com/leashd/leash/engine"
 )
 
-// Usage retention (CONTRACT §12.5): a day's counts are kept 35 days after the day ends, a
+// Usage retention (spec §7.7): a day's counts are kept 35 days after the day ends, a
 // month's total 400 days (more than 13 months) after the month ends.
 const (
 	msPerDay       = int64(24 * time.Hour / time.Millisecond)

@@ -12,7 +12,7 @@ import (
 	"github.com/leashd/leash/engine"
 )
 
-// Webhooks and the outbox (CONTRACT §8). An account's webhook is one JSON string under its
+// Webhooks and the outbox (spec §8.1, §8.5). An account's webhook is one JSON string under its
 // own tag, read and written with single commands (GET, SET, DEL) and kept, like rules,
 // until deleted. The outbox is one slot, {P:ob}: a sorted set of due instants, a hash of
 // event records, and the Enqueue once-keys; each write is one script (lua/outbox_*.lua),

@@ -2,7 +2,7 @@ package storetest
 
 import "github.com/leashd/leash/engine"
 
-// The expected numbers below are worked out by hand from CONTRACT §4 and §12.8/§12.9;
+// The expected numbers below are worked out by hand from spec §4.6–§4.10;
 // BaseMS is a multiple of 1000 ms, so with W = 1000 the window boundaries are at Base + k·1000
 // (Base meaning BaseMS in the comments and messages).
 

@@ -1,8 +1,8 @@
 // Package storetest is the conformance suite every engine.Store must pass: the memory
-// store and the Redis store alike (CONTRACT §1: semantics do not depend on the backend).
+// store and the Redis store alike (spec §1.3: semantics do not depend on the backend).
 //
 // Run drives a store only through the engine.Store interface, with a FakeClock the suite
-// owns, and checks exact numbers computed by hand from CONTRACT §4–§8 and §12. Every
+// owns, and checks exact numbers computed by hand from spec §4 to §8 and §11. Every
 // subtest uses its own account ids (from its name plus a random suffix), so a store
 // backed by one shared server can be used; the factory is still called once per subtest,
 // and must give each subtest an empty webhook outbox (a store has one outbox, not one

@@ -12,7 +12,7 @@ import (
 	"github.com/leashd/leash/engine"
 )
 
-// The webhook and outbox subtests (CONTRACT §8). A store has one outbox, not one per
+// The webhook and outbox subtests (spec §8.5). A store has one outbox, not one per
 // account, so these subtests rely on the factory giving each subtest an empty one (a new
 // memory store, or a Redis store with its own key prefix).
 

@@ -84,7 +84,7 @@ func spellings(host string) []netip.Addr {
 //
 //   - a rejection is an *Error;
 //   - an admitted URL has an allowed scheme, no userinfo, at most MaxURLLength bytes;
-//   - every address the resolver returned is allowed by AllowedAddr and by the contract's
+//   - every address the resolver returned is allowed by AllowedAddr and by the spec's
 //     own list (contractBlocked); an IP literal is never looked up, a name is looked up
 //     once, in its canonical form;
 //   - the host, as written and as returned, read by netip, net.ParseIP or inet_aton in
@@ -202,7 +202,7 @@ func FuzzCheckURL(f *testing.F) {
 }
 
 // FuzzAllowedAddr checks the address rule, at screening and at connect time: an address
-// AllowedAddr admits is in none of the contract's blocked ranges, whatever it carries;
+// AllowedAddr admits is in none of spec §8.2's blocked ranges, whatever it carries;
 // Control admits exactly the TCP connections to addresses AllowedAddr admits, and an
 // address string Control admits is one whose host no parser reads as a blocked address.
 func FuzzAllowedAddr(f *testing.F) {
@@ -268,7 +268,7 @@ func FuzzAllowedAddr(f *testing.F) {
 	})
 }
 
-// TestReference checks the test's own reference against the contract's examples.
+// TestReference checks the test's own reference against known addresses of spec §8.2's ranges.
 func TestReference(t *testing.T) {
 	for _, tt := range []struct {
 		addr           string

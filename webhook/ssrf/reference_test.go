@@ -6,12 +6,12 @@ import (
 )
 
 // This file is an independent statement of what screening must never admit, written
-// from CONTRACT §8 and §12.15 rather than from addr.go, for the fuzz targets to check
-// the package against: contractBlocked is the contract's list of ranges, and inetAton
+// from spec §8.2 rather than from addr.go, for the fuzz targets to check
+// the package against: contractBlocked is the spec's list of ranges, and inetAton
 // reads IPv4 text as the C library does, so that no spelling a resolver or dialer might
 // take as an address slips past the screen.
 
-// refRange is one range of CONTRACT §8; private ones are admitted with
+// refRange is one range of spec §8.2; private ones are admitted with
 // AllowPrivateTargets.
 type refRange struct {
 	prefix  netip.Prefix
@@ -55,7 +55,7 @@ var (
 	refTeredo  = netip.MustParsePrefix("2001::/32")
 )
 
-// contractBlocked reports whether CONTRACT §8 forbids a connection to a (with
+// contractBlocked reports whether spec §8.2 forbids a connection to a (with
 // allow_private_targets as given). An IPv6 address that carries IPv4 addresses (mapped,
 // compatible, NAT64, 6to4, Teredo's server and client) is forbidden if any of them is.
 func contractBlocked(a netip.Addr, allowPrivate bool) bool {

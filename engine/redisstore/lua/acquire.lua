@@ -1,4 +1,4 @@
--- acquire: take a lease if fewer than limit unexpired leases are held (CONTRACT §5).
+-- acquire: take a lease if fewer than limit unexpired leases are held (spec §5.2).
 -- ARGV     now ('t' = TIME), slack, token, limit, ttl ms
 -- returns  {allowed 0/1, active, reset_ms, now}: reset_ms is the lease's ttl when allowed,
 --          else the ms until the soonest-expiring lease frees a slot

@@ -1,4 +1,4 @@
--- decide: one rate-limit decision on a counter's stored value (CONTRACT §4). The formulas
+-- decide: one rate-limit decision on a counter's stored value (spec §4.6–§4.9). The formulas
 -- are engine/algo's (FixedWindow, SlidingWindow, TokenBucket), line by line; the
 -- conformance suite runs both against one test clock.
 --

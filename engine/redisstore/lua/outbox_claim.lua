@@ -1,5 +1,5 @@
 -- outbox_claim: take up to max due events and hide them for the visibility timeout
--- (CONTRACT §8: at-least-once delivery).
+-- (spec §8.5: at-least-once delivery).
 -- KEYS[1] the due set, KEYS[2] the event records (see outbox_enqueue.lua)
 -- ARGV    now ('t' = TIME), slack (unused), max, visibility ms
 -- returns {id, record, id, record, ...}: oldest due first, ties by id (bytewise)

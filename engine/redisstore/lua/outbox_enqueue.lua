@@ -1,4 +1,4 @@
--- outbox_enqueue: add one webhook event to the outbox, due now (CONTRACT §8), at most
+-- outbox_enqueue: add one webhook event to the outbox, due now (spec §8.5), at most
 -- once per once-key.
 -- KEYS[1] the due set (sorted set: event id -> due instant, Unix ms)
 -- KEYS[2] the event records (hash: event id -> record JSON, see webhooks.go)

@@ -1,4 +1,4 @@
--- release: free a held lease; idempotent (CONTRACT §5).
+-- release: free a held lease; idempotent (spec §5.4).
 -- ARGV     now ('t' = TIME), slack, token
 -- returns  {released 0/1, active}
 prune()

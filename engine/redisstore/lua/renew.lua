@@ -1,4 +1,4 @@
--- renew: set a held lease's expiry to now + ttl (CONTRACT §5, §12.10).
+-- renew: set a held lease's expiry to now + ttl (spec §5.5).
 -- ARGV     now ('t' = TIME), slack, token, ttl ms (0 = the ttl it was acquired with)
 -- returns  {renewed 0/1, active, reset_ms}
 prune()

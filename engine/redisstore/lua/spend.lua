@@ -1,4 +1,4 @@
--- spend: decide one rate-limit request and spend its cost if it fits (CONTRACT §4).
+-- spend: decide one rate-limit request and spend its cost if it fits (spec §4.9).
 --
 -- KEYS[1]  the counter key
 -- ARGV     now ('t' = TIME), slack ms, algorithm ('f', 's', 't'), limit L, window W, cost c

@@ -1,5 +1,5 @@
 -- spend_all: decide several counters of one key together and spend all or none
--- (CONTRACT §12.11: an Envoy descriptor with several rate_limits).
+-- (spec §9.3: an Envoy descriptor with several rate_limits).
 --
 -- KEYS[i]  the counters' keys (one hash tag: the same account, namespace and key)
 -- ARGV     now ('t' = TIME), slack ms, then per key: algorithm, limit L, window W, cost c

@@ -1,4 +1,4 @@
--- usage_add: apply one account's part of a usage batch, once (CONTRACT §7, §12.6).
+-- usage_add: apply one account's part of a usage batch, once (spec §7.3).
 --
 -- KEYS[1]   the account's list of recently applied batch ids from this batch's instance
 -- KEYS[2..] the account's day hashes and month counters the batch touches
