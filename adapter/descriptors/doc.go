@@ -28,7 +28,7 @@
 // Decoding is strict: an unknown key, a key in the wrong place (shadow_mode inside
 // rate_limit, say), a value of the wrong type, a duplicate mapping key, an empty
 // domain, a descriptor without a key, two descriptors with the same key and value at
-// one level, a bad unit, a requests_per_unit that is missing or out of range,
+// one level, a bad unit, a requests_per_unit out of range (a missing one is 0),
 // "unlimited" together with a unit or requests_per_unit, a replaces entry naming a
 // limit that no descriptor of the domain defines (or its own limit), and one domain
 // in two files are all errors. Every error is an *Error naming the file and the path
@@ -48,7 +48,8 @@
 //   - rate_limits, on a descriptor, instead of rate_limit: a list of limits that all
 //     apply to the descriptor, e.g. 10 per second and 1000 per hour. Each entry takes
 //     unit, requests_per_unit, and optionally name, replaces, algorithm and
-//     unit_multiplier. Two entries with the same algorithm and window are an error.
+//     unit_multiplier. Two entries with the same algorithm and window are an error, and so
+//     are more than 8 entries.
 //
 // A window is the unit's length times unit_multiplier and must not exceed
 // engine.MaxWindowMS (366 days).

@@ -460,6 +460,9 @@ func (b *builder) rule(m map[string]*yaml.Node, dp string, desc []Entry) *Rule {
 		if n := b.resolve(m["rate_limits"]); len(items) == 0 && n != nil && n.Kind == yaml.SequenceNode {
 			b.errorf(lp, "must list at least one rate limit")
 		}
+		if len(items) > engine.MaxSpendAll {
+			b.errorf(lp, "lists %d rate limits; at most %d apply to one descriptor", len(items), engine.MaxSpendAll)
+		}
 		for j, item := range items {
 			ep := fmt.Sprintf("%s[%d]", lp, j)
 			lm := b.mapping(item, ep, placeRateLimits)

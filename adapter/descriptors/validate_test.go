@@ -165,6 +165,12 @@ descriptors:
 		{"rate_limit and rate_limits", "domain: d\ndescriptors: [{key: a, rate_limit: {unit: second, requests_per_unit: 1}, rate_limits: [{unit: hour, requests_per_unit: 9}]}]",
 			"descriptors[0]", "has both rate_limit and rate_limits"},
 		{"rate_limits empty", "domain: d\ndescriptors: [{key: a, rate_limits: []}]", "descriptors[0].rate_limits", "at least one"},
+		{"rate_limits with 9 entries", "domain: d\ndescriptors: [{key: a, rate_limits: [" +
+			"{unit: second, requests_per_unit: 1}, {unit: minute, requests_per_unit: 1}, {unit: hour, requests_per_unit: 1}, " +
+			"{unit: day, requests_per_unit: 1}, {unit: week, requests_per_unit: 1}, {unit: month, requests_per_unit: 1}, " +
+			"{unit: year, requests_per_unit: 1}, {unit: second, requests_per_unit: 1, unit_multiplier: 2}, " +
+			"{unit: second, requests_per_unit: 1, unit_multiplier: 3}]}]",
+			"descriptors[0].rate_limits", "at most 8 apply"},
 		{"rate_limits a mapping", "domain: d\ndescriptors: [{key: a, rate_limits: {unit: hour}}]", "descriptors[0].rate_limits", "must be a list"},
 		{"rate_limits same algorithm and window", `
 domain: d

@@ -1,0 +1,134 @@
+package engine_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/leashd/leash/engine"
+)
+
+// TestDecideItems drives one query through every kind of item (spec §1.4, §9.5): given
+// limits decided all-or-none, a shadow item, a cost above a limit, a zero limit, the
+// namespace's rule as a fallback, and items with no limit; and checks the usage each
+// counts (spec §7.1).
+func TestDecideItems(t *testing.T) {
+	ctx := context.Background()
+	f := newFixture(t, nil)
+	acme := f.accts["acme"]
+	limits := []engine.Limit{
+		{Algorithm: engine.FixedWindow, Limit: 2, WindowMS: 1000},
+		{Algorithm: engine.SlidingWindow, Limit: 5, WindowMS: 60_000},
+	}
+	decide := func(items ...engine.Item) ([]engine.ItemResult, engine.Outcome) {
+		t.Helper()
+		out := make([]engine.ItemResult, len(items))
+		o, err := f.eng.Decide(ctx, acme, &engine.Query{Namespace: "n", Items: items}, out)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return out, o
+	}
+	given := func(cost int64, shadow bool) engine.Item {
+		return engine.Item{Key: "k", Cost: cost, Source: engine.Given, Limits: limits, Shadow: shadow}
+	}
+	r, o := decide(given(2, false))
+	if !o.Allowed || !r[0].Allowed || r[0].Remaining != 0 || r[0].Index != 0 || o.NowMS != start.UnixMilli() {
+		t.Fatalf("first: %+v %+v", r, o)
+	}
+	// The per-second limit denies; the minute's counter is not spent (all or none).
+	r, o = decide(given(1, false))
+	if o.Allowed || r[0].Allowed || r[0].Index != 0 || r[0].ShadowDenied {
+		t.Fatalf("second: %+v", r)
+	}
+	r, o = decide(given(1, true))
+	if !o.Allowed || !r[0].Allowed || !r[0].ShadowDenied {
+		t.Fatalf("shadow: %+v", r)
+	}
+	// A cost above a limit is denied for it and spends nothing.
+	r, _ = decide(given(3, false))
+	if r[0].Allowed || r[0].Index != 0 {
+		t.Fatalf("cost 3: %+v", r)
+	}
+	// Zero limit: denied until its window ends, without a store operation.
+	f.clock.Advance(250 * time.Millisecond)
+	r, _ = decide(engine.Item{Key: "z", Cost: 1, Source: engine.Given, Limits: []engine.Limit{{Algorithm: engine.FixedWindow, Limit: 0, WindowMS: 1000}}})
+	if r[0].Allowed || !r[0].Limited || r[0].ResetMS != 750 || r[0].Remaining != 0 {
+		t.Fatalf("zero limit: %+v", r)
+	}
+	// No rule: RuleIfAny has no limit; with a rule it spends the rule's counter.
+	r, _ = decide(engine.Item{Key: "k2", Cost: 1, Source: engine.RuleIfAny}, engine.Item{Source: engine.NoLimit})
+	if !r[0].Allowed || r[0].Limited || !r[1].Allowed || r[1].Limited {
+		t.Fatalf("no rule, no limit: %+v", r)
+	}
+	if _, _, err := f.eng.PutRule(ctx, acme, "n", &engine.RuleRequest{Algorithm: ptr("fixed_window"), Limit: ptr(int64(1)), WindowMS: ptr(int64(60_000))}); err != nil {
+		t.Fatal(err)
+	}
+	r, _ = decide(engine.Item{Key: "k2", Cost: 1, Source: engine.RuleIfAny})
+	if !r[0].Allowed || !r[0].Limited || r[0].Index != -1 || r[0].Limit != (engine.Limit{Algorithm: engine.FixedWindow, Limit: 1, WindowMS: 60_000}) {
+		t.Fatalf("rule fallback: %+v", r)
+	}
+	r, _ = decide(engine.Item{Key: "k2", Cost: 1, Source: engine.RuleIfAny})
+	if r[0].Allowed {
+		t.Fatalf("rule fallback, second: %+v", r)
+	}
+	if err := f.eng.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	st, err := f.eng.Stats(ctx, acme, "n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// 9 items decided; blocked: the second, the cost-3 one, the zero limit and the last
+	// rule fallback (the shadow denial is not blocked).
+	if st.Total != 9 || st.Blocked != 4 {
+		t.Fatalf("stats total %d blocked %d, want 9 and 4", st.Total, st.Blocked)
+	}
+}
+
+// TestDecideRefusals: bad items, plan gates and the cost rule of POST /v1/limit; a query
+// that fails spends and counts nothing.
+func TestDecideRefusals(t *testing.T) {
+	ctx := context.Background()
+	f := newFixture(t, nil)
+	fw := engine.Limit{Algorithm: engine.FixedWindow, Limit: 1, WindowMS: 1000}
+	bad := []struct {
+		name string
+		a    *engine.Account
+		q    engine.Query
+		code engine.Code
+	}{
+		{"no items", f.accts["acme"], engine.Query{Namespace: "n"}, engine.CodeInvalidRequest},
+		{"bad namespace", f.accts["acme"], engine.Query{Namespace: "-n", Items: []engine.Item{{Key: "k", Source: engine.Given, Limits: []engine.Limit{fw}}}}, engine.CodeInvalidRequest},
+		{"no limits", f.accts["acme"], engine.Query{Namespace: "n", Items: []engine.Item{{Key: "k", Source: engine.Given}}}, engine.CodeInvalidRequest},
+		{"lease algorithm", f.accts["acme"], engine.Query{Namespace: "n", Items: []engine.Item{{Key: "k", Source: engine.Given, Limits: []engine.Limit{{Algorithm: engine.ConcurrentLimit, Limit: 1, WindowMS: 1}}}}}, engine.CodeInvalidRequest},
+		{"same limit twice", f.accts["acme"], engine.Query{Namespace: "n", Items: []engine.Item{{Key: "k", Source: engine.Given, Limits: []engine.Limit{fw, fw}}}}, engine.CodeInvalidRequest},
+		{"window out of range", f.accts["acme"], engine.Query{Namespace: "n", Items: []engine.Item{{Key: "k", Source: engine.Given, Limits: []engine.Limit{{Algorithm: engine.FixedWindow, Limit: 1, WindowMS: 0}}}}}, engine.CodeInvalidRequest},
+		{"negative cost", f.accts["acme"], engine.Query{Namespace: "n", Items: []engine.Item{{Key: "k", Cost: -1, Source: engine.Given, Limits: []engine.Limit{fw}}}}, engine.CodeInvalidRequest},
+		{"strict cost above the limit", f.accts["acme"], engine.Query{Namespace: "n", StrictCost: true, Items: []engine.Item{{Key: "k", Cost: 2, Source: engine.Given, Limits: []engine.Limit{fw}}}}, engine.CodeInvalidRequest},
+		{"not on plan", f.accts["cheap"], engine.Query{Namespace: "n", Items: []engine.Item{{Key: "k", Source: engine.Given, Limits: []engine.Limit{{Algorithm: engine.TokenBucket, Limit: 1, WindowMS: 1000}}}}}, engine.CodeAlgorithmNotOnPlan},
+		{"unrecognized algorithm", f.accts["acme"], engine.Query{Namespace: "n", Items: []engine.Item{{Key: "k", Source: engine.FromRule, Inline: engine.Inline{Algorithm: engine.AlgorithmUnrecognized}}}}, engine.CodeUnknownAlgorithm},
+		{"a good item, then a bad one", f.accts["acme"], engine.Query{Namespace: "n", Items: []engine.Item{{Key: "k", Cost: 1, Source: engine.Given, Limits: []engine.Limit{fw}}, {Key: "", Source: engine.Given, Limits: []engine.Limit{fw}}}}, engine.CodeInvalidRequest},
+	}
+	for _, tc := range bad {
+		out := make([]engine.ItemResult, max(1, len(tc.q.Items)))
+		if _, err := f.eng.Decide(ctx, tc.a, &tc.q, out); engine.CodeOf(err) != tc.code {
+			t.Errorf("%s: got %v, want %s", tc.name, err, tc.code)
+		}
+	}
+	if err := f.eng.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	st, err := f.eng.Stats(ctx, f.accts["acme"], "n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Total != 0 {
+		t.Fatalf("refused queries counted %d", st.Total)
+	}
+	// Nothing was spent by the refused query with a good first item.
+	out := make([]engine.ItemResult, 1)
+	if _, err := f.eng.Decide(ctx, f.accts["acme"], &engine.Query{Namespace: "n", Items: []engine.Item{{Key: "k", Cost: 1, Source: engine.Given, Limits: []engine.Limit{fw}}}}, out); err != nil || !out[0].Allowed {
+		t.Fatalf("after the refusals: %+v, %v", out, err)
+	}
+}
