@@ -1,5 +1,3 @@
-// Package engine is Leash's domain: it resolves requests against namespace rules and plans,
-// enforces the monthly hard cap, counts usage, and talks to state only through a Store.
 package engine
 
 import (
