@@ -242,6 +242,51 @@ type Envoy struct {
 	Domains map[string]EnvoyDomain `mapstructure:"domains"`
 	// ResponseHeaders adds RateLimit-* and Retry-After to replies (default true).
 	ResponseHeaders bool `mapstructure:"response_headers"`
+	// HeaderNames are the names of the RateLimit-* headers on replies.
+	HeaderNames HeaderNames `mapstructure:"header_names"`
+	// ShadowMode answers every OVER_LIMIT overall code as OK (spec §9.7).
+	ShadowMode bool `mapstructure:"shadow_mode"`
+	// QuotaMode puts every descriptor in quota mode (spec §9.7).
+	QuotaMode bool `mapstructure:"quota_mode"`
+	// ResponseDynamicMetadata returns dynamic_metadata in replies (spec §9.7).
+	ResponseDynamicMetadata bool `mapstructure:"response_dynamic_metadata"`
+	// JSONAddr is the listener of POST /json and GET /healthcheck; "" turns it off.
+	JSONAddr string `mapstructure:"json_addr"`
+	// LocalCache is the in-process cache of over-limit counters (spec §9.13).
+	LocalCache LocalCache `mapstructure:"local_cache"`
+	// XDS is the management server descriptor configs may come from (spec §9.14).
+	XDS XDS `mapstructure:"xds"`
+}
+
+// HeaderNames are the RateLimit-* header names of Envoy replies.
+type HeaderNames struct {
+	Limit     string `mapstructure:"limit"`
+	Remaining string `mapstructure:"remaining"`
+	Reset     string `mapstructure:"reset"`
+}
+
+// LocalCache bounds the over-limit cache; MaxEntries 0 turns it off (the default).
+type LocalCache struct {
+	MaxEntries int `mapstructure:"max_entries"`
+}
+
+// XDS is an xDS management server serving RateLimitConfig resources.
+type XDS struct {
+	// Address is host:port; "" turns xDS off.
+	Address string `mapstructure:"address"`
+	// NodeID is this instance's node id in requests (default "leash").
+	NodeID string `mapstructure:"node_id"`
+	// TLS, when any file is set, connects with TLS.
+	TLS XDSTLS `mapstructure:"tls"`
+}
+
+// XDSTLS is the TLS of the xDS connection: a CA to verify the server, an optional client
+// certificate, and the server name to verify.
+type XDSTLS struct {
+	CAFile     string `mapstructure:"ca_file"`
+	CertFile   string `mapstructure:"cert_file"`
+	KeyFile    string `mapstructure:"key_file"`
+	ServerName string `mapstructure:"server_name"`
 }
 
 // EnvoyDomain says which account an Envoy domain counts against.

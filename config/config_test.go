@@ -55,7 +55,9 @@ func defaults() *Config {
 		},
 		Shutdown: Shutdown{DrainDelay: 2 * time.Second, Timeout: 10 * time.Second},
 		Plans:    engine.BuiltinPlans(),
-		Envoy:    Envoy{DefaultAccount: "dev", ResponseHeaders: true},
+		Envoy: Envoy{DefaultAccount: "dev", ResponseHeaders: true,
+			HeaderNames: HeaderNames{Limit: "RateLimit-Limit", Remaining: "RateLimit-Remaining", Reset: "RateLimit-Reset"},
+			XDS:         XDS{NodeID: "leash"}},
 		Webhooks: Webhooks{Timeout: 10 * time.Second, MaxAttempts: 12, BackoffBase: time.Second, BackoffMax: 5 * time.Minute},
 		Log:      Log{Level: "info", Format: "json"},
 	}

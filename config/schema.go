@@ -115,6 +115,28 @@ func schema() *node {
 			"default_account":  leaf(kString, nil),
 			"domains":          mapOf(object(map[string]*node{"account": leaf(kString, nil)}), checkDomainName),
 			"response_headers": leaf(kBool, true),
+			"header_names": object(map[string]*node{
+				"limit":     leaf(kString, "RateLimit-Limit"),
+				"remaining": leaf(kString, "RateLimit-Remaining"),
+				"reset":     leaf(kString, "RateLimit-Reset"),
+			}),
+			"shadow_mode":               leaf(kBool, false),
+			"quota_mode":                leaf(kBool, false),
+			"response_dynamic_metadata": leaf(kBool, false),
+			"json_addr":                 leaf(kString, nil),
+			"local_cache": object(map[string]*node{
+				"max_entries": leaf(kInt, 0),
+			}),
+			"xds": object(map[string]*node{
+				"address": leaf(kString, nil),
+				"node_id": leaf(kString, "leash"),
+				"tls": object(map[string]*node{
+					"ca_file":     leaf(kString, nil),
+					"cert_file":   leaf(kString, nil),
+					"key_file":    leaf(kString, nil),
+					"server_name": leaf(kString, nil),
+				}),
+			}),
 		}),
 		"webhooks": object(map[string]*node{
 			"allow_http":            leaf(kBool, false),

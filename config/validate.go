@@ -367,6 +367,24 @@ func validateAccounts(c *Config, errs *errList) {
 }
 
 func validateEnvoy(c *Config, errs *errList) {
+	e := &c.Envoy
+	checkAddr(errs, "envoy.json_addr", e.JSONAddr, true)
+	checkAddr(errs, "envoy.xds.address", e.XDS.Address, true)
+	if e.XDS.NodeID == "" {
+		errs.add("envoy.xds.node_id", "must not be empty")
+	}
+	checkPair(errs, "envoy.xds.tls", e.XDS.TLS.CertFile, e.XDS.TLS.KeyFile)
+	if e.XDS.Address == "" && (e.XDS.TLS.CAFile != "" || e.XDS.TLS.CertFile != "" || e.XDS.TLS.ServerName != "") {
+		errs.add("envoy.xds.tls", "needs envoy.xds.address")
+	}
+	for key, name := range map[string]string{"limit": e.HeaderNames.Limit, "remaining": e.HeaderNames.Remaining, "reset": e.HeaderNames.Reset} {
+		if !validHeaderName(name) {
+			errs.add("envoy.header_names."+key, "must be an HTTP header name (letters, digits and -), got %q", name)
+		}
+	}
+	if e.LocalCache.MaxEntries < 0 {
+		errs.add("envoy.local_cache.max_entries", "must be 0 (off) or more")
+	}
 	for i, p := range c.Envoy.ConfigPaths {
 		if strings.TrimSpace(p) == "" {
 			errs.add(index("envoy.config_paths", i), "must not be empty")
@@ -397,4 +415,18 @@ func validateEnvoy(c *Config, errs *errList) {
 			errs.add(path, "unknown account %q (%s)", acct, hint())
 		}
 	}
+}
+
+// validHeaderName reports a non-empty HTTP token of letters, digits and '-'.
+func validHeaderName(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-') {
+			return false
+		}
+	}
+	return true
 }
