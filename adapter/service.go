@@ -9,6 +9,7 @@
 package adapter
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -95,6 +96,16 @@ type Counters struct {
 	Decision func(allowed bool)
 	// ShadowDenial counts a descriptor in shadow_mode that would have been denied.
 	ShadowDenial func()
+	// GlobalShadow counts a request answered OK by envoy.shadow_mode although over the limit.
+	GlobalShadow func()
+}
+
+// HeaderNames are the names of the RateLimit-* headers (envoy.header_names).
+type HeaderNames struct{ Limit, Remaining, Reset string }
+
+// DefaultHeaderNames are RateLimit-Limit, RateLimit-Remaining and RateLimit-Reset.
+func DefaultHeaderNames() HeaderNames {
+	return HeaderNames{Limit: "RateLimit-Limit", Remaining: "RateLimit-Remaining", Reset: "RateLimit-Reset"}
 }
 
 // Options configures a Service.
@@ -104,6 +115,15 @@ type Options struct {
 	Accounts func(id string) (*engine.Account, bool)
 	// ResponseHeaders adds RateLimit-* and Retry-After to replies (envoy.response_headers).
 	ResponseHeaders bool
+	// HeaderNames name the RateLimit-* headers; zero fields take DefaultHeaderNames.
+	HeaderNames HeaderNames
+	// ShadowMode answers every OVER_LIMIT overall code OK (envoy.shadow_mode).
+	ShadowMode bool
+	// QuotaMode puts every descriptor in quota mode (envoy.quota_mode).
+	QuotaMode bool
+	// DynamicMetadata adds the peer's dynamic_metadata to replies
+	// (envoy.response_dynamic_metadata).
+	DynamicMetadata bool
 	Counters        Counters
 	Logger          *slog.Logger
 }
@@ -120,6 +140,10 @@ func NewService(cfg *Config, opts Options) *Service {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
+	def := DefaultHeaderNames()
+	opts.HeaderNames.Limit = cmp.Or(opts.HeaderNames.Limit, def.Limit)
+	opts.HeaderNames.Remaining = cmp.Or(opts.HeaderNames.Remaining, def.Remaining)
+	opts.HeaderNames.Reset = cmp.Or(opts.HeaderNames.Reset, def.Reset)
 	s := &Service{opts: opts}
 	s.cfg.Store(cfg)
 	return s
@@ -176,23 +200,26 @@ func (s *Service) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReque
 		if h := d.GetHitsAddend(); h != nil {
 			cost = int64(min(h.GetValue(), math.MaxInt64))
 		}
-		plans[i].item(&items[i], cost)
+		plans[i].item(&items[i], cost, s.opts.QuotaMode)
 	}
-	out, err := s.opts.Engine.Decide(ctx, acct, &engine.Query{Namespace: domain, Items: items}, results)
+	out, err := s.opts.Engine.Decide(ctx, acct, &engine.Query{Namespace: domain, Items: items, Shadow: s.opts.ShadowMode}, results)
 	if engine.CodeOf(err) == engine.CodeHardCapExceeded {
 		return s.hardCapped(req, resp, err), nil
 	}
 	if err != nil {
 		return nil, s.grpcError(err)
 	}
+	if !out.Allowed {
+		resp.OverallCode = rlsv3.RateLimitResponse_OVER_LIMIT
+	}
+	if out.ShadowDenied && s.opts.Counters.GlobalShadow != nil {
+		s.opts.Counters.GlobalShadow()
+	}
 	replies := make([]reply, len(ds))
 	for i := range results {
 		r := &results[i]
 		replies[i] = plans[i].reply(r, out.NowMS)
 		resp.Statuses[i] = replies[i].status()
-		if replies[i].over {
-			resp.OverallCode = rlsv3.RateLimitResponse_OVER_LIMIT
-		}
 		if r.Limited && s.opts.Counters.Decision != nil {
 			s.opts.Counters.Decision(r.Allowed && !r.ShadowDenied)
 		}
@@ -202,8 +229,11 @@ func (s *Service) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReque
 	}
 	if s.opts.ResponseHeaders {
 		if i := headerDescriptor(replies); i >= 0 {
-			resp.ResponseHeadersToAdd = headers(&replies[i])
+			resp.ResponseHeadersToAdd = s.headers(&replies[i], !out.Allowed)
 		}
+	}
+	if s.opts.DynamicMetadata {
+		resp.DynamicMetadata = dynamicMetadata(req, plans, replies)
 	}
 	return resp, nil
 }
@@ -297,11 +327,15 @@ func (s *Service) plan(cfg *Config, domain string, ds []*rlcommon.RateLimitDescr
 // unlimited reports a descriptor whose match is `unlimited` (and no override).
 func (p *plan) unlimited() bool { return p.matched && p.rule.Unlimited && !p.override }
 
-// item is the engine's item for this descriptor (spec §9.5).
-func (p *plan) item(it *engine.Item, cost int64) {
-	*it = engine.Item{Cost: cost}
+// item is the engine's item for this descriptor (spec §9.5). Every descriptor but an
+// unlimited one takes part in quota mode when it is on globally (as the peer counts).
+func (p *plan) item(it *engine.Item, cost int64, quota bool) {
+	*it = engine.Item{Cost: cost, Quota: quota || p.matched && p.rule.QuotaMode}
 	switch {
-	case p.noEntries || p.replaced || p.unlimited():
+	case p.unlimited():
+		it.Source, it.Quota = engine.NoLimit, false
+		return
+	case p.noEntries || p.replaced:
 		it.Source = engine.NoLimit
 		return
 	case !p.matched && !p.override:
@@ -418,9 +452,10 @@ func (v *reply) status() *rlsv3.RateLimitResponse_DescriptorStatus {
 	return st
 }
 
-// headers returns RateLimit-Limit/-Remaining/-Reset of the most restrictive descriptor and
-// Retry-After when it is over its limit (seconds, rounded up).
-func headers(v *reply) []*corev3.HeaderValue {
+// headers returns the RateLimit-* headers of the descriptor headerDescriptor chose, and
+// Retry-After when the request is over the limit and so is that descriptor (seconds,
+// rounded up).
+func (s *Service) headers(v *reply, overall bool) []*corev3.HeaderValue {
 	reset := (v.resetMS + 999) / 1000
 	// The values share one string, the messages one array.
 	var nb [80]byte
@@ -431,16 +466,17 @@ func headers(v *reply) []*corev3.HeaderValue {
 	b = strconv.AppendInt(b, reset, 10)
 	e2 := len(b)
 	n := 3
-	if v.over {
+	if v.over && overall {
 		b = strconv.AppendInt(b, max(1, reset), 10)
 		n = 4
 	}
-	s := string(b)
+	vals := string(b)
 	hv := new([4]corev3.HeaderValue)
-	hv[0].Key, hv[0].Value = "RateLimit-Limit", s[:e0]
-	hv[1].Key, hv[1].Value = "RateLimit-Remaining", s[e0:e1]
-	hv[2].Key, hv[2].Value = "RateLimit-Reset", s[e1:e2]
-	hv[3].Key, hv[3].Value = "Retry-After", s[e2:]
+	hn := &s.opts.HeaderNames
+	hv[0].Key, hv[0].Value = hn.Limit, vals[:e0]
+	hv[1].Key, hv[1].Value = hn.Remaining, vals[e0:e1]
+	hv[2].Key, hv[2].Value = hn.Reset, vals[e1:e2]
+	hv[3].Key, hv[3].Value = "Retry-After", vals[e2:]
 	h := make([]*corev3.HeaderValue, n)
 	for i := range h {
 		h[i] = &hv[i]

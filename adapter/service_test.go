@@ -85,7 +85,8 @@ descriptors:
 // flakyStore fails every operation while down is set.
 type flakyStore struct {
 	engine.Store
-	down atomic.Bool
+	down   atomic.Bool
+	spends atomic.Int64 // Spend calls
 }
 
 var errDown = errors.New("store down (test)")
@@ -98,6 +99,7 @@ func (f *flakyStore) SpendAll(ctx context.Context, s []engine.Spend, out []engin
 }
 
 func (f *flakyStore) Spend(ctx context.Context, sp engine.Spend) (engine.Decision, error) {
+	f.spends.Add(1)
 	if f.down.Load() {
 		return engine.Decision{}, errDown
 	}
@@ -129,20 +131,40 @@ type harness struct {
 	client rlsv3.RateLimitServiceClient
 	conn   *grpc.ClientConn
 	shadow atomic.Int64
+	// globalShadow counts requests answered OK by the global shadow mode.
+	globalShadow atomic.Int64
 }
 
 // newHarness serves the descriptor files (name → YAML) over a real loopback listener,
 // with domain "edge" (and any other domain of the files) on account "acme".
 func newHarness(t testing.TB, plan engine.Plan, files map[string]string) *harness {
+	return newHarnessWith(t, plan, files, harnessOptions{})
+}
+
+// harnessOptions change a harness: the adapter's and the engine's options, and the
+// clock (RealClock: the memory store's real clock instead of the fake one).
+type harnessOptions struct {
+	adapter   func(*adapter.Options)
+	engine    engine.Options
+	realClock bool
+}
+
+func newHarnessWith(t testing.TB, plan engine.Plan, files map[string]string, o harnessOptions) *harness {
 	t.Helper()
 	h := &harness{t: t, clock: storetest.NewFakeClock(time.UnixMilli(storetest.BaseMS))}
-	h.store = &flakyStore{Store: memstore.New(memstore.Options{Clock: h.clock})}
+	mo := memstore.Options{Clock: h.clock}
+	if o.realClock {
+		h.clock, mo.Clock = nil, nil
+	}
+	ms := memstore.New(mo)
+	t.Cleanup(func() { _ = ms.Close() })
+	h.store = &flakyStore{Store: ms}
 	dir, err := engine.NewDirectory([]engine.AccountSpec{{ID: "acme", Plan: plan}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	h.acct, _ = dir.Account("acme")
-	h.eng = engine.New(h.store, dir, engine.Options{})
+	h.eng = engine.New(h.store, dir, o.engine)
 	cfg := &adapter.Config{Routing: adapter.Routing{Domains: map[string]string{"edge": "acme", "other": "acme"}}}
 	if len(files) > 0 {
 		cfg.Descriptors = loadFiles(t, files)
@@ -151,10 +173,14 @@ func newHarness(t testing.TB, plan engine.Plan, files map[string]string) *harnes
 		t.Fatal(err)
 	}
 	h.cfg = cfg
-	h.svc = adapter.NewService(cfg, adapter.Options{
+	opts := adapter.Options{
 		Engine: h.eng, Accounts: h.eng.Account, ResponseHeaders: true,
-		Counters: adapter.Counters{ShadowDenial: func() { h.shadow.Add(1) }},
-	})
+		Counters: adapter.Counters{ShadowDenial: func() { h.shadow.Add(1) }, GlobalShadow: func() { h.globalShadow.Add(1) }},
+	}
+	if o.adapter != nil {
+		o.adapter(&opts)
+	}
+	h.svc = adapter.NewService(cfg, opts)
 	srv, _ := adapter.NewServer(h.svc, nil)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

@@ -252,7 +252,7 @@ type Envoy struct {
 	ResponseDynamicMetadata bool `mapstructure:"response_dynamic_metadata"`
 	// JSONAddr is the listener of POST /json and GET /healthcheck; "" turns it off.
 	JSONAddr string `mapstructure:"json_addr"`
-	// LocalCache is the in-process cache of over-limit counters.
+	// LocalCache is the in-process cache of over-limit counters (spec §9.13).
 	LocalCache LocalCache `mapstructure:"local_cache"`
 	// XDS is the management server descriptor configs may come from.
 	XDS XDS `mapstructure:"xds"`

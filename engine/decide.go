@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"time"
 )
 
 // The one decision path (spec §1.4). Every edge asks the engine the same question: a
@@ -19,6 +20,9 @@ type Query struct {
 	// StrictCost makes a cost above a limit an invalid_request error (POST /v1/limit,
 	// spec §4.3); without it such an item is denied and spends nothing (Envoy, spec §9.6).
 	StrictCost bool
+	// Shadow answers a denied query as allowed (Envoy's global shadow mode, spec §9.7):
+	// its items keep their verdicts, and their denials are not counted as blocked.
+	Shadow bool
 }
 
 // Source says where an item's limits come from.
@@ -66,6 +70,9 @@ type Item struct {
 	// Shadow answers a denial as allowed and counts it as a shadow denial, not as
 	// blocked (spec §9.5).
 	Shadow bool
+	// Quota puts the item in quota mode (spec §9.7): its denial makes the query denied
+	// only when every quota item of the query is denied.
+	Quota bool
 }
 
 // ItemResult is the verdict on one item.
@@ -86,12 +93,18 @@ type ItemResult struct {
 	// limit (Envoy) reports the counter as it stands.
 	Remaining int64
 	ResetMS   int64
+	// Cached reports a denial answered from the over-limit cache, with no store
+	// operation (spec §9.13).
+	Cached bool
 }
 
 // Outcome is a query's overall verdict.
 type Outcome struct {
-	// Allowed reports that every item is allowed.
+	// Allowed reports that no item is denied, except quota items when another quota item
+	// is allowed (spec §9.7), or that the query is Shadow.
 	Allowed bool
+	// ShadowDenied reports a Shadow query that would have been denied.
+	ShadowDenied bool
 	// NowMS is the store's clock at the decision, in Unix milliseconds.
 	NowMS int64
 }
@@ -122,7 +135,7 @@ func (e *Engine) Decide(ctx context.Context, a *Account, q *Query, out []ItemRes
 	if err := e.hardCap(a); err != nil {
 		return Outcome{}, err
 	}
-	now := int64(-1)
+	now, cached := int64(-1), false
 	for i := range q.Items {
 		t, err := e.spend(ctx, a, q.Namespace, &q.Items[i], &out[i])
 		if err != nil {
@@ -131,8 +144,21 @@ func (e *Engine) Decide(ctx context.Context, a *Account, q *Query, out []ItemRes
 		if t >= 0 {
 			now = t
 		}
+		cached = cached || out[i].Cached
 	}
-	if now < 0 {
+	switch {
+	case now >= 0:
+		if e.cache != nil {
+			e.clock.observe(now)
+		}
+	case cached:
+		// Answered from the over-limit cache: no store operation at all.
+		if t, ok := e.clock.now(); ok {
+			now = t
+			break
+		}
+		fallthrough
+	default:
 		// Nothing reached the store: date the decision by its clock all the same.
 		t, err := e.store.NowMS(ctx)
 		if err != nil {
@@ -141,14 +167,28 @@ func (e *Engine) Decide(ctx context.Context, a *Account, q *Query, out []ItemRes
 		now = t
 	}
 	res := Outcome{Allowed: true, NowMS: now}
+	quotaItems, quotaDenied := 0, 0
 	for i := range q.Items {
-		r := &out[i]
+		it, r := &q.Items[i], &out[i]
 		if r.Limited && r.Limit.Limit == 0 {
 			// A limit of 0 had no store operation: denied until its window turns.
 			r.ResetMS = r.Limit.WindowMS - floorMod(now, r.Limit.WindowMS)
 		}
-		res.Allowed = res.Allowed && r.Allowed
-		e.usage.record(a, q.Namespace, now, !r.Allowed)
+		if it.Quota {
+			quotaItems++
+			if !r.Allowed {
+				quotaDenied++
+			}
+		} else if !r.Allowed {
+			res.Allowed = false
+		}
+		e.usage.record(a, q.Namespace, now, !r.Allowed && !q.Shadow)
+	}
+	if quotaItems > 0 && quotaDenied == quotaItems {
+		res.Allowed = false
+	}
+	if !res.Allowed && q.Shadow {
+		res.Allowed, res.ShadowDenied = true, true
 	}
 	return res, nil
 }
@@ -343,6 +383,20 @@ func (e *Engine) spend(ctx context.Context, a *Account, ns string, it *Item, r *
 	counter := func(l Limit) Counter {
 		return Counter{Account: a.ID, Namespace: ns, Key: it.Key, Algorithm: l.Algorithm, WindowMS: l.WindowMS}
 	}
+	var t0 time.Time
+	if c := e.cache; c != nil && cost > 0 {
+		t0 = time.Now()
+		for i, l := range limits {
+			if left, ok := c.denied(cacheKey{counter(l), l.Limit}, cost, t0); ok {
+				if it.Source == Given {
+					r.Index, r.Limit = i, l
+				}
+				r.Remaining, r.ResetMS, r.Cached = 0, (left.Nanoseconds()+999_999)/1_000_000, true
+				e.deny(it, r)
+				return -1, nil
+			}
+		}
+	}
 	var ds [MaxSpendAll]Decision
 	if len(limits) == 1 {
 		d, err := e.store.Spend(ctx, Spend{Counter: counter(limits[0]), Limit: limits[0].Limit, Cost: cost})
@@ -367,6 +421,8 @@ func (e *Engine) spend(ctx context.Context, a *Account, ns string, it *Item, r *
 	for i, l := range limits {
 		if l.Limit < it.Cost {
 			ds[i].Allowed = false
+		} else if !ds[i].Allowed && e.cache != nil && cost > 0 {
+			e.cache.add(cacheKey{counter(l), l.Limit}, cost, ds[i].ResetMS, t0)
 		}
 		denied = denied || !ds[i].Allowed
 	}

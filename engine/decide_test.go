@@ -2,10 +2,13 @@ package engine_test
 
 import (
 	"context"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/leashd/leash/engine"
+	"github.com/leashd/leash/engine/memstore"
+	"github.com/leashd/leash/internal/testkit"
 )
 
 // TestDecideItems drives one query through every kind of item (spec §1.4, §9.5): given
@@ -130,5 +133,55 @@ func TestDecideRefusals(t *testing.T) {
 	out := make([]engine.ItemResult, 1)
 	if _, err := f.eng.Decide(ctx, f.accts["acme"], &engine.Query{Namespace: "n", Items: []engine.Item{{Key: "k", Cost: 1, Source: engine.Given, Limits: []engine.Limit{fw}}}}, out); err != nil || !out[0].Allowed {
 		t.Fatalf("after the refusals: %+v, %v", out, err)
+	}
+}
+
+// countingStore counts the decisions that reach the store.
+type countingStore struct {
+	engine.Store
+	spends atomic.Int64
+}
+
+func (s *countingStore) Spend(ctx context.Context, sp engine.Spend) (engine.Decision, error) {
+	s.spends.Add(1)
+	return s.Store.Spend(ctx, sp)
+}
+
+// TestLocalCacheOnChecks: POST /v1/limit shares the over-limit cache (spec §9.13): a
+// denied counter is denied from memory, and a reset on this instance clears it.
+func TestLocalCacheOnChecks(t *testing.T) {
+	ctx := context.Background()
+	cs := &countingStore{Store: memstore.New(memstore.Options{})}
+	t.Cleanup(func() { _ = cs.Close() })
+	dir, _ := engine.NewDirectory([]engine.AccountSpec{{ID: "a", Plan: engine.BuiltinPlans()["scale"]}})
+	acct, _ := dir.Account("a")
+	eng := engine.New(cs, dir, engine.Options{LocalCacheMaxEntries: 10})
+	chk := testkit.Check{Namespace: "n", Key: "k", Algorithm: ptr("fixed_window"), Limit: ptr(int64(1)), WindowMS: ptr(int64(3_600_000))}
+	if d, err := chk.Do(ctx, eng, acct); err != nil || !d.Allowed {
+		t.Fatal(d, err)
+	}
+	if d, err := chk.Do(ctx, eng, acct); err != nil || d.Allowed {
+		t.Fatal(d, err)
+	}
+	before := cs.spends.Load()
+	for range 50 {
+		if d, err := chk.Do(ctx, eng, acct); err != nil || d.Allowed || d.Remaining != 0 || d.ResetMS <= 0 {
+			t.Fatal(d, err)
+		}
+	}
+	if n := cs.spends.Load() - before; n != 0 || eng.LocalCacheHits() != 50 {
+		t.Fatalf("%d store spends and %d cache hits during 50 denied checks, want 0 and 50", n, eng.LocalCacheHits())
+	}
+	// A look (cost 0) is not a denial the cache holds: it goes to the store.
+	look := chk
+	look.Cost = ptr(int64(0))
+	if _, err := look.Do(ctx, eng, acct); err != nil || cs.spends.Load() == before {
+		t.Fatal("a look was answered from the cache", err)
+	}
+	if err := eng.Reset(ctx, acct, &engine.ResetRequest{Namespace: "n", Key: "k", Algorithm: engine.FixedWindow, WindowMS: ptr(int64(3_600_000))}); err != nil {
+		t.Fatal(err)
+	}
+	if d, err := chk.Do(ctx, eng, acct); err != nil || !d.Allowed {
+		t.Fatalf("after the reset: %+v %v", d, err)
 	}
 }

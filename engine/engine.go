@@ -74,6 +74,8 @@ type Options struct {
 	Logger *slog.Logger
 	// Webhooks configures webhook URL screening and event hand-off.
 	Webhooks WebhookOptions
+	// LocalCacheMaxEntries bounds the over-limit cache (spec §9.13); 0 turns it off.
+	LocalCacheMaxEntries int
 }
 
 // Engine decides checks and leases for accounts over one Store.
@@ -84,6 +86,8 @@ type Engine struct {
 	interval  time.Duration
 	log       *slog.Logger
 	hooks     WebhookOptions
+	cache     *overLimitCache // nil when off
+	clock     storeClock      // the store's clock between operations, for cached answers
 }
 
 // New returns an engine over store serving the accounts of dir.
@@ -94,7 +98,8 @@ func New(store Store, dir *Directory, opts Options) *Engine {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
-	e := &Engine{store: store, usage: newUsage(), interval: opts.FlushInterval, log: opts.Logger, hooks: opts.Webhooks}
+	e := &Engine{store: store, usage: newUsage(), interval: opts.FlushInterval, log: opts.Logger, hooks: opts.Webhooks,
+		cache: newOverLimitCache(opts.LocalCacheMaxEntries), clock: storeClock{start: time.Now()}}
 	e.directory.Store(dir)
 	return e
 }
@@ -129,7 +134,14 @@ func (e *Engine) Reset(ctx context.Context, a *Account, r *ResetRequest) error {
 	if err != nil {
 		return err
 	}
-	existed, err := e.store.Reset(ctx, Counter{Account: a.ID, Namespace: r.Namespace, Key: r.Key, Algorithm: l.Algorithm, WindowMS: l.WindowMS})
+	c := Counter{Account: a.ID, Namespace: r.Namespace, Key: r.Key, Algorithm: l.Algorithm, WindowMS: l.WindowMS}
+	if e.cache != nil {
+		e.cache.forget(c) // before the store: a denial cached meanwhile would outlive the reset
+	}
+	existed, err := e.store.Reset(ctx, c)
+	if e.cache != nil {
+		e.cache.forget(c) // and after: a denial decided before the reset may land meanwhile
+	}
 	if err != nil {
 		return unavailable(err)
 	}
@@ -365,4 +377,12 @@ func (e *Engine) Stats(ctx context.Context, a *Account, ns string) (Stats, error
 		HardCap:   a.Plan.HardCap,
 	}
 	return st, nil
+}
+
+// LocalCacheHits is the number of denials answered from the over-limit cache.
+func (e *Engine) LocalCacheHits() int64 {
+	if e.cache == nil {
+		return 0
+	}
+	return e.cache.hits.Load()
 }

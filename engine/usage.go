@@ -184,6 +184,9 @@ func (e *Engine) refreshTotals(ctx context.Context) error {
 		return err
 	}
 	e.usage.lastNow.Store(nowMS)
+	if e.cache != nil {
+		e.clock.observe(nowMS)
+	}
 	var accounts []*Account
 	var ids []string
 	for _, a := range e.directory.Load().Accounts() {

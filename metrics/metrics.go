@@ -21,6 +21,7 @@ type Metrics struct {
 	httpDuration  *prometheus.HistogramVec
 	storeDuration *prometheus.HistogramVec
 	shadow        prometheus.Counter
+	globalShadow  prometheus.Counter
 	deliveries    *prometheus.CounterVec
 	outboxDepth   prometheus.Gauge
 }
@@ -48,6 +49,10 @@ func New() *Metrics {
 		Name: "leash_envoy_shadow_denials_total",
 		Help: "Envoy descriptors in shadow_mode that were over their limit and answered OK.",
 	})
+	m.globalShadow = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "leash_envoy_global_shadow_total",
+		Help: "Envoy requests over the limit answered OK because envoy.shadow_mode is on.",
+	})
 	m.deliveries = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "leash_webhook_deliveries_total",
 		Help: "Webhook delivery attempts by outcome (delivered, retried, failed: given up, dropped: no webhook).",
@@ -56,13 +61,24 @@ func New() *Metrics {
 		Name: "leash_webhook_outbox_depth",
 		Help: "Webhook events waiting in the store's outbox (all instances'), as last read by this one.",
 	})
-	m.Registry.MustRegister(m.decisions, m.httpDuration, m.storeDuration, m.shadow, m.deliveries, m.outboxDepth,
+	m.Registry.MustRegister(m.decisions, m.httpDuration, m.storeDuration, m.shadow, m.globalShadow, m.deliveries, m.outboxDepth,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
 
 // ShadowDenial counts one shadow_mode descriptor answered OK although over its limit.
 func (m *Metrics) ShadowDenial() { m.shadow.Inc() }
+
+// GlobalShadow counts one Envoy request answered OK by envoy.shadow_mode.
+func (m *Metrics) GlobalShadow() { m.globalShadow.Inc() }
+
+// LocalCache reports the denials the engine answered from its over-limit cache.
+func (m *Metrics) LocalCache(hits func() int64) {
+	m.Registry.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
+		Name: "leash_local_cache_denials_total",
+		Help: "Denials answered from the over-limit cache without a store operation (the peer's over_limit_with_local_cache).",
+	}, func() float64 { return float64(hits()) }))
+}
 
 // WebhookDelivery counts one webhook delivery attempt by its outcome.
 func (m *Metrics) WebhookDelivery(outcome string) { m.deliveries.WithLabelValues(outcome).Inc() }

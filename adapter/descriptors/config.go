@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/leashd/leash/engine"
 )
@@ -22,16 +23,18 @@ type Limit struct {
 // Rule is one configured descriptor that can match: it has limits or is unlimited.
 type Rule struct {
 	Domain         string
-	File, Path     string         // where it was defined, for logs and errors
-	Descriptor     []Entry        // configured keys and values from the top level down (patterns as written, "" for a bare key)
-	Limits         []Limit        // from rate_limit or rate_limits; empty when Unlimited
-	EngineLimits   []engine.Limit // Limits as the engine takes them, in the same order
-	Unlimited      bool           // matched requests are never limited
-	Name           string         // the rate_limit's name when Unlimited; limited rules name their Limits
-	ShadowMode     bool           // count, but never deny
-	DetailedMetric bool           // the peer's detailed_metric flag (accepted; Leash's metrics stay value-free)
-	ValueToMetric  bool           // the peer's value_to_metric flag of this descriptor (metrics only)
-	Replaces       []string       // names of rate limits this one replaces
+	File, Path     string           // where it was defined, for logs and errors
+	Descriptor     []Entry          // configured keys and values from the top level down (patterns as written, "" for a bare key)
+	Limits         []Limit          // from rate_limit or rate_limits; empty when Unlimited
+	EngineLimits   []engine.Limit   // Limits as the engine takes them, in the same order
+	Unlimited      bool             // matched requests are never limited
+	Name           string           // the rate_limit's name when Unlimited; limited rules name their Limits
+	ShadowMode     bool             // count, but never deny
+	QuotaMode      bool             // the peer's quota_mode: see spec §9.7
+	Metadata       *structpb.Struct // the descriptor's metadata for the replies' dynamic metadata; nil when none
+	DetailedMetric bool             // the peer's detailed_metric flag (accepted; Leash's metrics stay value-free)
+	ValueToMetric  bool             // the peer's value_to_metric flag of this descriptor (metrics only)
+	Replaces       []string         // names of rate limits this one replaces
 }
 
 // EngineLimits returns ls as the engine takes them, in the same order.

@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"go.yaml.in/yaml/v3"
+	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/leashd/leash/engine"
 )
@@ -34,7 +35,7 @@ const (
 
 var allowedKeys = [...][]string{
 	placeRoot:       {"domain", "descriptors"},
-	placeDescriptor: {"key", "value", "rate_limit", "rate_limits", "descriptors", "shadow_mode", "detailed_metric", "value_to_metric", "share_threshold"},
+	placeDescriptor: {"key", "value", "rate_limit", "rate_limits", "descriptors", "shadow_mode", "quota_mode", "detailed_metric", "value_to_metric", "share_threshold", "metadata"},
 	placeRateLimit:  {"unit", "requests_per_unit", "unlimited", "name", "replaces", "algorithm", "unit_multiplier"},
 	placeRateLimits: {"unit", "requests_per_unit", "name", "replaces", "algorithm", "unit_multiplier"},
 	placeReplaces:   {"name"},
@@ -427,6 +428,8 @@ func (b *builder) rule(m map[string]*yaml.Node, dp string, desc []Entry) *Rule {
 		Path:           dp,
 		Descriptor:     desc,
 		ShadowMode:     b.boolean(m["shadow_mode"], dp+".shadow_mode"),
+		QuotaMode:      b.boolean(m["quota_mode"], dp+".quota_mode"),
+		Metadata:       b.metadata(m["metadata"], dp+".metadata"),
 		DetailedMetric: b.boolean(m["detailed_metric"], dp+".detailed_metric"),
 		ValueToMetric:  b.boolean(m["value_to_metric"], dp+".value_to_metric"),
 	}
@@ -579,4 +582,31 @@ func (b *builder) limit(lm map[string]*yaml.Node, lp string) Limit {
 		}
 	}
 	return lim
+}
+
+// metadata reads a descriptor's metadata: any mapping, kept as a protobuf Struct for the
+// replies' dynamic metadata (the peer's format); absent and null are nil.
+func (b *builder) metadata(n *yaml.Node, path string) *structpb.Struct {
+	n = b.resolve(n)
+	if isNull(n) {
+		return nil
+	}
+	if n.Kind != yaml.MappingNode {
+		b.errorf(path, "must be a mapping, not %s", describe(n))
+		return nil
+	}
+	var v map[string]any
+	if err := n.Decode(&v); err != nil {
+		b.errorf(path, "%s", strings.TrimPrefix(err.Error(), "yaml: "))
+		return nil
+	}
+	if len(v) == 0 {
+		return nil
+	}
+	st, err := structpb.NewStruct(v)
+	if err != nil {
+		b.errorf(path, "cannot be dynamic metadata: %v", err)
+		return nil
+	}
+	return st
 }

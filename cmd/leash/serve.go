@@ -59,7 +59,7 @@ func serve(paths, environ []string, stdout, stderr io.Writer) int {
 	istore := m.Instrument(store)
 	policy := ssrf.Policy{AllowHTTP: cfg.Webhooks.AllowHTTP, AllowPrivateTargets: cfg.Webhooks.AllowPrivateTargets}
 	wake := make(chan struct{}, 1) // an event was queued here: deliver without waiting for the poll
-	eng := engine.New(istore, dir, engine.Options{Logger: log, Webhooks: engine.WebhookOptions{
+	eng := engine.New(istore, dir, engine.Options{Logger: log, LocalCacheMaxEntries: cfg.Envoy.LocalCache.MaxEntries, Webhooks: engine.WebhookOptions{
 		Policy: policy,
 		Enqueued: func() {
 			select {
@@ -78,9 +78,14 @@ func serve(paths, environ []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	envoyDecisions := m.Decisions("envoy")
+	m.LocalCache(eng.LocalCacheHits)
+	e := cfg.Envoy
 	svc := adapter.NewService(envoyCfg, adapter.Options{
-		Engine: eng, Accounts: eng.Account, ResponseHeaders: cfg.Envoy.ResponseHeaders, Logger: log,
-		Counters: adapter.Counters{Decision: envoyDecisions.Inc, ShadowDenial: m.ShadowDenial},
+		Engine: eng, Accounts: eng.Account, Logger: log,
+		ResponseHeaders: e.ResponseHeaders,
+		HeaderNames:     adapter.HeaderNames{Limit: e.HeaderNames.Limit, Remaining: e.HeaderNames.Remaining, Reset: e.HeaderNames.Reset},
+		ShadowMode:      e.ShadowMode, QuotaMode: e.QuotaMode, DynamicMetadata: e.ResponseDynamicMetadata,
+		Counters: adapter.Counters{Decision: envoyDecisions.Inc, ShadowDenial: m.ShadowDenial, GlobalShadow: m.GlobalShadow},
 	})
 	adm := admin.New(admin.Options{Ping: eng.Ping, Gatherer: m.Registry, Pprof: cfg.Admin.Pprof})
 	api := httpapi.New(httpapi.Options{Engine: eng, Metrics: m, Logger: log})
