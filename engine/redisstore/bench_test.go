@@ -80,7 +80,7 @@ func redisCPU() time.Duration {
 	return d
 }
 
-// BenchmarkSpendDirect: the default, decisions on the node's own pipe (pipe.go).
+// BenchmarkSpendDirect: the default, decisions on the node's own pipe (package respipe).
 func BenchmarkSpendDirect(b *testing.B) { benchSpend(b, pipelineDirect) }
 
 // BenchmarkSpendPool: every spend takes a pooled connection for one round trip.

@@ -21,6 +21,7 @@ import (
 	"github.com/redis/go-redis/v9/maintnotifications"
 
 	"github.com/leashd/leash/engine"
+	"github.com/leashd/leash/engine/redisstore/respipe"
 )
 
 // Store is an engine.Store on Redis. It is safe for concurrent use; Close stops it.
@@ -36,10 +37,11 @@ type Store struct {
 	clock   engine.Clock // tests only; nil means Redis TIME
 	slack   int64        // extra ms on every TTL (see Options.Clock)
 	opTO    time.Duration
-	opDL    *sharedDeadline // opTO-bounded contexts for callers without a sooner deadline
+	opDL    *respipe.SharedDeadline // opTO-bounded contexts for callers without a sooner deadline
 	waitN   int
 	rules   *ruleCache
-	pipes   *pipes // the decisions' connections (hotpath.go); nil: go-redis only
+	pipes   *respipe.Pool // the decisions' connections (hotpath.go); nil: go-redis only
+	pipe    *respipe.Pipe // the single node's pipe; nil on a cluster (pipeFor picks one per key)
 	closed  atomic.Bool
 
 	stop      context.CancelFunc
@@ -113,7 +115,7 @@ type pipelineMode int
 
 const (
 	// pipelineDirect, the default: decisions (Spend, SpendAll, Acquire, Release, Renew)
-	// go on the node's own pipe (pipe.go), measured the cheapest in CPU per decision
+	// go on the node's own pipe (package respipe), measured the cheapest in CPU per decision
 	// (docs/performance.md); everything else, and every decision on Sentinel, as
 	// pipelineAdaptive.
 	pipelineDirect pipelineMode = iota
@@ -171,7 +173,7 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 		clock: opts.Clock,
 		slack: prodSlack,
 		opTO:  opts.ReadTimeout,
-		opDL:  newSharedDeadline(opts.ReadTimeout),
+		opDL:  respipe.NewSharedDeadline(opts.ReadTimeout),
 		waitN: opts.WaitReplicas,
 	}
 	if opts.Clock != nil {
@@ -207,7 +209,10 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 		s.ap = ap
 	}
 	if opts.pipeline == pipelineDirect && opts.Sentinel.Master == "" {
-		s.pipes = &pipes{byAddr: make(map[string]*pipe)}
+		s.pipes = respipe.NewPool(pipeOptions(s.client))
+		if s.cluster == nil {
+			s.pipe = s.pipes.Pipe(s.client.(*redis.Client).Options().Addr)
+		}
 	}
 	bg, stop := context.WithCancel(context.Background())
 	s.stop = stop
@@ -396,12 +401,12 @@ func (s *Store) loadScripts(ctx context.Context) {
 }
 
 // opCtx bounds one store operation by ReadTimeout: the caller's context when its
-// deadline is sooner, else a shared one (sharedDeadline: no timer per call).
+// deadline is sooner, else a shared one (respipe.SharedDeadline: no timer per call).
 func (s *Store) opCtx(ctx context.Context) context.Context {
 	if d, ok := ctx.Deadline(); ok && time.Until(d) <= s.opTO {
 		return ctx
 	}
-	return s.opDL.get()
+	return s.opDL.Context()
 }
 
 // nowArg is the scripts' time argument: "t" (Redis TIME) or the test clock's Unix ms.
@@ -453,13 +458,15 @@ func (s *Store) Close() error {
 		if s.stop != nil {
 			s.stop()
 		}
-		s.closePipes()
+		if s.pipes != nil {
+			s.pipes.Close()
+		}
 		s.wg.Wait()
 		if s.ap != nil {
 			_ = s.ap.Close()
 		}
 		s.closeErr = s.client.Close()
-		s.opDL.stop()
+		s.opDL.Stop()
 	})
 	return s.closeErr
 }
@@ -483,7 +490,10 @@ type PoolStats struct {
 // node, the pool size plus go-redis's pipeline pool plus the decisions' one connection.
 func (s *Store) PoolStats() PoolStats {
 	st := s.client.PoolStats()
-	out := PoolStats{Conns: st.TotalConns + s.pipeConns(), Idle: st.IdleConns, Timeouts: st.Timeouts}
+	out := PoolStats{Conns: st.TotalConns, Idle: st.IdleConns, Timeouts: st.Timeouts}
+	if s.pipes != nil {
+		out.Conns += uint32(s.pipes.Conns())
+	}
 	if p := st.PipelineStats; p != nil {
 		out.Conns += p.TotalConns
 		out.Idle += p.IdleConns
