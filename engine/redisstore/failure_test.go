@@ -42,21 +42,9 @@ func bufLogger(w *syncBuffer) *slog.Logger {
 // Store serves again, with no restart.
 func TestRedisStoppedAndRestarted(t *testing.T) {
 	t.Parallel()
-	forModes(t, testRedisStoppedAndRestarted)
-}
-
-// forModes runs a test once per way of sharing connections.
-func forModes(t *testing.T, f func(t *testing.T, mode pipelineMode)) {
-	t.Run("direct", func(t *testing.T) { t.Parallel(); f(t, pipelineDirect) })
-	t.Run("pool", func(t *testing.T) { t.Parallel(); f(t, pipelinePool) })
-	t.Run("autopipeline", func(t *testing.T) { t.Parallel(); f(t, pipelineAuto) })
-	t.Run("adaptive", func(t *testing.T) { t.Parallel(); f(t, pipelineAdaptive) })
-}
-
-func testRedisStoppedAndRestarted(t *testing.T, mode pipelineMode) {
 	srv := redistest.StartServer(t, false)
 	const readTimeout = 500 * time.Millisecond
-	s := openStore(t, Options{URL: srv.URL(), ReadTimeout: readTimeout, pipeline: mode})
+	s := openStore(t, Options{URL: srv.URL(), ReadTimeout: readTimeout})
 	ctx := context.Background()
 	sp := engine.Spend{Counter: engine.Counter{Account: "a", Namespace: "ns", Key: "k", Algorithm: engine.FixedWindow, WindowMS: 60_000}, Limit: 1000, Cost: 1}
 	if _, err := s.Spend(ctx, sp); err != nil {
@@ -150,13 +138,9 @@ func testRedisStoppedAndRestarted(t *testing.T, mode pipelineMode) {
 // kernel but nothing answers) makes calls fail within the timeout instead of hanging.
 func TestHungRedisTimesOut(t *testing.T) {
 	t.Parallel()
-	forModes(t, testHungRedisTimesOut)
-}
-
-func testHungRedisTimesOut(t *testing.T, mode pipelineMode) {
 	srv := redistest.StartServer(t, false)
 	const readTimeout = 300 * time.Millisecond
-	s := openStore(t, Options{URL: srv.URL(), ReadTimeout: readTimeout, pipeline: mode})
+	s := openStore(t, Options{URL: srv.URL(), ReadTimeout: readTimeout})
 	ctx := context.Background()
 	srv.Signal(syscall.SIGSTOP)
 	defer srv.Signal(syscall.SIGCONT)

@@ -29,9 +29,6 @@ type Store struct {
 	log     *slog.Logger
 	client  redis.UniversalClient
 	cluster *redis.ClusterClient // set in cluster mode
-	ap      *redis.AutoPipeliner // nil in pipelinePool mode
-	mode    pipelineMode
-	flying  atomic.Int64 // scripts in flight (pipelineAdaptive)
 	keys    keys
 	sc      *scripts
 	clock   engine.Clock // tests only; nil means Redis TIME
@@ -104,37 +101,7 @@ type Options struct {
 	// the conformance suite's fake clock drives Redis. Never set it in a deployment: two
 	// instances with different clocks would then disagree.
 	Clock engine.Clock
-
-	// pipeline selects how concurrent scripts share connections (tests and benchmarks
-	// set it).
-	pipeline pipelineMode
 }
-
-// pipelineMode is how concurrent EVALSHAs reach Redis.
-type pipelineMode int
-
-const (
-	// pipelineDirect, the default: decisions (Spend, SpendAll, Acquire, Release, Renew)
-	// go on the node's own pipe (package respipe), measured the cheapest in CPU per decision
-	// (docs/performance.md); everything else, and every decision on Sentinel, as
-	// pipelineAdaptive.
-	pipelineDirect pipelineMode = iota
-	// pipelineAdaptive sends a call on its own pooled connection while few calls are in
-	// flight (lowest latency), and coalesces calls into pipelines once more than
-	// adaptiveInFlight are (highest throughput): the best of the two go-redis modes
-	// measured (docs/redis.md).
-	pipelineAdaptive
-	// pipelinePool gives each call its own pooled connection for one round trip.
-	pipelinePool
-	// pipelineAuto coalesces every call into pipelines (go-redis' AsyncAutoPipeline: one
-	// batch in flight per connection, the next one filling meanwhile); each caller waits
-	// for its own reply with its own deadline.
-	pipelineAuto
-)
-
-// adaptiveInFlight is the number of calls in flight above which pipelineAdaptive
-// pipelines.
-const adaptiveInFlight = 4
 
 const (
 	defaultTimeout = 500 * time.Millisecond
@@ -189,26 +156,7 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 	}
 	s.checkEviction(ctx)
 	s.loadScripts(ctx)
-	s.mode = opts.pipeline
-	if opts.pipeline != pipelinePool {
-		var ap *redis.AutoPipeliner
-		var err error
-		// Full duplex (one held connection, a writer and a reader streaming batches)
-		// measured ~12% more decisions/s than the half-duplex default under 50
-		// concurrent HTTP clients on loopback (docs/performance.md).
-		apOpts := &redis.AutoPipelineOptions{FullDuplex: true}
-		if s.cluster != nil {
-			ap, err = s.cluster.AsyncAutoPipelineWithOptions(apOpts)
-		} else {
-			ap, err = s.client.(*redis.Client).AsyncAutoPipelineWithOptions(apOpts)
-		}
-		if err != nil {
-			_ = s.client.Close()
-			return nil, fmt.Errorf("redisstore: autopipeline: %w", err)
-		}
-		s.ap = ap
-	}
-	if opts.pipeline == pipelineDirect && opts.Sentinel.Master == "" {
+	if opts.Sentinel.Master == "" {
 		s.pipes = respipe.NewPool(pipeOptions(s.client))
 		if s.cluster == nil {
 			s.pipe = s.pipes.Pipe(s.client.(*redis.Client).Options().Addr)
@@ -462,9 +410,6 @@ func (s *Store) Close() error {
 			s.pipes.Close()
 		}
 		s.wg.Wait()
-		if s.ap != nil {
-			_ = s.ap.Close()
-		}
 		s.closeErr = s.client.Close()
 		s.opDL.Stop()
 	})
