@@ -147,9 +147,12 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 		s.slack = testSlack
 		s.log.Warn("redis store: using a test clock instead of Redis TIME; this is for tests only")
 	}
-	if err := s.connect(&opts); err != nil {
+	c, err := newClient(&opts)
+	if err != nil {
 		return nil, err
 	}
+	s.client = c
+	s.cluster, _ = c.(*redis.ClusterClient)
 	if err := s.waitReady(ctx, &opts); err != nil {
 		_ = s.client.Close()
 		return nil, err
@@ -173,8 +176,10 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 	return s, nil
 }
 
-// connect builds the go-redis client for the configured deployment.
-func (s *Store) connect(o *Options) error {
+// newClient builds the go-redis client for the configured deployment with
+// redis.NewUniversalClient: a Client for a single node (URL), a FailoverClient for
+// Sentinel, a ClusterClient for ClusterAddrs.
+func newClient(o *Options) (redis.UniversalClient, error) {
 	modes := 0
 	if o.URL != "" {
 		modes++
@@ -186,74 +191,65 @@ func (s *Store) connect(o *Options) error {
 		modes++
 	}
 	if modes != 1 {
-		return errors.New("redisstore: set exactly one of URL, ClusterAddrs and Sentinel")
+		return nil, errors.New("redisstore: set exactly one of URL, ClusterAddrs and Sentinel")
 	}
-	noMaint := &maintnotifications.Config{Mode: maintnotifications.ModeDisabled}
+	u := &redis.UniversalOptions{
+		Username: o.Username,
+		Password: o.Password,
+		// Nothing is retransmitted: a retried spend could count twice. MOVED/ASK
+		// redirects (the command did not run) are still followed.
+		MaxRetries:            -1,
+		DialTimeout:           o.DialTimeout,
+		DialerRetries:         1,
+		ReadTimeout:           o.ReadTimeout,
+		WriteTimeout:          o.WriteTimeout,
+		ContextTimeoutEnabled: true,
+		PoolSize:              o.PoolSize,
+		PoolTimeout:           o.ReadTimeout,
+		// Not applied to Sentinel: FailoverOptions has no such field.
+		MaintNotificationsConfig: &maintnotifications.Config{Mode: maintnotifications.ModeDisabled},
+	}
 	switch {
 	case len(o.ClusterAddrs) > 0:
-		c := redis.NewClusterClient(&redis.ClusterOptions{
-			Addrs:    o.ClusterAddrs,
-			Username: o.Username,
-			Password: o.Password,
-			// Nothing is retransmitted: a retried spend could count twice. MOVED/ASK
-			// redirects (the command did not run) are still followed.
-			MaxRetries:            -1,
-			DialTimeout:           o.DialTimeout,
-			DialerRetries:         1,
-			ReadTimeout:           o.ReadTimeout,
-			WriteTimeout:          o.WriteTimeout,
-			ContextTimeoutEnabled: true,
-			PoolSize:              o.PoolSize,
-			PoolTimeout:           o.ReadTimeout,
-			// A dead master is noticed within a second instead of the default 60 s.
-			ClusterStateReloadInterval: time.Second,
-			MaintNotificationsConfig:   noMaint,
-		})
-		s.client, s.cluster = c, c
+		u.Addrs = o.ClusterAddrs
+		// UniversalOptions has no ClusterStateReloadInterval, so the cluster client is
+		// made from its ClusterOptions. A dead master is noticed within a second instead
+		// of the default 60 s.
+		co := u.Cluster()
+		co.ClusterStateReloadInterval = time.Second
+		return redis.NewClusterClient(co), nil
 	case o.Sentinel.Master != "" || len(o.Sentinel.Addrs) > 0:
 		if o.Sentinel.Master == "" || len(o.Sentinel.Addrs) == 0 {
-			return errors.New("redisstore: Sentinel needs both Master and Addrs")
+			return nil, errors.New("redisstore: Sentinel needs both Master and Addrs")
 		}
-		s.client = redis.NewFailoverClient(&redis.FailoverOptions{
-			MasterName:            o.Sentinel.Master,
-			SentinelAddrs:         o.Sentinel.Addrs,
-			SentinelUsername:      o.Sentinel.Username,
-			SentinelPassword:      o.Sentinel.Password,
-			Username:              o.Username,
-			Password:              o.Password,
-			MaxRetries:            -1,
-			DialTimeout:           o.DialTimeout,
-			DialerRetries:         1,
-			ReadTimeout:           o.ReadTimeout,
-			WriteTimeout:          o.WriteTimeout,
-			ContextTimeoutEnabled: true,
-			PoolSize:              o.PoolSize,
-			PoolTimeout:           o.ReadTimeout,
-		})
+		u.MasterName = o.Sentinel.Master
+		u.Addrs = o.Sentinel.Addrs
+		u.SentinelUsername = o.Sentinel.Username
+		u.SentinelPassword = o.Sentinel.Password
 	default:
 		ro, err := redis.ParseURL(o.URL)
-		if err != nil {
+		if err != nil || ro.Network != "tcp" {
 			// The URL may carry a password: never echo it.
-			return errors.New("redisstore: URL is not a valid redis:// or rediss:// URL")
+			return nil, errors.New("redisstore: URL is not a valid redis:// or rediss:// URL")
 		}
-		if o.Username != "" {
-			ro.Username = o.Username
+		u.Addrs = []string{ro.Addr}
+		u.DB = ro.DB
+		u.TLSConfig = ro.TLSConfig
+		if u.Username == "" {
+			u.Username = ro.Username
 		}
-		if o.Password != "" {
-			ro.Password = o.Password
+		if u.Password == "" {
+			u.Password = ro.Password
 		}
-		ro.MaxRetries = -1
-		ro.DialTimeout = o.DialTimeout
-		ro.DialerRetries = 1
-		ro.ReadTimeout = o.ReadTimeout
-		ro.WriteTimeout = o.WriteTimeout
-		ro.ContextTimeoutEnabled = true
-		ro.PoolSize = o.PoolSize
-		ro.PoolTimeout = o.ReadTimeout
-		ro.MaintNotificationsConfig = noMaint
-		s.client = redis.NewClient(ro)
+		// The URL's query options that Options does not set.
+		u.ClientName, u.Protocol = ro.ClientName, ro.Protocol
+		u.MinRetryBackoff, u.MaxRetryBackoff = ro.MinRetryBackoff, ro.MaxRetryBackoff
+		u.PoolFIFO, u.MinIdleConns, u.MaxIdleConns, u.MaxActiveConns = ro.PoolFIFO, ro.MinIdleConns, ro.MaxIdleConns, ro.MaxActiveConns
+		u.MaxConcurrentDials = ro.MaxConcurrentDials
+		u.ConnMaxIdleTime, u.ConnMaxLifetime, u.ConnMaxLifetimeJitter = ro.ConnMaxIdleTime, ro.ConnMaxLifetime, ro.ConnMaxLifetimeJitter
+		u.PipelinePoolSize, u.PipelineReadBufferSize, u.PipelineWriteBufferSize = ro.PipelinePoolSize, ro.PipelineReadBufferSize, ro.PipelineWriteBufferSize
 	}
-	return nil
+	return redis.NewUniversalClient(u), nil
 }
 
 // RouteDriverLogs sends go-redis's own log lines (e.g. every failed dial while Redis is
