@@ -2,6 +2,7 @@ package redisstore
 
 import (
 	"context"
+	"net"
 
 	"github.com/redis/go-redis/v9"
 
@@ -9,10 +10,12 @@ import (
 )
 
 // The decisions' path to Redis: Spend, SpendAll, Acquire, Release and Renew are each one
-// EVALSHA sent on the pipe (package respipe) to the node that serves the key, when the
-// deployment allows it (single node or Cluster), else through go-redis, which also takes
-// every call the pipe hands back (respipe.NotRunHere). Everything else (rules, usage,
-// webhooks, WAIT) goes through go-redis.
+// EVALSHA sent on the pipe (package respipe) to the master that serves the key: the single
+// node, the key's slot's master in a Cluster (go-redis's MasterForKey), or the master the
+// sentinels name (dialed through go-redis's Sentinel dialer). go-redis takes every call the
+// pipe hands back (respipe.NotRunHere): it loads the script, follows the redirect, reloads
+// the slot map or finds the new master. Everything else (rules, usage, webhooks, WAIT)
+// goes through go-redis.
 
 // arg is one script argument, a string or an integer, encoded without boxing.
 type arg struct {
@@ -55,6 +58,11 @@ func (s *Store) runHot(ctx context.Context, sc *script, dst []int64, keys []stri
 		if !respipe.NotRunHere(err) {
 			return r, err
 		}
+		if s.sentinel && err.(respipe.ReplyError).Code() == "READONLY" {
+			// The pipe's master has been demoted: the next calls dial the master the
+			// sentinels name now.
+			p.Redial()
+		}
 	}
 	boxed := make([]any, len(args))
 	for i, a := range args {
@@ -66,7 +74,7 @@ func (s *Store) runHot(ctx context.Context, sc *script, dst []int64, keys []stri
 
 // pipeFor returns the pipe to the node that serves key, or nil to use go-redis.
 func (s *Store) pipeFor(ctx context.Context, key string) *respipe.Pipe {
-	if s.cluster == nil || s.pipes == nil {
+	if s.cluster == nil {
 		return s.pipe
 	}
 	node, err := s.cluster.MasterForKey(ctx, key)
@@ -77,8 +85,9 @@ func (s *Store) pipeFor(ctx context.Context, key string) *respipe.Pipe {
 }
 
 // pipeOptions are the pipes' connection settings: go-redis's for the client's nodes, so
-// the pipes log in, select and encrypt as its pooled connections do.
-func pipeOptions(c redis.UniversalClient) respipe.Options {
+// the pipes log in, select and encrypt as its pooled connections do. On Sentinel the
+// client's dialer is go-redis's, which asks the sentinels for the master on every dial.
+func pipeOptions(c redis.UniversalClient, sentinel bool) respipe.Options {
 	var o respipe.Options
 	switch c := c.(type) {
 	case *redis.ClusterClient:
@@ -89,6 +98,11 @@ func pipeOptions(c redis.UniversalClient) respipe.Options {
 		co := c.Options()
 		o = respipe.Options{Username: co.Username, Password: co.Password, DB: co.DB, TLS: co.TLSConfig,
 			DialTimeout: co.DialTimeout, ReadTimeout: co.ReadTimeout, WriteTimeout: co.WriteTimeout}
+		if sentinel {
+			dial := co.Dialer // dials the current master, with TLS when configured
+			o.TLS = nil
+			o.Dial = func(ctx context.Context, _ string) (net.Conn, error) { return dial(ctx, "tcp", "") }
+		}
 	}
 	return o
 }

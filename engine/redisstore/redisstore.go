@@ -26,20 +26,21 @@ import (
 
 // Store is an engine.Store on Redis. It is safe for concurrent use; Close stops it.
 type Store struct {
-	log     *slog.Logger
-	client  redis.UniversalClient
-	cluster *redis.ClusterClient // set in cluster mode
-	keys    keys
-	sc      *scripts
-	clock   engine.Clock // tests only; nil means Redis TIME
-	slack   int64        // extra ms on every TTL (see Options.Clock)
-	opTO    time.Duration
-	opDL    *respipe.SharedDeadline // opTO-bounded contexts for callers without a sooner deadline
-	waitN   int
-	rules   *ruleCache
-	pipes   *respipe.Pool // the decisions' connections (hotpath.go); nil: go-redis only
-	pipe    *respipe.Pipe // the single node's pipe; nil on a cluster (pipeFor picks one per key)
-	closed  atomic.Bool
+	log      *slog.Logger
+	client   redis.UniversalClient
+	cluster  *redis.ClusterClient // set in cluster mode
+	keys     keys
+	sc       *scripts
+	clock    engine.Clock // tests only; nil means Redis TIME
+	slack    int64        // extra ms on every TTL (see Options.Clock)
+	opTO     time.Duration
+	opDL     *respipe.SharedDeadline // opTO-bounded contexts for callers without a sooner deadline
+	waitN    int
+	rules    *ruleCache
+	pipes    *respipe.Pool // the decisions' connections (hotpath.go)
+	pipe     *respipe.Pipe // the single node's or Sentinel master's pipe; nil on a cluster (pipeFor picks one per key)
+	sentinel bool          // Sentinel: the pipe dials whichever node the sentinels name master
+	closed   atomic.Bool
 
 	stop      context.CancelFunc
 	wg        sync.WaitGroup
@@ -159,11 +160,10 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 	}
 	s.checkEviction(ctx)
 	s.loadScripts(ctx)
-	if opts.Sentinel.Master == "" {
-		s.pipes = respipe.NewPool(pipeOptions(s.client))
-		if s.cluster == nil {
-			s.pipe = s.pipes.Pipe(s.client.(*redis.Client).Options().Addr)
-		}
+	s.sentinel = opts.Sentinel.Master != ""
+	s.pipes = respipe.NewPool(pipeOptions(s.client, s.sentinel))
+	if s.cluster == nil {
+		s.pipe = s.pipes.Pipe(s.client.(*redis.Client).Options().Addr)
 	}
 	bg, stop := context.WithCancel(context.Background())
 	s.stop = stop
@@ -402,9 +402,7 @@ func (s *Store) Close() error {
 		if s.stop != nil {
 			s.stop()
 		}
-		if s.pipes != nil {
-			s.pipes.Close()
-		}
+		s.pipes.Close()
 		s.wg.Wait()
 		s.closeErr = s.client.Close()
 		s.opDL.Stop()
@@ -431,10 +429,7 @@ type PoolStats struct {
 // node, the pool size plus go-redis's pipeline pool plus the decisions' one connection.
 func (s *Store) PoolStats() PoolStats {
 	st := s.client.PoolStats()
-	out := PoolStats{Conns: st.TotalConns, Idle: st.IdleConns, Timeouts: st.Timeouts}
-	if s.pipes != nil {
-		out.Conns += uint32(s.pipes.Conns())
-	}
+	out := PoolStats{Conns: st.TotalConns + uint32(s.pipes.Conns()), Idle: st.IdleConns, Timeouts: st.Timeouts}
 	if p := st.PipelineStats; p != nil {
 		out.Conns += p.TotalConns
 		out.Idle += p.IdleConns
