@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net"
 	"runtime"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -20,8 +21,9 @@ type Pipe struct {
 	opt  *Options        // its Pool's
 	wg   *sync.WaitGroup // its Pool's: reader goroutines
 
-	mu       sync.Mutex // guards cur, downTill, closed
+	mu       sync.Mutex // guards cur, retired, downTill, closed
 	cur      *pconn
+	retired  []*pconn // retired by Redial, still owed replies
 	downTill time.Time
 	closed   bool
 	dialMu   sync.Mutex // one dial at a time
@@ -172,6 +174,9 @@ func (p *Pipe) Redial() {
 	p.mu.Lock()
 	pc := p.cur
 	p.cur = nil
+	if pc != nil {
+		p.retired = append(p.retired, pc)
+	}
 	p.mu.Unlock()
 	if pc != nil {
 		pc.retire()
@@ -185,14 +190,16 @@ func (p *Pipe) Open() bool {
 	return p.cur != nil
 }
 
-// close closes the pipe for good.
+// close closes the pipe for good, and its connections.
 func (p *Pipe) close() {
 	p.mu.Lock()
 	p.closed = true
-	pc := p.cur
+	all := append(p.retired[:len(p.retired):len(p.retired)], p.cur)
 	p.mu.Unlock()
-	if pc != nil {
-		pc.fail(ErrClosed)
+	for _, pc := range all {
+		if pc != nil {
+			pc.fail(ErrClosed)
+		}
 	}
 }
 
@@ -426,6 +433,9 @@ func (pc *pconn) fail(err error) {
 	p.mu.Lock()
 	if p.cur == pc {
 		p.cur = nil
+	}
+	if i := slices.Index(p.retired, pc); i >= 0 {
+		p.retired = slices.Delete(p.retired, i, i+1)
 	}
 	p.mu.Unlock()
 	for _, c := range owed {

@@ -398,11 +398,14 @@ func TestRedial(t *testing.T) {
 	deadline := time.Now().Add(2 * time.Second)
 	for {
 		lines := clientsRunning(t, admin, "eval")
-		if len(lines) == 1 && pl.Conns() == 1 {
+		p.mu.Lock()
+		retired := len(p.retired)
+		p.mu.Unlock()
+		if len(lines) == 1 && pl.Conns() == 1 && retired == 0 {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("%d connections left after the redials (Conns %d), want 1", len(lines), pl.Conns())
+			t.Fatalf("%d connections left after the redials (Conns %d, %d retired), want 1", len(lines), pl.Conns(), retired)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
@@ -433,7 +436,8 @@ func TestDialOption(t *testing.T) {
 	}
 }
 
-// TestClose: Close fails the calls waiting, ends the readers, and refuses later calls.
+// TestClose: Close fails the calls waiting, on the current connection and on one retired
+// by Redial, ends the readers, and refuses later calls.
 func TestClose(t *testing.T) {
 	t.Parallel()
 	srv := redistest.StartServer(t, false)
@@ -443,18 +447,25 @@ func TestClose(t *testing.T) {
 	if _, err := incr(ctx, p, "k", 0); err != nil {
 		t.Fatal(err)
 	}
-	srv.Signal(syscall.SIGSTOP)
+	srv.Signal(syscall.SIGSTOP) // the kernel still accepts connections
 	defer srv.Signal(syscall.SIGCONT)
-	done := make(chan error, 1)
-	go func() {
-		_, err := incr(ctx, p, "k", 0)
-		done <- err
-	}()
-	time.Sleep(50 * time.Millisecond)
+	done := make(chan error, 2)
+	call := func() {
+		go func() {
+			_, err := incr(ctx, p, "k", 0)
+			done <- err
+		}()
+		time.Sleep(50 * time.Millisecond)
+	}
+	call()
+	p.Redial()
+	call() // on a new connection
 	start := time.Now()
 	pl.Close()
-	if err := <-done; !errors.Is(err, ErrDown) {
-		t.Fatalf("call waiting at Close: %v, want ErrDown", err)
+	for range 2 {
+		if err := <-done; !errors.Is(err, ErrDown) {
+			t.Fatalf("call waiting at Close: %v, want ErrDown", err)
+		}
 	}
 	if d := time.Since(start); d > time.Second {
 		t.Fatalf("Close took %v", d)
