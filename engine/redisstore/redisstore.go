@@ -1,9 +1,11 @@
-// Package redisstore is Leash's Redis Store (single node, Redis Cluster or Sentinel) on
-// go-redis v9. Every decision (Spend, Reset, Acquire, Release, Renew) is one EVALSHA of a
-// Lua script that reads the time from Redis TIME and implements engine/algo's integer
-// formulas; rules are cached in process and invalidated across instances within 1 s;
-// usage batches are applied idempotently. docs/redis.md describes the key layout, the
-// scripts, the TTLs and the measurements.
+// Package redisstore is Leash's Redis Store (single node, Redis Cluster or Sentinel). Every
+// decision (Spend, Reset, Acquire, Release, Renew) is one EVALSHA of a Lua script that
+// reads the time from Redis TIME and implements engine/algo's integer formulas. Spend,
+// SpendAll, Acquire, Release and Renew go on the decisions' own connection to the master
+// (package respipe; hotpath.go picks it and falls back to go-redis); everything else goes
+// through one go-redis v9 client (newClient). Rules are cached in process and invalidated
+// across instances within 1 s; usage batches are applied idempotently. docs/redis.md
+// describes the connections, the key layout, the scripts, the TTLs and the measurements.
 package redisstore
 
 import (
