@@ -13,18 +13,19 @@ import (
 	"github.com/leashd/leash/engine"
 )
 
-// The pool-vs-pipeline measurement of docs/redis.md:
+// BenchmarkSpend is the measurement of docs/redis.md ("Connections"):
 //
 //	go test -run='^$' -bench=BenchmarkSpend -benchtime=3s ./engine/redisstore/
 //
-// Each benchmark runs sliding_window spends over 1,000 keys from 2, 8, 16 and 128
-// concurrent goroutines (RunParallel with parallelism 1, 4, 8, 64 on 2 CPUs) against the harness's
-// redis-server (or LEASH_TEST_REDIS_URL), production mode (Redis TIME).
-func benchSpend(b *testing.B, mode pipelineMode) {
+// It runs sliding_window spends over 1,000 keys from 2, 8, 16 and 128 concurrent
+// goroutines (RunParallel with parallelism 1, 4, 8, 64 on 2 CPUs) against the harness's
+// redis-server (or LEASH_TEST_REDIS_URL), production mode (Redis TIME): decisions on the
+// node's pipe (package respipe).
+func BenchmarkSpend(b *testing.B) {
 	url := singleURL(b)
 	for _, par := range []int{1, 4, 8, 64} {
 		b.Run(fmt.Sprintf("goroutines=%d", par*runtime.GOMAXPROCS(0)), func(b *testing.B) {
-			s := openStore(b, Options{URL: url, pipeline: mode})
+			s := openStore(b, Options{URL: url})
 			ctx := context.Background()
 			var next atomic.Int64
 			var errs atomic.Int64
@@ -79,17 +80,3 @@ func redisCPU() time.Duration {
 	}
 	return d
 }
-
-// BenchmarkSpendDirect: the default, decisions on the node's own pipe (pipe.go).
-func BenchmarkSpendDirect(b *testing.B) { benchSpend(b, pipelineDirect) }
-
-// BenchmarkSpendPool: every spend takes a pooled connection for one round trip.
-func BenchmarkSpendPool(b *testing.B) { benchSpend(b, pipelinePool) }
-
-// BenchmarkSpendAutoPipeline: concurrent spends are coalesced into pipelines by go-redis'
-// AsyncAutoPipeline.
-func BenchmarkSpendAutoPipeline(b *testing.B) { benchSpend(b, pipelineAuto) }
-
-// BenchmarkSpendAdaptive: the pool while at most 4 spends are in flight, pipelines above
-// (go-redis's best mode; what Sentinel deployments use).
-func BenchmarkSpendAdaptive(b *testing.B) { benchSpend(b, pipelineAdaptive) }

@@ -27,24 +27,3 @@ func TestConformanceCluster(t *testing.T) {
 		return openStore(t, Options{ClusterAddrs: c.Addrs(), Clock: clock})
 	})
 }
-
-// TestConformanceSinglePipelined runs the suite once more with every call going through
-// go-redis and pipelined (the way Sentinel deployments, and the calls the decisions'
-// pipe hands back, go).
-func TestConformanceSinglePipelined(t *testing.T) {
-	t.Parallel()
-	url := singleURL(t)
-	storetest.Run(t, func(t *testing.T, clock engine.Clock) engine.Store {
-		return openStore(t, Options{URL: url, Clock: clock, pipeline: pipelineAuto})
-	})
-}
-
-// TestConformanceClusterGoRedis runs the suite on the cluster with every call going
-// through go-redis's cluster client (adaptive), as in a Sentinel deployment.
-func TestConformanceClusterGoRedis(t *testing.T) {
-	t.Parallel()
-	c := sharedCluster(t)
-	storetest.Run(t, func(t *testing.T, clock engine.Clock) engine.Store {
-		return openStore(t, Options{ClusterAddrs: c.Addrs(), Clock: clock, pipeline: pipelineAdaptive})
-	})
-}

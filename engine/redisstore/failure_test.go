@@ -11,6 +11,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+	"github.com/redis/go-redis/v9/maintnotifications"
+
 	"github.com/leashd/leash/engine"
 	"github.com/leashd/leash/internal/redistest"
 )
@@ -42,21 +45,9 @@ func bufLogger(w *syncBuffer) *slog.Logger {
 // Store serves again, with no restart.
 func TestRedisStoppedAndRestarted(t *testing.T) {
 	t.Parallel()
-	forModes(t, testRedisStoppedAndRestarted)
-}
-
-// forModes runs a test once per way of sharing connections.
-func forModes(t *testing.T, f func(t *testing.T, mode pipelineMode)) {
-	t.Run("direct", func(t *testing.T) { t.Parallel(); f(t, pipelineDirect) })
-	t.Run("pool", func(t *testing.T) { t.Parallel(); f(t, pipelinePool) })
-	t.Run("autopipeline", func(t *testing.T) { t.Parallel(); f(t, pipelineAuto) })
-	t.Run("adaptive", func(t *testing.T) { t.Parallel(); f(t, pipelineAdaptive) })
-}
-
-func testRedisStoppedAndRestarted(t *testing.T, mode pipelineMode) {
 	srv := redistest.StartServer(t, false)
 	const readTimeout = 500 * time.Millisecond
-	s := openStore(t, Options{URL: srv.URL(), ReadTimeout: readTimeout, pipeline: mode})
+	s := openStore(t, Options{URL: srv.URL(), ReadTimeout: readTimeout})
 	ctx := context.Background()
 	sp := engine.Spend{Counter: engine.Counter{Account: "a", Namespace: "ns", Key: "k", Algorithm: engine.FixedWindow, WindowMS: 60_000}, Limit: 1000, Cost: 1}
 	if _, err := s.Spend(ctx, sp); err != nil {
@@ -150,13 +141,9 @@ func testRedisStoppedAndRestarted(t *testing.T, mode pipelineMode) {
 // kernel but nothing answers) makes calls fail within the timeout instead of hanging.
 func TestHungRedisTimesOut(t *testing.T) {
 	t.Parallel()
-	forModes(t, testHungRedisTimesOut)
-}
-
-func testHungRedisTimesOut(t *testing.T, mode pipelineMode) {
 	srv := redistest.StartServer(t, false)
 	const readTimeout = 300 * time.Millisecond
-	s := openStore(t, Options{URL: srv.URL(), ReadTimeout: readTimeout, pipeline: mode})
+	s := openStore(t, Options{URL: srv.URL(), ReadTimeout: readTimeout})
 	ctx := context.Background()
 	srv.Signal(syscall.SIGSTOP)
 	defer srv.Signal(syscall.SIGCONT)
@@ -300,6 +287,8 @@ func TestInvalidOptions(t *testing.T) {
 		{},
 		{URL: "redis://127.0.0.1:1/0", ClusterAddrs: []string{"127.0.0.1:1"}},
 		{URL: "http://user:pw@127.0.0.1:1/0"},
+		{URL: "unix://user:pw@/tmp/redis.sock"}, // the decisions' connection speaks TCP only
+		{URL: "redis://user:pw@127.0.0.1:1/0?no_such_option=1"},
 		{Sentinel: Sentinel{Master: "m"}},
 		{URL: "redis://127.0.0.1:1/0", Prefix: "a{b}"},
 	} {
@@ -314,5 +303,79 @@ func TestInvalidOptions(t *testing.T) {
 	}
 	if _, err := Open(ctx, Options{URL: "http://x"}); err == nil || errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("bad scheme: %v", err)
+	}
+}
+
+// TestNewClient: one constructor makes the client each deployment needs, with the options
+// the failure behaviour depends on (no retries, timeouts, pool), the URL's settings and
+// the Username/Password override.
+func TestNewClient(t *testing.T) {
+	t.Parallel()
+	o := Options{DialTimeout: time.Second, ReadTimeout: 2 * time.Second, WriteTimeout: 3 * time.Second, PoolSize: 7}
+	check := func(what string, maxRetries, dialerRetries int, dial, read, write, poolTO time.Duration, poolSize int, ctxTO bool) {
+		t.Helper()
+		// MaxRetries -1 ("none") reads 0 once go-redis has applied its defaults (unset is 3).
+		if maxRetries > 0 || dialerRetries != 1 || dial != time.Second || read != 2*time.Second || write != 3*time.Second ||
+			poolTO != 2*time.Second || poolSize != 7 || !ctxTO {
+			t.Errorf("%s: MaxRetries %d, DialerRetries %d, timeouts %v/%v/%v, pool %d/%v, ContextTimeoutEnabled %v",
+				what, maxRetries, dialerRetries, dial, read, write, poolSize, poolTO, ctxTO)
+		}
+	}
+
+	single := o
+	single.URL = "rediss://u:p@127.0.0.1:7001/4?skip_verify=true&client_name=leash"
+	single.Password = "override"
+	c, err := newClient(&single)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	sc, ok := c.(*redis.Client)
+	if !ok {
+		t.Fatalf("URL: %T, want *redis.Client", c)
+	}
+	so := sc.Options()
+	check("URL", so.MaxRetries, so.DialerRetries, so.DialTimeout, so.ReadTimeout, so.WriteTimeout, so.PoolTimeout, so.PoolSize, so.ContextTimeoutEnabled)
+	if so.Addr != "127.0.0.1:7001" || so.DB != 4 || so.Username != "u" || so.Password != "override" || so.ClientName != "leash" ||
+		so.TLSConfig == nil || !so.TLSConfig.InsecureSkipVerify || so.MaintNotificationsConfig.Mode != maintnotifications.ModeDisabled {
+		t.Errorf("URL: addr %s db %d user %s password %s, client name %q, TLS %v, maintnotifications %v",
+			so.Addr, so.DB, so.Username, so.Password, so.ClientName, so.TLSConfig, so.MaintNotificationsConfig)
+	}
+
+	cluster := o
+	cluster.ClusterAddrs = []string{"127.0.0.1:7002"} // one seed is still a cluster
+	cluster.Username, cluster.Password = "u", "p"
+	c, err = newClient(&cluster)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	cc, ok := c.(*redis.ClusterClient)
+	if !ok {
+		t.Fatalf("ClusterAddrs: %T, want *redis.ClusterClient", c)
+	}
+	co := cc.Options()
+	check("ClusterAddrs", co.MaxRetries, co.DialerRetries, co.DialTimeout, co.ReadTimeout, co.WriteTimeout, co.PoolTimeout, co.PoolSize, co.ContextTimeoutEnabled)
+	if co.ClusterStateReloadInterval != time.Second || co.Username != "u" || co.Password != "p" || co.MaintNotificationsConfig.Mode != maintnotifications.ModeDisabled {
+		t.Errorf("ClusterAddrs: reload every %v, user %s password %s, maintnotifications %v",
+			co.ClusterStateReloadInterval, co.Username, co.Password, co.MaintNotificationsConfig)
+	}
+
+	sentinel := o
+	sentinel.Sentinel = Sentinel{Master: "m", Addrs: []string{"127.0.0.1:7003"}}
+	sentinel.Username, sentinel.Password = "u", "p"
+	c, err = newClient(&sentinel)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	fc, ok := c.(*redis.Client)
+	if !ok {
+		t.Fatalf("Sentinel: %T, want a failover *redis.Client", c)
+	}
+	fo := fc.Options()
+	check("Sentinel", fo.MaxRetries, fo.DialerRetries, fo.DialTimeout, fo.ReadTimeout, fo.WriteTimeout, fo.PoolTimeout, fo.PoolSize, fo.ContextTimeoutEnabled)
+	if fo.Addr != "FailoverClient" || fo.Username != "u" || fo.Password != "p" {
+		t.Errorf("Sentinel: addr %s, user %s password %s", fo.Addr, fo.Username, fo.Password)
 	}
 }

@@ -2,15 +2,20 @@ package redisstore
 
 import (
 	"context"
-	"sync"
+	"net"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/leashd/leash/engine/redisstore/respipe"
 )
 
 // The decisions' path to Redis: Spend, SpendAll, Acquire, Release and Renew are each one
-// EVALSHA sent on the node's pipe (pipe.go) when the deployment allows it (single node or
-// Cluster), else through go-redis, which also takes every call the pipe hands back
-// (errFallback). Everything else (rules, usage, webhooks, WAIT) goes through go-redis.
+// EVALSHA sent on the pipe (package respipe) to the master that serves the key: the single
+// node, the key's slot's master in a Cluster (go-redis's MasterForKey), or the master the
+// sentinels name (dialed through go-redis's Sentinel dialer). go-redis takes every call the
+// pipe hands back (respipe.NotRunHere): it loads the script, follows the redirect, reloads
+// the slot map or finds the new master. Everything else (rules, usage, webhooks, WAIT)
+// goes through go-redis.
 
 // arg is one script argument, a string or an integer, encoded without boxing.
 type arg struct {
@@ -22,12 +27,12 @@ type arg struct {
 func sarg(s string) arg { return arg{s: s} }
 func narg(n int64) arg  { return arg{n: n, isNum: true} }
 
-func (a arg) put(c *pcall) {
+func (a arg) put(c *respipe.Call) {
 	if a.isNum {
-		c.int(a.n)
+		c.Int(a.n)
 		return
 	}
-	c.str(a.s)
+	c.Str(a.s)
 }
 
 func (a arg) boxed() any {
@@ -35,14 +40,6 @@ func (a arg) boxed() any {
 		return a.n
 	}
 	return a.s
-}
-
-// pipes are the Store's pipes, one per node address; nil for Sentinel (the master moves
-// under go-redis's management) or when a test or benchmark selects a go-redis mode.
-type pipes struct {
-	mu     sync.RWMutex
-	byAddr map[string]*pipe
-	closed bool
 }
 
 // runHot runs sc (a decision script: its reply is an array of integers) within
@@ -53,19 +50,18 @@ func (s *Store) runHot(ctx context.Context, sc *script, dst []int64, keys []stri
 	}
 	ctx = s.opCtx(ctx)
 	if p := s.pipeFor(ctx, keys[0]); p != nil {
-		c := p.newCall(3 + len(keys) + len(args))
-		c.str("EVALSHA")
-		c.str(sc.Hash())
-		c.int(int64(len(keys)))
-		for _, k := range keys {
-			c.str(k)
-		}
+		c := p.NewEvalSha(sc.Hash(), keys, len(args))
 		for _, a := range args {
 			a.put(c)
 		}
-		r, err := p.do(ctx, c, dst)
-		if !errFallback(err) {
+		r, err := p.Do(ctx, c, dst)
+		if !respipe.NotRunHere(err) {
 			return r, err
+		}
+		if s.sentinel && err.(respipe.ReplyError).Code() == "READONLY" {
+			// The pipe's master has been demoted: the next calls dial the master the
+			// sentinels name now.
+			p.Redial()
 		}
 	}
 	boxed := make([]any, len(args))
@@ -77,67 +73,36 @@ func (s *Store) runHot(ctx context.Context, sc *script, dst []int64, keys []stri
 }
 
 // pipeFor returns the pipe to the node that serves key, or nil to use go-redis.
-func (s *Store) pipeFor(ctx context.Context, key string) *pipe {
-	if s.pipes == nil {
+func (s *Store) pipeFor(ctx context.Context, key string) *respipe.Pipe {
+	if s.cluster == nil {
+		return s.pipe
+	}
+	node, err := s.cluster.MasterForKey(ctx, key)
+	if err != nil {
 		return nil
 	}
-	var o *redis.Options
-	switch {
-	case s.cluster != nil:
-		node, err := s.cluster.MasterForKey(ctx, key)
-		if err != nil {
-			return nil
-		}
-		o = node.Options()
-	default:
-		o = s.client.(*redis.Client).Options()
-	}
-	ps := s.pipes
-	ps.mu.RLock()
-	p := ps.byAddr[o.Addr]
-	ps.mu.RUnlock()
-	if p != nil {
-		return p
-	}
-	ps.mu.Lock()
-	defer ps.mu.Unlock()
-	if ps.closed {
-		return nil
-	}
-	if p = ps.byAddr[o.Addr]; p == nil {
-		p = newPipe(pipeOptionsOf(o), &s.wg)
-		ps.byAddr[o.Addr] = p
-	}
-	return p
+	return s.pipes.Pipe(node.Options().Addr)
 }
 
-// closePipes closes every pipe; their readers end.
-func (s *Store) closePipes() {
-	if s.pipes == nil {
-		return
-	}
-	ps := s.pipes
-	ps.mu.Lock()
-	ps.closed = true
-	all := ps.byAddr
-	ps.mu.Unlock()
-	for _, p := range all {
-		p.close()
-	}
-}
-
-// pipeConns is the number of pipes with an open connection.
-func (s *Store) pipeConns() uint32 {
-	if s.pipes == nil {
-		return 0
-	}
-	s.pipes.mu.RLock()
-	defer s.pipes.mu.RUnlock()
-	var n uint32
-	for _, p := range s.pipes.byAddr {
-		if p.open() {
-			n++
+// pipeOptions are the pipes' connection settings: go-redis's for the client's nodes, so
+// the pipes log in, select and encrypt as its pooled connections do. On Sentinel the
+// client's dialer is go-redis's, which asks the sentinels for the master on every dial.
+func pipeOptions(c redis.UniversalClient, sentinel bool) respipe.Options {
+	var o respipe.Options
+	switch c := c.(type) {
+	case *redis.ClusterClient:
+		co := c.Options()
+		o = respipe.Options{Username: co.Username, Password: co.Password, TLS: co.TLSConfig,
+			DialTimeout: co.DialTimeout, ReadTimeout: co.ReadTimeout, WriteTimeout: co.WriteTimeout}
+	case *redis.Client:
+		co := c.Options()
+		o = respipe.Options{Username: co.Username, Password: co.Password, DB: co.DB, TLS: co.TLSConfig,
+			DialTimeout: co.DialTimeout, ReadTimeout: co.ReadTimeout, WriteTimeout: co.WriteTimeout}
+		if sentinel {
+			dial := co.Dialer // dials the current master, with TLS when configured
+			o.TLS = nil
+			o.Dial = func(ctx context.Context, _ string) (net.Conn, error) { return dial(ctx, "tcp", "") }
 		}
 	}
-	return n
+	return o
 }

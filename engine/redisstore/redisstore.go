@@ -1,9 +1,11 @@
-// Package redisstore is Leash's Redis Store (single node, Redis Cluster or Sentinel) on
-// go-redis v9. Every decision (Spend, Reset, Acquire, Release, Renew) is one EVALSHA of a
-// Lua script that reads the time from Redis TIME and implements engine/algo's integer
-// formulas; rules are cached in process and invalidated across instances within 1 s;
-// usage batches are applied idempotently. docs/redis.md describes the key layout, the
-// scripts, the TTLs and the measurements.
+// Package redisstore is Leash's Redis Store (single node, Redis Cluster or Sentinel). Every
+// decision (Spend, Reset, Acquire, Release, Renew) is one EVALSHA of a Lua script that
+// reads the time from Redis TIME and implements engine/algo's integer formulas. Spend,
+// SpendAll, Acquire, Release and Renew go on the decisions' own connection to the master
+// (package respipe; hotpath.go picks it and falls back to go-redis); everything else goes
+// through one go-redis v9 client (newClient). Rules are cached in process and invalidated
+// across instances within 1 s; usage batches are applied idempotently. docs/redis.md
+// describes the connections, the key layout, the scripts, the TTLs and the measurements.
 package redisstore
 
 import (
@@ -21,26 +23,26 @@ import (
 	"github.com/redis/go-redis/v9/maintnotifications"
 
 	"github.com/leashd/leash/engine"
+	"github.com/leashd/leash/engine/redisstore/respipe"
 )
 
 // Store is an engine.Store on Redis. It is safe for concurrent use; Close stops it.
 type Store struct {
-	log     *slog.Logger
-	client  redis.UniversalClient
-	cluster *redis.ClusterClient // set in cluster mode
-	ap      *redis.AutoPipeliner // nil in pipelinePool mode
-	mode    pipelineMode
-	flying  atomic.Int64 // scripts in flight (pipelineAdaptive)
-	keys    keys
-	sc      *scripts
-	clock   engine.Clock // tests only; nil means Redis TIME
-	slack   int64        // extra ms on every TTL (see Options.Clock)
-	opTO    time.Duration
-	opDL    *sharedDeadline // opTO-bounded contexts for callers without a sooner deadline
-	waitN   int
-	rules   *ruleCache
-	pipes   *pipes // the decisions' connections (hotpath.go); nil: go-redis only
-	closed  atomic.Bool
+	log      *slog.Logger
+	client   redis.UniversalClient
+	cluster  *redis.ClusterClient // set in cluster mode
+	keys     keys
+	sc       *scripts
+	clock    engine.Clock // tests only; nil means Redis TIME
+	slack    int64        // extra ms on every TTL (see Options.Clock)
+	opTO     time.Duration
+	opDL     *respipe.SharedDeadline // opTO-bounded contexts for callers without a sooner deadline
+	waitN    int
+	rules    *ruleCache
+	pipes    *respipe.Pool // the decisions' connections (hotpath.go)
+	pipe     *respipe.Pipe // the single node's or Sentinel master's pipe; nil on a cluster (pipeFor picks one per key)
+	sentinel bool          // Sentinel: the pipe dials whichever node the sentinels name master
+	closed   atomic.Bool
 
 	stop      context.CancelFunc
 	wg        sync.WaitGroup
@@ -102,37 +104,7 @@ type Options struct {
 	// the conformance suite's fake clock drives Redis. Never set it in a deployment: two
 	// instances with different clocks would then disagree.
 	Clock engine.Clock
-
-	// pipeline selects how concurrent scripts share connections (tests and benchmarks
-	// set it).
-	pipeline pipelineMode
 }
-
-// pipelineMode is how concurrent EVALSHAs reach Redis.
-type pipelineMode int
-
-const (
-	// pipelineDirect, the default: decisions (Spend, SpendAll, Acquire, Release, Renew)
-	// go on the node's own pipe (pipe.go), measured the cheapest in CPU per decision
-	// (docs/performance.md); everything else, and every decision on Sentinel, as
-	// pipelineAdaptive.
-	pipelineDirect pipelineMode = iota
-	// pipelineAdaptive sends a call on its own pooled connection while few calls are in
-	// flight (lowest latency), and coalesces calls into pipelines once more than
-	// adaptiveInFlight are (highest throughput): the best of the two go-redis modes
-	// measured (docs/redis.md).
-	pipelineAdaptive
-	// pipelinePool gives each call its own pooled connection for one round trip.
-	pipelinePool
-	// pipelineAuto coalesces every call into pipelines (go-redis' AsyncAutoPipeline: one
-	// batch in flight per connection, the next one filling meanwhile); each caller waits
-	// for its own reply with its own deadline.
-	pipelineAuto
-)
-
-// adaptiveInFlight is the number of calls in flight above which pipelineAdaptive
-// pipelines.
-const adaptiveInFlight = 4
 
 const (
 	defaultTimeout = 500 * time.Millisecond
@@ -171,43 +143,29 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 		clock: opts.Clock,
 		slack: prodSlack,
 		opTO:  opts.ReadTimeout,
-		opDL:  newSharedDeadline(opts.ReadTimeout),
+		opDL:  respipe.NewSharedDeadline(opts.ReadTimeout),
 		waitN: opts.WaitReplicas,
 	}
 	if opts.Clock != nil {
 		s.slack = testSlack
 		s.log.Warn("redis store: using a test clock instead of Redis TIME; this is for tests only")
 	}
-	if err := s.connect(&opts); err != nil {
+	c, err := newClient(&opts)
+	if err != nil {
 		return nil, err
 	}
+	s.client = c
+	s.cluster, _ = c.(*redis.ClusterClient)
 	if err := s.waitReady(ctx, &opts); err != nil {
 		_ = s.client.Close()
 		return nil, err
 	}
 	s.checkEviction(ctx)
 	s.loadScripts(ctx)
-	s.mode = opts.pipeline
-	if opts.pipeline != pipelinePool {
-		var ap *redis.AutoPipeliner
-		var err error
-		// Full duplex (one held connection, a writer and a reader streaming batches)
-		// measured ~12% more decisions/s than the half-duplex default under 50
-		// concurrent HTTP clients on loopback (docs/performance.md).
-		apOpts := &redis.AutoPipelineOptions{FullDuplex: true}
-		if s.cluster != nil {
-			ap, err = s.cluster.AsyncAutoPipelineWithOptions(apOpts)
-		} else {
-			ap, err = s.client.(*redis.Client).AsyncAutoPipelineWithOptions(apOpts)
-		}
-		if err != nil {
-			_ = s.client.Close()
-			return nil, fmt.Errorf("redisstore: autopipeline: %w", err)
-		}
-		s.ap = ap
-	}
-	if opts.pipeline == pipelineDirect && opts.Sentinel.Master == "" {
-		s.pipes = &pipes{byAddr: make(map[string]*pipe)}
+	s.sentinel = opts.Sentinel.Master != ""
+	s.pipes = respipe.NewPool(pipeOptions(s.client, s.sentinel))
+	if s.cluster == nil {
+		s.pipe = s.pipes.Pipe(s.client.(*redis.Client).Options().Addr)
 	}
 	bg, stop := context.WithCancel(context.Background())
 	s.stop = stop
@@ -220,8 +178,10 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 	return s, nil
 }
 
-// connect builds the go-redis client for the configured deployment.
-func (s *Store) connect(o *Options) error {
+// newClient builds the go-redis client for the configured deployment with
+// redis.NewUniversalClient: a Client for a single node (URL), a FailoverClient for
+// Sentinel, a ClusterClient for ClusterAddrs.
+func newClient(o *Options) (redis.UniversalClient, error) {
 	modes := 0
 	if o.URL != "" {
 		modes++
@@ -233,74 +193,65 @@ func (s *Store) connect(o *Options) error {
 		modes++
 	}
 	if modes != 1 {
-		return errors.New("redisstore: set exactly one of URL, ClusterAddrs and Sentinel")
+		return nil, errors.New("redisstore: set exactly one of URL, ClusterAddrs and Sentinel")
 	}
-	noMaint := &maintnotifications.Config{Mode: maintnotifications.ModeDisabled}
+	u := &redis.UniversalOptions{
+		Username: o.Username,
+		Password: o.Password,
+		// Nothing is retransmitted: a retried spend could count twice. MOVED/ASK
+		// redirects (the command did not run) are still followed.
+		MaxRetries:            -1,
+		DialTimeout:           o.DialTimeout,
+		DialerRetries:         1,
+		ReadTimeout:           o.ReadTimeout,
+		WriteTimeout:          o.WriteTimeout,
+		ContextTimeoutEnabled: true,
+		PoolSize:              o.PoolSize,
+		PoolTimeout:           o.ReadTimeout,
+		// Not applied to Sentinel: FailoverOptions has no such field.
+		MaintNotificationsConfig: &maintnotifications.Config{Mode: maintnotifications.ModeDisabled},
+	}
 	switch {
 	case len(o.ClusterAddrs) > 0:
-		c := redis.NewClusterClient(&redis.ClusterOptions{
-			Addrs:    o.ClusterAddrs,
-			Username: o.Username,
-			Password: o.Password,
-			// Nothing is retransmitted: a retried spend could count twice. MOVED/ASK
-			// redirects (the command did not run) are still followed.
-			MaxRetries:            -1,
-			DialTimeout:           o.DialTimeout,
-			DialerRetries:         1,
-			ReadTimeout:           o.ReadTimeout,
-			WriteTimeout:          o.WriteTimeout,
-			ContextTimeoutEnabled: true,
-			PoolSize:              o.PoolSize,
-			PoolTimeout:           o.ReadTimeout,
-			// A dead master is noticed within a second instead of the default 60 s.
-			ClusterStateReloadInterval: time.Second,
-			MaintNotificationsConfig:   noMaint,
-		})
-		s.client, s.cluster = c, c
+		u.Addrs = o.ClusterAddrs
+		// UniversalOptions has no ClusterStateReloadInterval, so the cluster client is
+		// made from its ClusterOptions. A dead master is noticed within a second instead
+		// of the default 60 s.
+		co := u.Cluster()
+		co.ClusterStateReloadInterval = time.Second
+		return redis.NewClusterClient(co), nil
 	case o.Sentinel.Master != "" || len(o.Sentinel.Addrs) > 0:
 		if o.Sentinel.Master == "" || len(o.Sentinel.Addrs) == 0 {
-			return errors.New("redisstore: Sentinel needs both Master and Addrs")
+			return nil, errors.New("redisstore: Sentinel needs both Master and Addrs")
 		}
-		s.client = redis.NewFailoverClient(&redis.FailoverOptions{
-			MasterName:            o.Sentinel.Master,
-			SentinelAddrs:         o.Sentinel.Addrs,
-			SentinelUsername:      o.Sentinel.Username,
-			SentinelPassword:      o.Sentinel.Password,
-			Username:              o.Username,
-			Password:              o.Password,
-			MaxRetries:            -1,
-			DialTimeout:           o.DialTimeout,
-			DialerRetries:         1,
-			ReadTimeout:           o.ReadTimeout,
-			WriteTimeout:          o.WriteTimeout,
-			ContextTimeoutEnabled: true,
-			PoolSize:              o.PoolSize,
-			PoolTimeout:           o.ReadTimeout,
-		})
+		u.MasterName = o.Sentinel.Master
+		u.Addrs = o.Sentinel.Addrs
+		u.SentinelUsername = o.Sentinel.Username
+		u.SentinelPassword = o.Sentinel.Password
 	default:
 		ro, err := redis.ParseURL(o.URL)
-		if err != nil {
+		if err != nil || ro.Network != "tcp" {
 			// The URL may carry a password: never echo it.
-			return errors.New("redisstore: URL is not a valid redis:// or rediss:// URL")
+			return nil, errors.New("redisstore: URL is not a valid redis:// or rediss:// URL")
 		}
-		if o.Username != "" {
-			ro.Username = o.Username
+		u.Addrs = []string{ro.Addr}
+		u.DB = ro.DB
+		u.TLSConfig = ro.TLSConfig
+		if u.Username == "" {
+			u.Username = ro.Username
 		}
-		if o.Password != "" {
-			ro.Password = o.Password
+		if u.Password == "" {
+			u.Password = ro.Password
 		}
-		ro.MaxRetries = -1
-		ro.DialTimeout = o.DialTimeout
-		ro.DialerRetries = 1
-		ro.ReadTimeout = o.ReadTimeout
-		ro.WriteTimeout = o.WriteTimeout
-		ro.ContextTimeoutEnabled = true
-		ro.PoolSize = o.PoolSize
-		ro.PoolTimeout = o.ReadTimeout
-		ro.MaintNotificationsConfig = noMaint
-		s.client = redis.NewClient(ro)
+		// The URL's query options that Options does not set.
+		u.ClientName, u.Protocol = ro.ClientName, ro.Protocol
+		u.MinRetryBackoff, u.MaxRetryBackoff = ro.MinRetryBackoff, ro.MaxRetryBackoff
+		u.PoolFIFO, u.MinIdleConns, u.MaxIdleConns, u.MaxActiveConns = ro.PoolFIFO, ro.MinIdleConns, ro.MaxIdleConns, ro.MaxActiveConns
+		u.MaxConcurrentDials = ro.MaxConcurrentDials
+		u.ConnMaxIdleTime, u.ConnMaxLifetime, u.ConnMaxLifetimeJitter = ro.ConnMaxIdleTime, ro.ConnMaxLifetime, ro.ConnMaxLifetimeJitter
+		u.PipelinePoolSize, u.PipelineReadBufferSize, u.PipelineWriteBufferSize = ro.PipelinePoolSize, ro.PipelineReadBufferSize, ro.PipelineWriteBufferSize
 	}
-	return nil
+	return redis.NewUniversalClient(u), nil
 }
 
 // RouteDriverLogs sends go-redis's own log lines (e.g. every failed dial while Redis is
@@ -396,12 +347,12 @@ func (s *Store) loadScripts(ctx context.Context) {
 }
 
 // opCtx bounds one store operation by ReadTimeout: the caller's context when its
-// deadline is sooner, else a shared one (sharedDeadline: no timer per call).
+// deadline is sooner, else a shared one (respipe.SharedDeadline: no timer per call).
 func (s *Store) opCtx(ctx context.Context) context.Context {
 	if d, ok := ctx.Deadline(); ok && time.Until(d) <= s.opTO {
 		return ctx
 	}
-	return s.opDL.get()
+	return s.opDL.Context()
 }
 
 // nowArg is the scripts' time argument: "t" (Redis TIME) or the test clock's Unix ms.
@@ -453,13 +404,10 @@ func (s *Store) Close() error {
 		if s.stop != nil {
 			s.stop()
 		}
-		s.closePipes()
+		s.pipes.Close()
 		s.wg.Wait()
-		if s.ap != nil {
-			_ = s.ap.Close()
-		}
 		s.closeErr = s.client.Close()
-		s.opDL.stop()
+		s.opDL.Stop()
 	})
 	return s.closeErr
 }
@@ -483,7 +431,7 @@ type PoolStats struct {
 // node, the pool size plus go-redis's pipeline pool plus the decisions' one connection.
 func (s *Store) PoolStats() PoolStats {
 	st := s.client.PoolStats()
-	out := PoolStats{Conns: st.TotalConns + s.pipeConns(), Idle: st.IdleConns, Timeouts: st.Timeouts}
+	out := PoolStats{Conns: st.TotalConns + uint32(s.pipes.Conns()), Idle: st.IdleConns, Timeouts: st.Timeouts}
 	if p := st.PipelineStats; p != nil {
 		out.Conns += p.TotalConns
 		out.Idle += p.IdleConns

@@ -108,22 +108,6 @@ func newEvalCmd[C redis.Cmder](ctx context.Context, newCmd func(context.Context,
 	return cmd
 }
 
-// process sends cmd, on a pooled connection or through the autopipeliner (see
-// pipelineMode), and waits for its reply within ctx.
-func (s *Store) process(ctx context.Context, cmd redis.Cmder) error {
-	if s.mode == pipelineAdaptive || s.mode == pipelineDirect {
-		n := s.flying.Add(1)
-		defer s.flying.Add(-1)
-		if n <= adaptiveInFlight {
-			return s.client.Process(ctx, cmd)
-		}
-	}
-	if s.ap == nil {
-		return s.client.Process(ctx, cmd)
-	}
-	return s.ap.Submit(ctx, cmd).WaitContext(ctx)
-}
-
 // eval runs sc once: EVALSHA, and EVAL if Redis has not got the script.
 func (s *Store) eval(ctx context.Context, sc *script, keys []string, args ...any) (*redis.Cmd, error) {
 	return evalWith(ctx, s, redis.NewCmd, sc, keys, args)
@@ -144,10 +128,10 @@ func evalWith[C redis.Cmder](ctx context.Context, s *Store, newCmd func(context.
 		return zero, errClosed
 	}
 	cmd := newEvalCmd(ctx, newCmd, "evalsha", sc.Hash(), keys, args)
-	err := s.process(ctx, cmd)
+	err := s.client.Process(ctx, cmd)
 	if isNoScript(err) {
 		cmd = newEvalCmd(ctx, newCmd, "eval", sc.src, keys, args)
-		err = s.process(ctx, cmd)
+		err = s.client.Process(ctx, cmd)
 	}
 	if err != nil {
 		return zero, err

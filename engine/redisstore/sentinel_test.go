@@ -3,6 +3,7 @@ package redisstore
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -51,6 +52,9 @@ func TestSentinelFailover(t *testing.T) {
 	sp := engine.Spend{Counter: engine.Counter{Account: "acme", Namespace: "api", Key: "k", Algorithm: engine.SlidingWindow, WindowMS: 60_000}, Limit: 1_000_000, Cost: 1}
 	if _, err := s.Spend(ctx, sp); err != nil {
 		t.Fatal(err)
+	}
+	if !s.pipe.Open() || len(pipeConnsOn(t, ss.Master)) != 1 {
+		t.Fatal("the decisions did not go over the pipe to the master")
 	}
 
 	// Measure what asynchronous replication loses: spends run on one counter while the
@@ -163,4 +167,105 @@ func TestSentinelFailover(t *testing.T) {
 		time.Sleep(100 * time.Millisecond)
 	}
 	t.Logf("ping succeeds %v after the kill", time.Since(killed).Round(time.Millisecond))
+}
+
+// pipeConnsOn returns the CLIENT LIST lines of srv's connections that ran a decision in
+// RESP2: the pipe's (go-redis speaks RESP3).
+func pipeConnsOn(t *testing.T, srv *redistest.Server) []string {
+	t.Helper()
+	admin := redis.NewClient(&redis.Options{Addr: srv.Addr(), MaxRetries: -1})
+	defer admin.Close()
+	list, err := admin.ClientList(context.Background()).Result()
+	for try := 0; err != nil && try < 3; try++ {
+		// A failover closes every client connection of the nodes it reconfigures.
+		time.Sleep(50 * time.Millisecond)
+		list, err = admin.ClientList(context.Background()).Result()
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, line := range strings.Split(strings.TrimSpace(list), "\n") {
+		if fieldOf(line, "cmd") == "evalsha" && fieldOf(line, "resp") == "2" {
+			out = append(out, line)
+		}
+	}
+	return out
+}
+
+// TestSentinelPipeFollowsTheMaster: after a failover that leaves the old master running
+// (SENTINEL FAILOVER: it becomes a replica), the decisions' pipe is on the new master.
+func TestSentinelPipeFollowsTheMaster(t *testing.T) {
+	t.Parallel()
+	ss := redistest.StartSentinels(t)
+	s := openStore(t, Options{Sentinel: Sentinel{Master: ss.Name, Addrs: ss.SentinelAddrs()}})
+	ctx := context.Background()
+	sp := engine.Spend{Counter: engine.Counter{Account: "acme", Namespace: "api", Key: "k", Algorithm: engine.FixedWindow, WindowMS: 3_600_000}, Limit: 1_000_000, Cost: 1}
+	if _, err := s.Spend(ctx, sp); err != nil {
+		t.Fatal(err)
+	}
+	if len(pipeConnsOn(t, ss.Master)) != 1 {
+		t.Fatal("the pipe is not on the master")
+	}
+	sc := redis.NewSentinelClient(&redis.Options{Addr: ss.Sentinels[0].Addr()})
+	defer sc.Close()
+	start := time.Now()
+	if err := sc.Failover(ctx, ss.Name).Err(); err != nil {
+		t.Fatal(err)
+	}
+	failures, streak := 0, 0
+	for streak < 20 || len(pipeConnsOn(t, ss.Replica)) == 0 {
+		if time.Since(start) > 30*time.Second {
+			t.Fatalf("after 30 s: %d spends in a row succeeded, pipe connections on the new master: %v", streak, pipeConnsOn(t, ss.Replica))
+		}
+		if _, err := s.Spend(ctx, sp); err != nil {
+			failures, streak = failures+1, 0
+			time.Sleep(50 * time.Millisecond)
+			continue
+		}
+		streak++
+		time.Sleep(10 * time.Millisecond)
+	}
+	t.Logf("the pipe moved to the new master %v after SENTINEL FAILOVER (%d spends failed meanwhile)", time.Since(start).Round(time.Millisecond), failures)
+	if got := pipeConnsOn(t, ss.Master); len(got) != 0 {
+		t.Fatalf("pipe connections left on the demoted master: %v", got)
+	}
+}
+
+// TestSentinelPipeRedialsOnReadOnly: on Sentinel, a READONLY answer on the pipe (its node
+// was demoted without closing the connection) makes the pipe dial again, to whichever node
+// the sentinels name, instead of sending every decision to a replica first. Here the
+// Store's own node is made a replica by hand and the Store is told it runs on Sentinel.
+func TestSentinelPipeRedialsOnReadOnly(t *testing.T) {
+	t.Parallel()
+	a, b := redistest.StartServer(t, false), redistest.StartServer(t, false)
+	s := openStore(t, Options{URL: a.URL()})
+	s.sentinel = true
+	ctx := context.Background()
+	sp := engine.Spend{Counter: engine.Counter{Account: "acme", Namespace: "api", Key: "k", Algorithm: engine.FixedWindow, WindowMS: 3_600_000}, Limit: 1_000_000, Cost: 1}
+	if _, err := s.Spend(ctx, sp); err != nil {
+		t.Fatal(err)
+	}
+	before := pipeConnsOn(t, a)
+	if len(before) != 1 {
+		t.Fatalf("pipe connections: %v", before)
+	}
+	admin := redis.NewClient(&redis.Options{Addr: a.Addr()})
+	defer admin.Close()
+	if err := admin.ReplicaOf(ctx, "127.0.0.1", itoa(int64(b.Port))).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Spend(ctx, sp); err == nil || !strings.Contains(err.Error(), "READONLY") {
+		t.Fatalf("spend on a replica: %v, want READONLY (from go-redis, after the pipe)", err)
+	}
+	if err := admin.ReplicaOf(ctx, "NO", "ONE").Err(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Spend(ctx, sp); err != nil {
+		t.Fatal(err)
+	}
+	after := pipeConnsOn(t, a)
+	if len(after) != 1 || fieldOf(after[0], "id") == fieldOf(before[0], "id") {
+		t.Fatalf("pipe connections before READONLY %v, after %v; want one, a new one", before, after)
+	}
 }

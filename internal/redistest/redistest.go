@@ -139,6 +139,32 @@ func NewServer(bin string, bus bool, extra ...string) (*Server, error) {
 	return nil, fmt.Errorf("redis-server did not start: %w", lastErr)
 }
 
+// StartTLSServer starts redis-server like StartServer, also listening for TLS on a second
+// free port with the given certificate and key (the certificate is its CA too; clients
+// need none of their own), and returns it and the TLS port.
+func StartTLSServer(t testing.TB, certFile, keyFile string, extra ...string) (*Server, int) {
+	t.Helper()
+	bin := Require(t)
+	// The TLS port is free when picked; another process may take it before redis-server
+	// binds, so a failed start picks another.
+	for try := 0; ; try++ {
+		tlsPort, err := freePort(false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s, err := NewServer(bin, false, append([]string{"--tls-port", strconv.Itoa(tlsPort),
+			"--tls-cert-file", certFile, "--tls-key-file", keyFile, "--tls-ca-cert-file", certFile,
+			"--tls-auth-clients", "no"}, extra...)...)
+		if err == nil {
+			t.Cleanup(s.Destroy)
+			return s, tlsPort
+		}
+		if try == 4 {
+			t.Fatal(err)
+		}
+	}
+}
+
 // Destroy stops the process and removes its directory.
 func (s *Server) Destroy() {
 	s.Stop()

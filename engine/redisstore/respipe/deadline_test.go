@@ -1,4 +1,4 @@
-package redisstore
+package respipe
 
 import (
 	"testing"
@@ -7,13 +7,13 @@ import (
 
 func TestSharedDeadline(t *testing.T) {
 	const timeout = 640 * time.Millisecond // slice 10 ms
-	d := newSharedDeadline(timeout)
+	d := NewSharedDeadline(timeout)
 	if d.slice != 10*time.Millisecond {
 		t.Fatalf("slice %v, want timeout/64", d.slice)
 	}
 	for range 50 {
 		start := time.Now()
-		ctx := d.get()
+		ctx := d.Context()
 		end := time.Now()
 		dl, ok := ctx.Deadline()
 		if !ok {
@@ -29,34 +29,34 @@ func TestSharedDeadline(t *testing.T) {
 		time.Sleep(time.Millisecond)
 	}
 	// Calls within one slice share a context; a later call gets a new one.
-	a, b := d.get(), d.get()
+	a, b := d.Context(), d.Context()
 	if a != b { // a and b straddled a slice boundary; the next pair cannot also
-		a, b = d.get(), d.get()
+		a, b = d.Context(), d.Context()
 	}
 	if a != b {
 		t.Fatal("two calls within one slice made two contexts")
 	}
 	time.Sleep(2 * d.slice)
-	if d.get() == a {
+	if d.Context() == a {
 		t.Fatal("a call after the slice reused the old context")
 	}
-	// The shared context ends at its deadline, and stop ends the current one.
+	// The shared context ends at its deadline, and Stop ends the current one.
 	old := a
 	select {
 	case <-old.Done():
 		t.Fatal("done before its deadline")
 	case <-time.After(10 * time.Millisecond):
 	}
-	short := newSharedDeadline(20 * time.Millisecond)
-	c := short.get()
+	short := NewSharedDeadline(20 * time.Millisecond)
+	c := short.Context()
 	select {
 	case <-c.Done():
 	case <-time.After(time.Second):
 		t.Fatal("shared context not done after its deadline")
 	}
-	c = short.get()
-	short.stop()
+	c = short.Context()
+	short.Stop()
 	if c.Err() == nil {
-		t.Fatal("stop did not end the current context")
+		t.Fatal("Stop did not end the current context")
 	}
 }

@@ -1,0 +1,549 @@
+package respipe
+
+import (
+	"bufio"
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"net"
+	"runtime"
+	"slices"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Pipe is the connection to one node; it dials on first use and again after a failure.
+type Pipe struct {
+	addr string
+	opt  *Options        // its Pool's
+	wg   *sync.WaitGroup // its Pool's: reader goroutines
+
+	mu       sync.Mutex // guards cur, retired, downTill, closed
+	cur      *pconn
+	retired  []*pconn // retired by Redial, still owed replies
+	downTill time.Time
+	closed   bool
+	dialMu   sync.Mutex // one dial at a time
+
+	calls sync.Pool // of *Call, reused across calls
+}
+
+// pconn is one established connection of a pipe.
+type pconn struct {
+	conn net.Conn
+	rd   *bufio.Reader
+	p    *Pipe
+
+	retired atomic.Bool // set under mu: takes no more calls, closes once it owes nothing
+
+	mu      sync.Mutex // guards everything below
+	buf     []byte     // commands not written yet
+	owed    owedQueue  // calls whose replies are owed, oldest first
+	writing bool       // a caller is writing buf
+	err     error      // set once the connection failed; nothing more is sent
+
+	spare []byte // the buffer the writing caller last wrote (only it touches spare)
+}
+
+// errRetired is send's answer on a retired connection: nothing was written.
+var errRetired = errors.New("respipe: connection retired")
+
+// Call is one command and, once answered, its reply. Make one with NewCall or NewEvalSha,
+// add its arguments, and give it to Do, which recycles it.
+type Call struct {
+	cmd   []byte
+	state atomic.Int32 // callPending, callDone, callAbandoned
+	done  chan struct{}
+	sent  time.Time // when it was queued, for the overdue check
+	reply []int64
+	err   error
+	pool  *sync.Pool // its pipe's, where it goes back when done
+}
+
+const (
+	callPending int32 = iota
+	callDone
+	callAbandoned
+)
+
+// NewCall returns a call whose command is an array of n bulk strings, to be added with
+// Str and Int.
+func (p *Pipe) NewCall(n int) *Call {
+	c, _ := p.calls.Get().(*Call)
+	if c == nil {
+		c = &Call{done: make(chan struct{}, 1), pool: &p.calls}
+	}
+	c.state.Store(callPending)
+	c.reply, c.err = c.reply[:0], nil
+	c.cmd = append(c.cmd[:0], '*')
+	c.cmd = strconv.AppendInt(c.cmd, int64(n), 10)
+	c.cmd = append(c.cmd, '\r', '\n')
+	return c
+}
+
+// NewEvalSha returns the call EVALSHA sha len(keys) keys..., to which nargs arguments are
+// still to be added.
+func (p *Pipe) NewEvalSha(sha string, keys []string, nargs int) *Call {
+	c := p.NewCall(3 + len(keys) + nargs)
+	c.Str("EVALSHA")
+	c.Str(sha)
+	c.Int(int64(len(keys)))
+	for _, k := range keys {
+		c.Str(k)
+	}
+	return c
+}
+
+// Str appends a string argument.
+func (c *Call) Str(s string) { c.cmd = appendBulk(c.cmd, s) }
+
+// Int appends an integer argument, as Redis takes it: a bulk string of its digits.
+func (c *Call) Int(v int64) {
+	var d [20]byte
+	c.cmd = appendBulk(c.cmd, strconv.AppendInt(d[:0], v, 10))
+}
+
+func appendBulk[T string | []byte](dst []byte, s T) []byte {
+	dst = append(dst, '$')
+	dst = strconv.AppendInt(dst, int64(len(s)), 10)
+	dst = append(dst, '\r', '\n')
+	dst = append(dst, s...)
+	return append(dst, '\r', '\n')
+}
+
+// finish records the reply (or err) and wakes the caller, or recycles an abandoned call.
+func (c *Call) finish(err error) {
+	c.err = err
+	if c.state.CompareAndSwap(callPending, callDone) {
+		c.done <- struct{}{}
+		return
+	}
+	c.release() // its caller gave up
+}
+
+func (c *Call) release() {
+	if cap(c.cmd) > 4<<10 || cap(c.reply) > 256 {
+		return
+	}
+	c.pool.Put(c)
+}
+
+// Do sends c and appends its integer array reply to dst; c is recycled. The error is a
+// ReplyError for an error reply (see NotRunHere), ctx's error when ctx ended first (the
+// command may still run), or one of ErrDown, ErrClosed, ErrBusy.
+func (p *Pipe) Do(ctx context.Context, c *Call, dst []int64) ([]int64, error) {
+	for {
+		pc, err := p.conn(ctx)
+		if err != nil {
+			c.release()
+			return nil, err
+		}
+		err = pc.send(c)
+		if err == errRetired {
+			continue // nothing was written; p has a newer connection or none
+		}
+		if err != nil {
+			c.release()
+			return nil, err
+		}
+		break
+	}
+	select {
+	case <-c.done:
+	case <-ctx.Done():
+		if c.state.CompareAndSwap(callPending, callAbandoned) {
+			return nil, ctx.Err() // the reader recycles c when its reply comes
+		}
+		<-c.done // answered at this very moment
+	}
+	err := c.err
+	if err == nil {
+		dst = append(dst, c.reply...)
+	}
+	c.release()
+	return dst, err
+}
+
+// Redial makes the next calls use a new connection, dialed afresh; the current one takes
+// no more calls and closes once it has received the replies it owes. For a connection to
+// a node that is no longer the one wanted, e.g. a Sentinel master since demoted.
+func (p *Pipe) Redial() {
+	p.mu.Lock()
+	pc := p.cur
+	p.cur = nil
+	if pc != nil {
+		p.retired = append(p.retired, pc)
+	}
+	p.mu.Unlock()
+	if pc != nil {
+		pc.retire()
+	}
+}
+
+// Open reports whether the pipe has a live connection.
+func (p *Pipe) Open() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.cur != nil
+}
+
+// close closes the pipe for good, and its connections.
+func (p *Pipe) close() {
+	p.mu.Lock()
+	p.closed = true
+	all := append(p.retired[:len(p.retired):len(p.retired)], p.cur)
+	p.mu.Unlock()
+	for _, pc := range all {
+		if pc != nil {
+			pc.fail(ErrClosed)
+		}
+	}
+}
+
+// conn returns the live connection, dialing one if there is none.
+func (p *Pipe) conn(ctx context.Context) (*pconn, error) {
+	p.mu.Lock()
+	pc, closed, down := p.cur, p.closed, time.Now().Before(p.downTill)
+	p.mu.Unlock()
+	switch {
+	case closed:
+		return nil, ErrClosed
+	case pc != nil:
+		return pc, nil
+	case down:
+		return nil, ErrDown
+	}
+	p.dialMu.Lock()
+	defer p.dialMu.Unlock()
+	p.mu.Lock()
+	pc, closed = p.cur, p.closed
+	p.mu.Unlock()
+	if closed {
+		return nil, ErrClosed
+	}
+	if pc != nil {
+		return pc, nil // another caller dialed meanwhile
+	}
+	pc, err := p.dial(ctx)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if err != nil {
+		p.downTill = time.Now().Add(redialDelay)
+		return nil, err
+	}
+	if p.closed {
+		_ = pc.conn.Close()
+		return nil, ErrClosed
+	}
+	p.cur = pc
+	p.wg.Add(1)
+	go func() {
+		defer p.wg.Done()
+		pc.readLoop()
+	}()
+	return pc, nil
+}
+
+// dial connects (with Options.Dial, or TCP and TLS when configured), authenticates and
+// selects the database.
+func (p *Pipe) dial(ctx context.Context) (*pconn, error) {
+	o := p.opt
+	dctx, cancel := context.WithTimeout(ctx, o.DialTimeout)
+	defer cancel()
+	var conn net.Conn
+	var err error
+	if o.Dial != nil {
+		conn, err = o.Dial(dctx, p.addr)
+	} else {
+		conn, err = dialTCP(dctx, p.addr, o.TLS)
+	}
+	if err != nil {
+		return nil, err
+	}
+	pc := &pconn{conn: conn, rd: bufio.NewReaderSize(conn, 16<<10), p: p}
+	if err := pc.setup(dctx); err != nil {
+		_ = conn.Close()
+		return nil, err
+	}
+	return pc, nil
+}
+
+// dialTCP connects to addr, with TLS when cfg is set.
+func dialTCP(ctx context.Context, addr string, cfg *tls.Config) (net.Conn, error) {
+	var d net.Dialer
+	conn, err := d.DialContext(ctx, "tcp", addr)
+	if err != nil || cfg == nil {
+		return conn, err
+	}
+	cfg = cfg.Clone()
+	if cfg.ServerName == "" {
+		if host, _, err := net.SplitHostPort(addr); err == nil {
+			cfg.ServerName = host
+		}
+	}
+	tc := tls.Client(conn, cfg)
+	if err := tc.HandshakeContext(ctx); err != nil {
+		_ = conn.Close()
+		return nil, err
+	}
+	return tc, nil
+}
+
+// setup sends AUTH and SELECT, when needed, and reads their replies.
+func (pc *pconn) setup(ctx context.Context) error {
+	o := pc.p.opt
+	var b []byte
+	n := 0
+	if o.Password != "" {
+		var c *Call
+		if o.Username != "" {
+			c = pc.p.NewCall(3)
+			c.Str("AUTH")
+			c.Str(o.Username)
+		} else {
+			c = pc.p.NewCall(2)
+			c.Str("AUTH")
+		}
+		c.Str(o.Password)
+		b, n = append(b, c.cmd...), n+1
+		c.release()
+	}
+	if o.DB != 0 {
+		c := pc.p.NewCall(2)
+		c.Str("SELECT")
+		c.Int(int64(o.DB))
+		b, n = append(b, c.cmd...), n+1
+		c.release()
+	}
+	if n == 0 {
+		return nil
+	}
+	if d, ok := ctx.Deadline(); ok {
+		_ = pc.conn.SetDeadline(d)
+		defer pc.conn.SetDeadline(time.Time{})
+	}
+	if _, err := pc.conn.Write(b); err != nil {
+		return err
+	}
+	for range n {
+		line, err := pc.rd.ReadSlice('\n')
+		if err != nil {
+			return err
+		}
+		if len(line) > 0 && line[0] == '-' {
+			return fmt.Errorf("respipe: %s", trimCRLF(line[1:]))
+		}
+	}
+	return nil
+}
+
+// send queues c's command and, unless another caller is writing, writes.
+func (pc *pconn) send(c *Call) error {
+	pc.mu.Lock()
+	if pc.retired.Load() {
+		pc.mu.Unlock()
+		return errRetired
+	}
+	if pc.err != nil {
+		pc.mu.Unlock()
+		return ErrDown
+	}
+	if pc.owed.len() >= maxOwed {
+		pc.mu.Unlock()
+		return ErrBusy
+	}
+	c.sent = time.Now()
+	pc.buf = append(pc.buf, c.cmd...)
+	pc.owed.push(c)
+	lead := !pc.writing
+	pc.writing = true
+	pc.mu.Unlock()
+	if lead {
+		// Let the callers that are about to queue do so first, so they share this write:
+		// under load batches grow several-fold (and Redis reads them in one go); with
+		// nothing else runnable this returns at once.
+		runtime.Gosched()
+		pc.flush()
+	}
+	return nil
+}
+
+// flush writes what is queued, again and again while callers keep queueing.
+func (pc *pconn) flush() {
+	for {
+		pc.mu.Lock()
+		if len(pc.buf) == 0 || pc.err != nil {
+			pc.writing = false
+			pc.mu.Unlock()
+			return
+		}
+		b := pc.buf
+		pc.buf = pc.spare[:0]
+		pc.mu.Unlock()
+		_ = pc.conn.SetWriteDeadline(time.Now().Add(pc.p.opt.WriteTimeout))
+		if _, err := pc.conn.Write(b); err != nil {
+			pc.fail(err)
+			pc.mu.Lock()
+			pc.writing = false
+			pc.mu.Unlock()
+			return
+		}
+		pc.spare = b
+	}
+}
+
+// retire makes pc take no more calls, and closes it now if it owes nothing (else the
+// reader does once it has read what is owed).
+func (pc *pconn) retire() {
+	pc.mu.Lock()
+	pc.retired.Store(true)
+	idle := pc.owed.len() == 0
+	pc.mu.Unlock()
+	if idle {
+		pc.fail(ErrClosed)
+	}
+}
+
+// drained reports a retired connection that owes nothing more.
+func (pc *pconn) drained() bool {
+	if !pc.retired.Load() {
+		return false
+	}
+	pc.mu.Lock()
+	defer pc.mu.Unlock()
+	return pc.owed.len() == 0
+}
+
+// fail closes the connection and fails every call still owed a reply.
+func (pc *pconn) fail(err error) {
+	pc.mu.Lock()
+	if pc.err != nil {
+		pc.mu.Unlock()
+		return
+	}
+	pc.err = err
+	owed := pc.owed.takeAll()
+	pc.buf = nil
+	pc.mu.Unlock()
+	_ = pc.conn.Close()
+	p := pc.p
+	p.mu.Lock()
+	if p.cur == pc {
+		p.cur = nil
+	}
+	if i := slices.Index(p.retired, pc); i >= 0 {
+		p.retired = slices.Delete(p.retired, i, i+1)
+	}
+	p.mu.Unlock()
+	for _, c := range owed {
+		c.finish(ErrDown)
+	}
+}
+
+// readLoop reads replies until the connection fails, is closed, or is retired and drained.
+func (pc *pconn) readLoop() {
+	rto := pc.p.opt.ReadTimeout
+	for {
+		if pc.rd.Buffered() == 0 {
+			// Block for more, but not past the point where the oldest owed reply is overdue.
+			pc.mu.Lock()
+			var oldest time.Time
+			if c := pc.owed.oldest(); c != nil {
+				oldest = c.sent
+			}
+			pc.mu.Unlock()
+			dl := time.Now().Add(rto)
+			if !oldest.IsZero() {
+				dl = oldest.Add(rto)
+			}
+			_ = pc.conn.SetReadDeadline(dl)
+			if _, err := pc.rd.Peek(1); err != nil {
+				var ne net.Error
+				if errors.As(err, &ne) && ne.Timeout() {
+					pc.mu.Lock()
+					c := pc.owed.oldest()
+					overdue := c != nil && time.Since(c.sent) >= rto
+					pc.mu.Unlock()
+					if !overdue {
+						continue // idle, or the oldest call is younger than it was
+					}
+					err = ErrTimeout
+				}
+				pc.fail(err)
+				return
+			}
+		}
+		c := pc.next()
+		if c == nil {
+			pc.fail(ErrBadReply) // a reply nobody asked for
+			return
+		}
+		var rerr error
+		c.reply, rerr = readInts(pc.rd, c.reply[:0])
+		if _, isReply := rerr.(ReplyError); rerr != nil && !isReply {
+			c.finish(ErrDown)
+			pc.fail(rerr)
+			return
+		}
+		c.finish(rerr)
+		if pc.drained() {
+			pc.fail(ErrClosed)
+			return
+		}
+	}
+}
+
+// next takes the oldest owed call.
+func (pc *pconn) next() *Call {
+	pc.mu.Lock()
+	defer pc.mu.Unlock()
+	return pc.owed.pop()
+}
+
+// owedQueue is a FIFO of calls. Popped slots are reclaimed as it goes, so its memory
+// follows what is owed even when it never drains.
+type owedQueue struct {
+	calls []*Call
+	head  int
+}
+
+func (q *owedQueue) len() int     { return len(q.calls) - q.head }
+func (q *owedQueue) push(c *Call) { q.calls = append(q.calls, c) }
+
+// oldest returns the next call to pop, or nil.
+func (q *owedQueue) oldest() *Call {
+	if q.head >= len(q.calls) {
+		return nil
+	}
+	return q.calls[q.head]
+}
+
+// pop removes and returns the oldest call, or nil.
+func (q *owedQueue) pop() *Call {
+	c := q.oldest()
+	if c == nil {
+		return nil
+	}
+	q.calls[q.head] = nil
+	q.head++
+	switch {
+	case q.head == len(q.calls):
+		q.calls, q.head = q.calls[:0], 0
+	case q.head >= 1024 && 2*q.head >= len(q.calls):
+		// More popped than owed: move the owed to the front (amortised O(1) per call).
+		n := copy(q.calls, q.calls[q.head:])
+		clear(q.calls[n:])
+		q.calls, q.head = q.calls[:n], 0
+	}
+	return c
+}
+
+// takeAll empties the queue and returns what was in it.
+func (q *owedQueue) takeAll() []*Call {
+	all := q.calls[q.head:]
+	q.calls, q.head = nil, 0
+	return all
+}
