@@ -80,6 +80,10 @@ type Config struct {
 	Accounts []Account
 	// Envoy is the Envoy rate-limit service's account mapping and descriptor files.
 	Envoy Envoy
+	// Metrics bounds and tunes the decision metrics (spec §12.2).
+	Metrics Metrics
+	// Tracing configures OpenTelemetry traces.
+	Tracing Tracing
 	// Webhooks is webhook screening and delivery.
 	Webhooks Webhooks
 	// Log is the log level and format.
@@ -289,6 +293,31 @@ type XDSTLS struct {
 	ServerName string `mapstructure:"server_name"`
 }
 
+// Metrics bounds and tunes the decision metrics.
+type Metrics struct {
+	// Namespaces get their own label on /v1 decision metrics; every other namespace is
+	// counted as "other" (default none).
+	Namespaces []string `mapstructure:"namespaces"`
+	// NearLimitRatio is the share of a limit from which an allowed request counts as near
+	// the limit (default 0.8, the peer's NEAR_LIMIT_RATIO).
+	NearLimitRatio float64 `mapstructure:"near_limit_ratio"`
+}
+
+// Tracing configures OpenTelemetry traces; Exporter "none" (the default) turns them off.
+type Tracing struct {
+	// Exporter is none, otlp_grpc or otlp_http.
+	Exporter string `mapstructure:"exporter"`
+	// Endpoint is the OTLP receiver: host:port for otlp_grpc, host:port or a URL for otlp_http.
+	Endpoint string `mapstructure:"endpoint"`
+	// Insecure sends without TLS.
+	Insecure bool `mapstructure:"insecure"`
+	// SamplingRatio is the share of new traces sampled (0 to 1; default 1); a caller's
+	// sampled trace is always followed.
+	SamplingRatio float64 `mapstructure:"sampling_ratio"`
+	// ServiceName is service.name of the spans (default leash).
+	ServiceName string `mapstructure:"service_name"`
+}
+
 // EnvoyDomain says which account an Envoy domain counts against.
 type EnvoyDomain struct {
 	// Account is the id of an account (or "dev" when none are configured).
@@ -329,6 +358,8 @@ type document struct {
 	Plans    map[string]planDoc `mapstructure:"plans"`
 	Accounts []Account          `mapstructure:"accounts"`
 	Envoy    Envoy              `mapstructure:"envoy"`
+	Metrics  Metrics            `mapstructure:"metrics"`
+	Tracing  Tracing            `mapstructure:"tracing"`
 	Webhooks Webhooks           `mapstructure:"webhooks"`
 	Log      Log                `mapstructure:"log"`
 }
@@ -412,7 +443,7 @@ func load(files []file, environ []string) (*Config, error) {
 
 	cfg := &Config{
 		HTTP: doc.HTTP, GRPC: doc.GRPC, Admin: doc.Admin, Store: doc.Store, Shutdown: doc.Shutdown,
-		Accounts: doc.Accounts, Envoy: doc.Envoy, Webhooks: doc.Webhooks, Log: doc.Log,
+		Accounts: doc.Accounts, Envoy: doc.Envoy, Metrics: doc.Metrics, Tracing: doc.Tracing, Webhooks: doc.Webhooks, Log: doc.Log,
 	}
 	normalise(cfg)
 	if len(files) == 0 && !env["envoy.default_account"] {
@@ -448,6 +479,7 @@ func normalise(c *Config) {
 	nilIfEmpty(&c.Store.Redis.ClusterAddrs)
 	nilIfEmpty(&c.Store.Redis.Sentinel.Addrs)
 	nilIfEmpty(&c.Envoy.ConfigPaths)
+	nilIfEmpty(&c.Metrics.Namespaces)
 	if len(c.Accounts) == 0 {
 		c.Accounts = nil
 	}

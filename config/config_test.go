@@ -58,6 +58,8 @@ func defaults() *Config {
 		Envoy: Envoy{DefaultAccount: "dev", ResponseHeaders: true,
 			HeaderNames: HeaderNames{Limit: "RateLimit-Limit", Remaining: "RateLimit-Remaining", Reset: "RateLimit-Reset"},
 			XDS:         XDS{NodeID: "leash"}},
+		Metrics:  Metrics{NearLimitRatio: 0.8},
+		Tracing:  Tracing{Exporter: "none", SamplingRatio: 1, ServiceName: "leash"},
 		Webhooks: Webhooks{Timeout: 10 * time.Second, MaxAttempts: 12, BackoffBase: time.Second, BackoffMax: 5 * time.Minute},
 		Log:      Log{Level: "info", Format: "json"},
 	}

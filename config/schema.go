@@ -19,6 +19,7 @@ const (
 	kInt           // a YAML integer (no floats, no quoted numbers)
 	kBool          // true or false
 	kDuration      // a Go duration string such as "2s" (or the integer 0)
+	kFloat         // a YAML number (integer or decimal)
 	kStrings       // a list of strings; comma-separated in the environment
 	kHardCap       // an integer or null (null: no cap)
 	kObject        // a mapping with the fixed keys of fields
@@ -146,6 +147,17 @@ func schema() *node {
 			"backoff_base":          leaf(kDuration, time.Second),
 			"backoff_max":           leaf(kDuration, 5*time.Minute),
 		}),
+		"metrics": object(map[string]*node{
+			"namespaces":       leaf(kStrings, nil),
+			"near_limit_ratio": leaf(kFloat, 0.8),
+		}),
+		"tracing": object(map[string]*node{
+			"exporter":       leaf(kString, "none"),
+			"endpoint":       leaf(kString, nil),
+			"insecure":       leaf(kBool, false),
+			"sampling_ratio": leaf(kFloat, 1.0),
+			"service_name":   leaf(kString, "leash"),
+		}),
 		"log": object(map[string]*node{
 			"level":  leaf(kString, "info"),
 			"format": leaf(kString, "json"),
@@ -156,7 +168,7 @@ func schema() *node {
 // isEnvLeaf reports whether a key of this kind can be set from the environment.
 func (n *node) isEnvLeaf() bool {
 	switch n.kind {
-	case kString, kInt, kBool, kDuration, kStrings:
+	case kString, kInt, kBool, kDuration, kStrings, kFloat:
 		return true
 	}
 	return false
@@ -247,6 +259,21 @@ func (s *fileState) check(path string, v any, n *node) (out any, ok bool) {
 		}
 		s.set[path] = true
 		return b, true
+	case kFloat:
+		var f float64
+		switch x := v.(type) {
+		case float64:
+			f = x
+		default:
+			i, isInt := asInt(v)
+			if !isInt {
+				s.errs.add(path, "expected a number, got %s", describe(v))
+				return nil, false
+			}
+			f = float64(i)
+		}
+		s.set[path] = true
+		return f, true
 	case kDuration:
 		d, err := asDuration(v)
 		if err != nil {

@@ -77,6 +77,12 @@ func parseEnv(s string, k kind) (any, error) {
 			return nil, fmt.Errorf("expected a boolean (true or false), got %q", s)
 		}
 		return b, nil
+	case kFloat:
+		f, err := strconv.ParseFloat(strings.TrimSpace(s), 64)
+		if err != nil {
+			return nil, fmt.Errorf("expected a number, got %q", s)
+		}
+		return f, nil
 	case kDuration:
 		d, err := time.ParseDuration(strings.TrimSpace(s))
 		if err != nil {
@@ -188,6 +194,30 @@ func validate(c *Config, explicit func(string) bool, errs *errList) {
 		errs.add("shutdown.drain_delay", "must be 0 or more")
 	} else if c.Shutdown.Timeout > 0 && c.Shutdown.DrainDelay >= c.Shutdown.Timeout {
 		errs.add("shutdown.drain_delay", "must be below shutdown.timeout (%s)", c.Shutdown.Timeout)
+	}
+
+	if r := c.Metrics.NearLimitRatio; !(r > 0 && r <= 1) {
+		errs.add("metrics.near_limit_ratio", "must be above 0 and at most 1, got %v", r)
+	}
+	for i, ns := range c.Metrics.Namespaces {
+		if !engine.ValidNamespace(ns) {
+			errs.add(index("metrics.namespaces", i), "%q is not a namespace", ns)
+		}
+	}
+	switch t := &c.Tracing; t.Exporter {
+	case "none":
+	case "otlp_grpc", "otlp_http":
+		if t.Endpoint == "" {
+			errs.add("tracing.endpoint", "is required with tracing.exporter %s", t.Exporter)
+		}
+	default:
+		errs.add("tracing.exporter", "must be none, otlp_grpc or otlp_http, got %q", t.Exporter)
+	}
+	if r := c.Tracing.SamplingRatio; !(r >= 0 && r <= 1) {
+		errs.add("tracing.sampling_ratio", "must be from 0 to 1, got %v", r)
+	}
+	if c.Tracing.ServiceName == "" {
+		errs.add("tracing.service_name", "must not be empty")
 	}
 
 	checkPositive(errs, "webhooks.timeout", c.Webhooks.Timeout)

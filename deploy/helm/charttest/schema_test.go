@@ -123,6 +123,8 @@ func (s *chartSchema) sample(n *schemaNode, refName string) any {
 		return 1
 	case "boolean":
 		return true
+	case "number":
+		return 0.5
 	case "array":
 		it := s.resolve(n.Items)
 		name := ""
