@@ -16,6 +16,7 @@ import (
 	"log/slog"
 	"math"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -28,6 +29,7 @@ import (
 
 	"github.com/leashd/leash/adapter/descriptors"
 	"github.com/leashd/leash/engine"
+	"github.com/leashd/leash/metrics"
 )
 
 // Routing says which account each Envoy domain counts against (envoy.domains and
@@ -124,8 +126,11 @@ type Options struct {
 	// DynamicMetadata adds the peer's dynamic_metadata to replies
 	// (envoy.response_dynamic_metadata).
 	DynamicMetadata bool
-	Counters        Counters
-	Logger          *slog.Logger
+	// Rules, if set, counts each descriptor rule's decisions (spec §12.2); the service keeps
+	// it synced with its config.
+	Rules    *metrics.Rules
+	Counters Counters
+	Logger   *slog.Logger
 }
 
 // Service implements envoy.service.ratelimit.v3.RateLimitService.
@@ -145,12 +150,52 @@ func NewService(cfg *Config, opts Options) *Service {
 	opts.HeaderNames.Remaining = cmp.Or(opts.HeaderNames.Remaining, def.Remaining)
 	opts.HeaderNames.Reset = cmp.Or(opts.HeaderNames.Reset, def.Reset)
 	s := &Service{opts: opts}
-	s.cfg.Store(cfg)
+	s.SetConfig(cfg)
 	return s
 }
 
 // SetConfig replaces the descriptor files and routing (a reload).
-func (s *Service) SetConfig(cfg *Config) { s.cfg.Store(cfg) }
+func (s *Service) SetConfig(cfg *Config) {
+	if r := s.opts.Rules; r != nil {
+		var ids []metrics.RuleID
+		for _, d := range cfg.Descriptors.Domains() {
+			for _, rule := range cfg.Descriptors.Rules(d) {
+				if !rule.Unlimited {
+					ids = append(ids, metrics.RuleID{Domain: d, Rule: rule.MetricKey})
+				}
+			}
+		}
+		r.Sync(ids) // before the config is used, so its rules have counters
+	}
+	s.cfg.Store(cfg)
+}
+
+// ruleTag is the metrics tag of a descriptor's matched rule, nil without per-rule metrics.
+func (s *Service) ruleTag(domain string, p *plan) any {
+	r := s.opts.Rules
+	if r == nil || !p.matched || p.override || p.replaced || p.rule.Unlimited {
+		return nil
+	}
+	detailed := ""
+	if p.rule.DetailedMetric {
+		var b strings.Builder
+		for i, e := range p.keyParts {
+			if i > 0 {
+				b.WriteByte('.')
+			}
+			b.WriteString(e.Key)
+			if e.Value != "" {
+				b.WriteByte('_')
+				b.WriteString(e.Value)
+			}
+		}
+		detailed = b.String()
+	}
+	if c := r.Tag(metrics.RuleID{Domain: domain, Rule: p.rule.MetricKey}, detailed); c != nil {
+		return c
+	}
+	return nil
+}
 
 // unlimitedRemaining is limit_remaining of an `unlimited` descriptor (the peer's value).
 const unlimitedRemaining = math.MaxUint32
@@ -201,8 +246,9 @@ func (s *Service) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReque
 			cost = int64(min(h.GetValue(), math.MaxInt64))
 		}
 		plans[i].item(&items[i], cost, s.opts.QuotaMode)
+		items[i].Tag = s.ruleTag(domain, &plans[i])
 	}
-	out, err := s.opts.Engine.Decide(ctx, acct, &engine.Query{Namespace: domain, Items: items, Shadow: s.opts.ShadowMode}, results)
+	out, err := s.opts.Engine.Decide(ctx, acct, &engine.Query{Edge: engine.EdgeEnvoy, Namespace: domain, Items: items, Shadow: s.opts.ShadowMode}, results)
 	if engine.CodeOf(err) == engine.CodeHardCapExceeded {
 		return s.hardCapped(req, resp, err), nil
 	}

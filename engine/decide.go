@@ -13,8 +13,25 @@ import (
 // plan gates and the hard cap, spends through the store (which decides with its own clock),
 // and counts usage, in that order (spec §3.7).
 
+// Edge names the interface a query came in through; metrics and traces label by it.
+type Edge string
+
+// The edges that ask the engine for decisions.
+const (
+	EdgeLimit Edge = "limit" // POST /v1/limit
+	EdgeEnvoy Edge = "envoy" // Envoy's RateLimitService
+	EdgeRLQS  Edge = "rlqs"  // Envoy's Rate Limit Quota Service
+)
+
+// Observer sees every item the engine decides (metrics). It runs on the request path, so
+// it must be quick and must not block.
+type Observer interface {
+	Decided(a *Account, q *Query, it *Item, r *ItemResult)
+}
+
 // Query is one decision: the items of one namespace.
 type Query struct {
+	Edge      Edge
 	Namespace string
 	Items     []Item
 	// StrictCost makes a cost above a limit an invalid_request error (POST /v1/limit,
@@ -73,6 +90,9 @@ type Item struct {
 	// Quota puts the item in quota mode (spec §9.7): its denial makes the query denied
 	// only when every quota item of the query is denied.
 	Quota bool
+	// Tag is the edge's own mark for the item (e.g. the descriptor rule's metrics); the
+	// engine only hands it to the Observer.
+	Tag any
 }
 
 // ItemResult is the verdict on one item.
@@ -183,6 +203,9 @@ func (e *Engine) Decide(ctx context.Context, a *Account, q *Query, out []ItemRes
 			res.Allowed = false
 		}
 		e.usage.record(a, q.Namespace, now, !r.Allowed && !q.Shadow)
+		if e.observer != nil {
+			e.observer.Decided(a, q, it, r)
+		}
 	}
 	if quotaItems > 0 && quotaDenied == quotaItems {
 		res.Allowed = false

@@ -76,6 +76,8 @@ type Options struct {
 	Webhooks WebhookOptions
 	// LocalCacheMaxEntries bounds the over-limit cache (spec §9.13); 0 turns it off.
 	LocalCacheMaxEntries int
+	// Observer, if set, sees every decided item (metrics, spec §12.2).
+	Observer Observer
 }
 
 // Engine decides checks and leases for accounts over one Store.
@@ -86,6 +88,7 @@ type Engine struct {
 	interval  time.Duration
 	log       *slog.Logger
 	hooks     WebhookOptions
+	observer  Observer
 	cache     *overLimitCache // nil when off
 	clock     storeClock      // the store's clock between operations, for cached answers
 }
@@ -99,7 +102,7 @@ func New(store Store, dir *Directory, opts Options) *Engine {
 		opts.Logger = slog.Default()
 	}
 	e := &Engine{store: store, usage: newUsage(), interval: opts.FlushInterval, log: opts.Logger, hooks: opts.Webhooks,
-		cache: newOverLimitCache(opts.LocalCacheMaxEntries), clock: storeClock{start: time.Now()}}
+		cache: newOverLimitCache(opts.LocalCacheMaxEntries), clock: storeClock{start: time.Now()}, observer: opts.Observer}
 	e.directory.Store(dir)
 	return e
 }

@@ -40,7 +40,7 @@ func (a *API) check(c *call) {
 	if body.Cost != nil {
 		it.Cost = *body.Cost
 	}
-	c.q = engine.Query{Namespace: body.Namespace, Items: c.item[:], StrictCost: true}
+	c.q = engine.Query{Edge: engine.EdgeLimit, Namespace: body.Namespace, Items: c.item[:], StrictCost: true}
 	if _, err := a.eng.Decide(c.r.Context(), c.acct, &c.q, c.res[:]); err != nil {
 		a.engineError(c, err)
 		return

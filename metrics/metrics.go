@@ -1,5 +1,7 @@
-// Package metrics holds Leash's Prometheus collectors. Labels are bounded: endpoints,
-// routes, outcomes, status codes and store operations, never namespaces, keys or accounts.
+// Package metrics holds Leash's Prometheus collectors. Every label is bounded (spec §12.2):
+// endpoints, routes, outcomes, status codes and store operations; accounts and Envoy
+// domains and rules (bounded by the config); namespaces only when metrics.namespaces lists
+// them; never keys or request values (except a detailed_metric rule's, bounded).
 package metrics
 
 import (
@@ -22,6 +24,8 @@ type Metrics struct {
 	storeDuration *prometheus.HistogramVec
 	shadow        prometheus.Counter
 	globalShadow  prometheus.Counter
+	nsDecisions   *prometheus.CounterVec
+	rules         *Rules
 	deliveries    *prometheus.CounterVec
 	outboxDepth   prometheus.Gauge
 }
@@ -49,6 +53,11 @@ func New() *Metrics {
 		Name: "leash_envoy_shadow_denials_total",
 		Help: "Envoy descriptors in shadow_mode that were over their limit and answered OK.",
 	})
+	m.nsDecisions = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "leash_namespace_decisions_total",
+		Help: "Decided items by edge (limit, envoy, rlqs), account, namespace (those listed in metrics.namespaces, else other) and outcome (allowed, denied).",
+	}, []string{"edge", "account", "namespace", "outcome"})
+	m.rules = newRules()
 	m.globalShadow = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "leash_envoy_global_shadow_total",
 		Help: "Envoy requests over the limit answered OK because envoy.shadow_mode is on.",
@@ -61,7 +70,7 @@ func New() *Metrics {
 		Name: "leash_webhook_outbox_depth",
 		Help: "Webhook events waiting in the store's outbox (all instances'), as last read by this one.",
 	})
-	m.Registry.MustRegister(m.decisions, m.httpDuration, m.storeDuration, m.shadow, m.globalShadow, m.deliveries, m.outboxDepth,
+	m.Registry.MustRegister(m.decisions, m.httpDuration, m.storeDuration, m.shadow, m.globalShadow, m.nsDecisions, m.rules, m.deliveries, m.outboxDepth,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }

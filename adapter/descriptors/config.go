@@ -25,6 +25,7 @@ type Rule struct {
 	Domain         string
 	File, Path     string           // where it was defined, for logs and errors
 	Descriptor     []Entry          // configured keys and values from the top level down (patterns as written, "" for a bare key)
+	MetricKey      string           // the rule's key path for metrics: each level's key, or key_value, joined by "."
 	Limits         []Limit          // from rate_limit or rate_limits; empty when Unlimited
 	EngineLimits   []engine.Limit   // Limits as the engine takes them, in the same order
 	Unlimited      bool             // matched requests are never limited

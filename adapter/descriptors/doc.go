@@ -17,8 +17,10 @@
 //	      replaces:                    # optional: the limits named here stop applying
 //	        - name: per_ip             # when this one applies to the same request
 //	    shadow_mode: false             # optional: count, but never deny
-//	    detailed_metric: false         # optional: accepted; Leash's metrics never carry values
-//	    value_to_metric: false         # optional: accepted, likewise
+//	    quota_mode: false              # optional: OVER_LIMIT overall only when every quota descriptor is
+//	    metadata: {team: payments}     # optional: any mapping, for the replies' dynamic metadata
+//	    detailed_metric: false         # optional: per-rule metrics labelled by the request's values (bounded)
+//	    value_to_metric: false         # optional: accepted; Leash's metrics do not use it
 //	    share_threshold: false         # optional, wildcard values only (see below)
 //	    descriptors: [...]             # optional nested descriptors, same shape
 //

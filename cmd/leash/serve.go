@@ -59,15 +59,16 @@ func serve(paths, environ []string, stdout, stderr io.Writer) int {
 	istore := m.Instrument(store)
 	policy := ssrf.Policy{AllowHTTP: cfg.Webhooks.AllowHTTP, AllowPrivateTargets: cfg.Webhooks.AllowPrivateTargets}
 	wake := make(chan struct{}, 1) // an event was queued here: deliver without waiting for the poll
-	eng := engine.New(istore, dir, engine.Options{Logger: log, LocalCacheMaxEntries: cfg.Envoy.LocalCache.MaxEntries, Webhooks: engine.WebhookOptions{
-		Policy: policy,
-		Enqueued: func() {
-			select {
-			case wake <- struct{}{}:
-			default:
-			}
-		},
-	}})
+	eng := engine.New(istore, dir, engine.Options{Logger: log, LocalCacheMaxEntries: cfg.Envoy.LocalCache.MaxEntries,
+		Observer: m.Observer(cfg.Metrics.Namespaces, cfg.Metrics.NearLimitRatio), Webhooks: engine.WebhookOptions{
+			Policy: policy,
+			Enqueued: func() {
+				select {
+				case wake <- struct{}{}:
+				default:
+				}
+			},
+		}})
 	envoyCfg, err := envoyConfig(cfg)
 	if err == nil {
 		err = envoyCfg.Validate(dir)
@@ -85,6 +86,7 @@ func serve(paths, environ []string, stdout, stderr io.Writer) int {
 		ResponseHeaders: e.ResponseHeaders,
 		HeaderNames:     adapter.HeaderNames{Limit: e.HeaderNames.Limit, Remaining: e.HeaderNames.Remaining, Reset: e.HeaderNames.Reset},
 		ShadowMode:      e.ShadowMode, QuotaMode: e.QuotaMode, DynamicMetadata: e.ResponseDynamicMetadata,
+		Rules:    m.Rules(),
 		Counters: adapter.Counters{Decision: envoyDecisions.Inc, ShadowDenial: m.ShadowDenial, GlobalShadow: m.GlobalShadow},
 	})
 	adm := admin.New(admin.Options{Ping: eng.Ping, Gatherer: m.Registry, Pprof: cfg.Admin.Pprof})

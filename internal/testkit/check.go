@@ -30,7 +30,7 @@ func (c Check) Do(ctx context.Context, e *engine.Engine, a *engine.Account) (eng
 		it.Cost = *c.Cost
 	}
 	var r [1]engine.ItemResult
-	out, err := e.Decide(ctx, a, &engine.Query{Namespace: c.Namespace, Items: []engine.Item{it}, StrictCost: true}, r[:])
+	out, err := e.Decide(ctx, a, &engine.Query{Edge: engine.EdgeLimit, Namespace: c.Namespace, Items: []engine.Item{it}, StrictCost: true}, r[:])
 	if err != nil {
 		return engine.Decision{}, err
 	}
