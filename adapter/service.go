@@ -16,7 +16,6 @@ import (
 	"log/slog"
 	"math"
 	"strconv"
-	"strings"
 	"sync/atomic"
 	"time"
 
@@ -178,18 +177,7 @@ func (s *Service) ruleTag(domain string, p *plan) any {
 	}
 	detailed := ""
 	if p.rule.DetailedMetric {
-		var b strings.Builder
-		for i, e := range p.keyParts {
-			if i > 0 {
-				b.WriteByte('.')
-			}
-			b.WriteString(e.Key)
-			if e.Value != "" {
-				b.WriteByte('_')
-				b.WriteString(e.Value)
-			}
-		}
-		detailed = b.String()
+		detailed = descriptors.MetricKey(p.keyParts)
 	}
 	if c := r.Tag(metrics.RuleID{Domain: domain, Rule: p.rule.MetricKey}, detailed); c != nil {
 		return c

@@ -74,6 +74,19 @@ type Inline struct {
 	WindowMS  *int64
 }
 
+// DefaultCost is the cost of a check that sends none (spec §4.3).
+const DefaultCost = 1
+
+// CheckItem is the item of a POST /v1/limit check: its limit from the request's own
+// fields, the namespace's rule filling the rest (spec §4.2); a nil cost is DefaultCost.
+func CheckItem(key string, in Inline, cost *int64) Item {
+	it := Item{Key: key, Cost: DefaultCost, Source: FromRule, Inline: in}
+	if cost != nil {
+		it.Cost = *cost
+	}
+	return it
+}
+
 // Item is one key of a query, the units it spends and where its limits come from.
 type Item struct {
 	Key    string

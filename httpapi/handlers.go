@@ -34,12 +34,8 @@ func (a *API) check(c *call) {
 		a.engineError(c, err)
 		return
 	}
-	body, it := &c.chk, &c.item[0]
-	*it = engine.Item{Key: body.Key, Cost: 1, Source: engine.FromRule, // cost: 1 unless sent (spec §4.3)
-		Inline: engine.Inline{Algorithm: algorithmOf(body.Algorithm), Limit: body.Limit, WindowMS: body.WindowMS}}
-	if body.Cost != nil {
-		it.Cost = *body.Cost
-	}
+	body := &c.chk
+	c.item[0] = engine.CheckItem(body.Key, engine.Inline{Algorithm: algorithmOf(body.Algorithm), Limit: body.Limit, WindowMS: body.WindowMS}, body.Cost)
 	c.q = engine.Query{Edge: engine.EdgeLimit, Namespace: body.Namespace, Items: c.item[:], StrictCost: true}
 	if _, err := a.eng.Decide(c.r.Context(), c.acct, &c.q, c.res[:]); err != nil {
 		a.engineError(c, err)

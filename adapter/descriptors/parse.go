@@ -504,7 +504,7 @@ func (b *builder) rule(m map[string]*yaml.Node, dp string, desc []Entry) *Rule {
 		}
 	}
 	r.EngineLimits = EngineLimits(r.Limits)
-	r.MetricKey = metricKey(desc)
+	r.MetricKey = MetricKey(desc)
 	b.dom.rules = append(b.dom.rules, r)
 	return r
 }
@@ -612,9 +612,9 @@ func (b *builder) metadata(n *yaml.Node, path string) *structpb.Struct {
 	return st
 }
 
-// metricKey is the key path of a descriptor for metrics, in the peer's form: each level's
-// key, followed by "_" and its value when it has one, joined by ".".
-func metricKey(desc []Entry) string {
+// MetricKey is the key path of descriptor entries for metrics, in the peer's form: each
+// level's key, followed by "_" and its value when it has one, joined by ".".
+func MetricKey(desc []Entry) string {
 	var b strings.Builder
 	for i, e := range desc {
 		if i > 0 {

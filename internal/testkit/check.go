@@ -24,11 +24,7 @@ func (c Check) Do(ctx context.Context, e *engine.Engine, a *engine.Account) (eng
 	if c.Algorithm != nil {
 		alg = engine.AlgorithmOf(*c.Algorithm)
 	}
-	it := engine.Item{Key: c.Key, Cost: 1, Source: engine.FromRule,
-		Inline: engine.Inline{Algorithm: alg, Limit: c.Limit, WindowMS: c.WindowMS}}
-	if c.Cost != nil {
-		it.Cost = *c.Cost
-	}
+	it := engine.CheckItem(c.Key, engine.Inline{Algorithm: alg, Limit: c.Limit, WindowMS: c.WindowMS}, c.Cost)
 	var r [1]engine.ItemResult
 	out, err := e.Decide(ctx, a, &engine.Query{Edge: engine.EdgeLimit, Namespace: c.Namespace, Items: []engine.Item{it}, StrictCost: true}, r[:])
 	if err != nil {
