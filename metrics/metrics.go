@@ -166,6 +166,7 @@ type InstrumentedStore struct {
 	s                                                                                                                   engine.Store
 	spend, spendAll, reset, acquire, release, renew, rules, putRule, deleteRule, addUsage, readUsage, monthTotals, ping storeOp
 	webhook, putWebhook, deleteWebhook, enqueue, claim, ack, retry, outboxLen, nowMS                                    storeOp
+	reportDemand, dropDemand                                                                                            storeOp
 }
 
 var _ engine.Store = (*InstrumentedStore)(nil)
@@ -178,8 +179,24 @@ func (m *Metrics) Instrument(s engine.Store) *InstrumentedStore {
 		addUsage: m.op("add_usage"), readUsage: m.op("read_usage"), monthTotals: m.op("month_totals"), ping: m.op("ping"),
 		webhook: m.op("webhook"), putWebhook: m.op("put_webhook"), deleteWebhook: m.op("delete_webhook"),
 		enqueue: m.op("enqueue"), claim: m.op("claim"), ack: m.op("ack"), retry: m.op("retry"), outboxLen: m.op("outbox_len"),
-		nowMS: m.op("now"),
+		nowMS: m.op("now"), reportDemand: m.op("report_demand"), dropDemand: m.op("drop_demand"),
 	}
+}
+
+// ReportDemand times Store.ReportDemand.
+func (s *InstrumentedStore) ReportDemand(ctx context.Context, d engine.DemandReport) ([]engine.StreamDemand, error) {
+	t := time.Now()
+	r, err := s.s.ReportDemand(ctx, d)
+	s.reportDemand.since(t, err)
+	return r, err
+}
+
+// DropDemand times Store.DropDemand.
+func (s *InstrumentedStore) DropDemand(ctx context.Context, b engine.DemandBucket, stream string) error {
+	t := time.Now()
+	err := s.s.DropDemand(ctx, b, stream)
+	s.dropDemand.since(t, err)
+	return err
 }
 
 // Spend times Store.Spend.
