@@ -7,6 +7,7 @@ import (
 	"runtime"
 	"time"
 
+	rlqsv3 "github.com/envoyproxy/go-control-plane/envoy/service/rate_limit_quota/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
@@ -18,6 +19,10 @@ import (
 
 // ServiceName is the gRPC service Envoy calls; health reports it and "" alike.
 const ServiceName = "envoy.service.ratelimit.v3.RateLimitService"
+
+// QuotaServiceName is Envoy's Rate Limit Quota Service (package rlqs), which health
+// reports too when it is served.
+const QuotaServiceName = "envoy.service.rate_limit_quota.v3.RateLimitQuotaService"
 
 // Keepalive settings for long-lived Envoy connections: pings find dead peers, and
 // connections are recycled every MaxConnectionAge so new replicas get a share of the
@@ -53,8 +58,9 @@ func NewServer(svc *Service, tlsConfig *tls.Config) (*grpc.Server, *health.Serve
 }
 
 // NewServerWith is NewServer with limits on slow and idle clients; a zero field of
-// limits takes the DefaultLimits value.
-func NewServerWith(svc *Service, tlsConfig *tls.Config, limits Limits) (*grpc.Server, *health.Server) {
+// limits takes the DefaultLimits value. A quota service, if given, is served beside the
+// rate-limit service (spec §14.1).
+func NewServerWith(svc *Service, tlsConfig *tls.Config, limits Limits, quota ...rlqsv3.RateLimitQuotaServiceServer) (*grpc.Server, *health.Server) {
 	def := DefaultLimits()
 	if limits.Handshake <= 0 {
 		limits.Handshake = def.Handshake
@@ -86,6 +92,10 @@ func NewServerWith(svc *Service, tlsConfig *tls.Config, limits Limits) (*grpc.Se
 	reflection.Register(srv)
 	hs.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
 	hs.SetServingStatus(ServiceName, healthpb.HealthCheckResponse_SERVING)
+	for _, q := range quota {
+		rlqsv3.RegisterRateLimitQuotaServiceServer(srv, q)
+		hs.SetServingStatus(QuotaServiceName, healthpb.HealthCheckResponse_SERVING)
+	}
 	return srv, hs
 }
 
@@ -113,6 +123,9 @@ func WatchHealth(ctx context.Context, hs *health.Server, ping func(context.Conte
 			}
 			hs.SetServingStatus("", st)
 			hs.SetServingStatus(ServiceName, st)
+			if _, err := hs.Check(ctx, &healthpb.HealthCheckRequest{Service: QuotaServiceName}); err == nil {
+				hs.SetServingStatus(QuotaServiceName, st) // served
+			}
 		}
 		select {
 		case <-ctx.Done():
