@@ -28,6 +28,7 @@ type Metrics struct {
 	rules         *Rules
 	deliveries    *prometheus.CounterVec
 	outboxDepth   prometheus.Gauge
+	rlqs          *RLQS
 }
 
 // New creates the collectors and registers them, with the Go and process collectors.
@@ -70,6 +71,8 @@ func New() *Metrics {
 		Name: "leash_webhook_outbox_depth",
 		Help: "Webhook events waiting in the store's outbox (all instances'), as last read by this one.",
 	})
+	m.rlqs = newRLQS()
+	m.Registry.MustRegister(m.rlqs.collectors()...)
 	m.Registry.MustRegister(m.decisions, m.httpDuration, m.storeDuration, m.shadow, m.globalShadow, m.nsDecisions, m.rules, m.deliveries, m.outboxDepth,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m

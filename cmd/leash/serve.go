@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/leashd/leash/adapter"
+	"github.com/leashd/leash/adapter/rlqs"
 	"github.com/leashd/leash/admin"
 	"github.com/leashd/leash/config"
 	"github.com/leashd/leash/engine"
@@ -89,6 +90,13 @@ func serve(paths, environ []string, stdout, stderr io.Writer) int {
 		Rules:    m.Rules(),
 		Counters: adapter.Counters{Decision: envoyDecisions.Inc, ShadowDenial: m.ShadowDenial, GlobalShadow: m.GlobalShadow},
 	})
+	rq := m.RLQS()
+	quota := rlqs.NewService(rlqs.Options{
+		Engine: eng, Demand: istore, Accounts: eng.Account, Config: svc.Config, Logger: log,
+		ReportingInterval: e.RLQS.ReportingInterval, TTLIntervals: e.RLQS.TTLIntervals,
+		MaxBucketsPerStream: e.RLQS.MaxBucketsPerStream, MaxBucketsPerAccount: e.RLQS.MaxBucketsPerAccount,
+		Counters: rlqs.Counters{Streams: rq.Streams, Buckets: rq.Buckets, Sent: rq.Sent, Reported: rq.Reported, Rejected: rq.Rejected},
+	})
 	adm := admin.New(admin.Options{Ping: eng.Ping, Gatherer: m.Registry, Pprof: cfg.Admin.Pprof})
 	api := httpapi.New(httpapi.Options{Engine: eng, Metrics: m, Logger: log})
 
@@ -159,7 +167,7 @@ func serve(paths, environ []string, stdout, stderr io.Writer) int {
 	var grpcSrv *grpc.Server
 	if grpcLn != nil {
 		var hs *health.Server
-		grpcSrv, hs = adapter.NewServer(svc, grpcTLSConfig)
+		grpcSrv, hs = adapter.NewServerWith(svc, grpcTLSConfig, adapter.DefaultLimits(), quota)
 		go adapter.WatchHealth(watchCtx, hs, eng.Ping, time.Second, cfg.Store.Redis.ReadTimeout, log)
 		go func() { serveErr <- grpcSrv.Serve(grpcLn) }()
 		grpcAddr = grpcLn.Addr().String()
@@ -190,6 +198,7 @@ func serve(paths, environ []string, stdout, stderr io.Writer) int {
 	}
 	var drained sync.WaitGroup
 	if grpcSrv != nil {
+		quota.Shutdown() // RLQS streams end, so proxies reconnect elsewhere (spec §14.1)
 		drained.Go(grpcSrv.GracefulStop)
 	}
 	if err := httpSrv.Shutdown(sctx); err != nil {
