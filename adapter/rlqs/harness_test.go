@@ -3,6 +3,7 @@ package rlqs_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"maps"
@@ -78,6 +79,7 @@ func startInstance(t *testing.T, store engine.Store, st setup, addr string) *ins
 	dir, err := engine.NewDirectory([]engine.AccountSpec{
 		{ID: "acme", Plan: engine.BuiltinPlans()["scale"]},
 		{ID: "other", Plan: engine.BuiltinPlans()["scale"]},
+		{ID: "capped", Plan: engine.BuiltinPlans()["free"]},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -165,7 +167,7 @@ type proxy struct {
 	admitted  map[int64]int64 // per aligned window (by wall clock, as the stores' clocks)
 	offered   map[int64]int64
 	windowMS  int64
-	connected bool
+	trace     []string // assignments received, for failure messages
 
 	stopped chan struct{}
 	done    chan struct{}
@@ -387,6 +389,9 @@ func (p *proxy) apply(resp *rlqsv3.RateLimitQuotaResponse) {
 			p.tokens = float64(s.GetTokenBucket().GetMaxTokens()) // a new bucket starts full
 		}
 		p.expires = now.Add(qa.GetAssignmentTimeToLive().AsDuration())
+		if len(p.trace) < 200 {
+			p.trace = append(p.trace, fmt.Sprintf("%d.%03d %.1f/s %s", now.Unix()%100, now.Nanosecond()/1e6, rlqs.RateOf(s), s.GetBlanketRule()))
+		}
 		if p.assignedN == 0 {
 			p.firstAt = now
 		}
@@ -434,4 +439,79 @@ func eventually(t *testing.T, d time.Duration, f func() error) time.Duration {
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
+}
+
+// raw is a hand-driven RLQS stream.
+type raw struct {
+	t    *testing.T
+	st   grpc.BidiStreamingClient[rlqsv3.RateLimitQuotaUsageReports, rlqsv3.RateLimitQuotaResponse]
+	in   chan *rlqsv3.RateLimitQuotaResponse
+	err  chan error
+	stop context.CancelFunc
+}
+
+func openRaw(t *testing.T, addr string) *raw {
+	t.Helper()
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = conn.Close() })
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	st, err := rlqsv3.NewRateLimitQuotaServiceClient(conn).StreamRateLimitQuotas(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &raw{t: t, st: st, in: make(chan *rlqsv3.RateLimitQuotaResponse, 100), err: make(chan error, 1), stop: cancel}
+	go func() {
+		for {
+			m, err := st.Recv()
+			if err != nil {
+				r.err <- err
+				return
+			}
+			r.in <- m
+		}
+	}()
+	return r
+}
+
+func usage(bucket map[string]string, allowed, denied uint64) *rlqsv3.RateLimitQuotaUsageReports_BucketQuotaUsage {
+	return &rlqsv3.RateLimitQuotaUsageReports_BucketQuotaUsage{BucketId: &rlqsv3.BucketId{Bucket: bucket}, NumRequestsAllowed: allowed, NumRequestsDenied: denied,
+		TimeElapsed: durationpb.New(100 * time.Millisecond)}
+}
+
+func (r *raw) send(domain string, us ...*rlqsv3.RateLimitQuotaUsageReports_BucketQuotaUsage) {
+	r.t.Helper()
+	if err := r.st.Send(&rlqsv3.RateLimitQuotaUsageReports{Domain: domain, BucketQuotaUsages: us}); err != nil {
+		r.t.Fatalf("send: %v", err)
+	}
+}
+
+// recv returns the next response, or nil when none comes within d.
+func (r *raw) recv(d time.Duration) *rlqsv3.RateLimitQuotaResponse {
+	r.t.Helper()
+	select {
+	case m := <-r.in:
+		return m
+	case err := <-r.err:
+		r.t.Fatalf("the stream ended: %v", err)
+	case <-time.After(d):
+	}
+	return nil
+}
+
+// ended returns the status the stream ended with, waiting up to 2 s.
+func (r *raw) ended() error {
+	r.t.Helper()
+	select {
+	case err := <-r.err:
+		return err
+	case m := <-r.in:
+		r.t.Fatalf("a response instead of the end: %v", m)
+	case <-time.After(2 * time.Second):
+		r.t.Fatal("the stream did not end")
+	}
+	return nil
 }

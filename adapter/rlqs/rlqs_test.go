@@ -48,9 +48,11 @@ func (s scale) setup() setup {
 
 var search = map[string]string{"api": "search"}
 
-// measure waits out a warm-up window, then n windows, and returns the first measured one.
+// measure waits out a warm-up (at least 10 reporting intervals, to the next window's
+// start), then n windows, and returns the first measured one.
 func measure(s scale, n int) int64 {
-	first := waitWindowStart(s.windowMS) // the warm-up window ends here
+	time.Sleep(10 * s.interval)
+	first := waitWindowStart(s.windowMS) // the warm-up ends here
 	time.Sleep(time.Duration(int64(n)*s.windowMS+50) * time.Millisecond)
 	return first
 }
@@ -69,6 +71,11 @@ func checkTotal(t *testing.T, s scale, first int64, ps ...*proxy) {
 		t.Logf("window %d: admitted %d %v (limit %d)", w-first, total, each, s.limit)
 		if d := float64(total - s.limit); d > 0.1*float64(s.limit) || d < -0.1*float64(s.limit) {
 			t.Errorf("window %d: admitted %d in total, want %d ± 10 %%", w-first, total, s.limit)
+			for _, p := range ps {
+				p.mu.Lock()
+				t.Logf("%s: window %d starts at %d; assignments: %v", p.name, w, w*s.windowMS%100_000, p.trace)
+				p.mu.Unlock()
+			}
 		}
 	}
 }
