@@ -426,7 +426,7 @@ func (s *Service) share(ctx context.Context, sc *stream, b *bucket, it engine.It
 		own = len(wants)
 		wants = append(wants, want)
 	}
-	return TokenBucket(Share(budget, wants, own), sc.interval/2)
+	return TokenBucket(Share(budget, wants, own), sc.interval)
 }
 
 // take reserves a bucket of account's bound; false when it is full.
