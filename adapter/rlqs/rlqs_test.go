@@ -97,6 +97,11 @@ func TestThreeProxiesShareOneLimit(t *testing.T) {
 	}
 	first := measure(s, s.windows)
 	checkTotal(t, s, first, light, mid, heavy)
+	if os.Getenv("LEASH_RLQS_TRACE") != "" {
+		for _, p := range []*proxy{light, mid, heavy} {
+			t.Logf("%s: %v", p.name, p.trace)
+		}
+	}
 	perWindow := 10 * s.windowMS / 1000
 	for w := first; w < first+int64(s.windows); w++ {
 		l, m, h := light.windows()[w], mid.windows()[w], heavy.windows()[w]

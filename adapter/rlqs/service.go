@@ -123,6 +123,7 @@ type stream struct {
 	interval time.Duration // the reporting interval, as the reports show it
 	nowMS    int64         // the store's clock at the last decision
 	buckets  map[string]*bucket
+	failing  bool // decisions fail (logged once until one succeeds)
 }
 
 // bucket is one bucket of a stream.
@@ -159,10 +160,10 @@ func (s *Service) StreamRateLimitQuotas(st grpc.BidiStreamingServer[rlqsv3.RateL
 		}
 	}()
 	sc := &stream{id: newStreamID(), interval: s.opts.ReportingInterval, buckets: make(map[string]*bucket)}
-	s.count(func(c *Counters) { c.Streams(1) }, s.opts.Counters.Streams != nil)
+	s.gauge(s.opts.Counters.Streams, 1)
 	defer func() {
 		s.forgetAll(sc)
-		s.count(func(c *Counters) { c.Streams(-1) }, s.opts.Counters.Streams != nil)
+		s.gauge(s.opts.Counters.Streams, -1)
 	}()
 	for {
 		select {
@@ -189,9 +190,10 @@ func (s *Service) StreamRateLimitQuotas(st grpc.BidiStreamingServer[rlqsv3.RateL
 	}
 }
 
-func (s *Service) count(f func(c *Counters), ok bool) {
-	if ok {
-		f(&s.opts.Counters)
+// gauge adds delta through f, if set.
+func (s *Service) gauge(f func(int), delta int) {
+	if f != nil {
+		f(delta)
 	}
 }
 
@@ -294,7 +296,7 @@ func (s *Service) usage(ctx context.Context, sc *stream, cfg *adapter.Config, ac
 		}
 		b = &bucket{id: u.GetBucketId(), entry: entryID(sc.id, key), demand: -1}
 		sc.buckets[key] = b
-		s.count(func(c *Counters) { c.Buckets(1) }, s.opts.Counters.Buckets != nil)
+		s.gauge(s.opts.Counters.Buckets, 1)
 	}
 	b.id = u.GetBucketId()
 
@@ -305,12 +307,7 @@ func (s *Service) usage(ctx context.Context, sc *stream, cfg *adapter.Config, ac
 	}
 	if elapsed > 0 {
 		sc.interval = (sc.interval + min(max(elapsed, 10*time.Millisecond), maxTTL)) / 2
-		rate := float64(allowed+denied) / elapsed.Seconds()
-		if b.demand < 0 {
-			b.demand = rate
-		} else {
-			b.demand = (b.demand + rate) / 2
-		}
+		b.demand = smooth(b.demand, float64(allowed+denied)/elapsed.Seconds(), elapsed, sc.interval)
 	}
 
 	res := resolve(cfg, sc.domain, bid)
@@ -327,10 +324,13 @@ func (s *Service) usage(ctx context.Context, sc *stream, cfg *adapter.Config, ac
 	case err != nil:
 		// The store is down or the rule is not on the plan: the proxy keeps its last
 		// assignment until it expires.
-		s.opts.Logger.Warn("rlqs: a report could not be decided", "domain", sc.domain, "code", string(engine.CodeOf(err)))
+		if !sc.failing {
+			s.opts.Logger.Warn("rlqs: reports cannot be decided; proxies keep their assignments", "domain", sc.domain, "code", string(engine.CodeOf(err)))
+			sc.failing = true
+		}
 		return nil
 	default:
-		sc.nowMS = o.NowMS
+		sc.nowMS, sc.failing = o.NowMS, false
 		r := &out[0]
 		if r.Limited && r.Index == -1 && it.Source == engine.RuleIfAny {
 			res.rule = "ns"
@@ -359,8 +359,13 @@ func (s *Service) usage(ctx context.Context, sc *stream, cfg *adapter.Config, ac
 		}
 	}
 	b.lastMS = sc.nowMS
-	if b.assigned && !changed(b.sent, strat) && time.Duration(sc.nowMS-b.sentMS)*time.Millisecond < ttl/2 {
-		return nil
+	if b.assigned && !changed(b.sent, strat) {
+		if time.Duration(sc.nowMS-b.sentMS)*time.Millisecond < ttl/2 {
+			return nil
+		}
+		// A refresh repeats the strategy in force exactly: the proxy then only extends
+		// its time-to-live, where any other strategy would refill its token bucket.
+		strat = b.sent
 	}
 	b.sent, b.sentMS, b.assigned = strat, sc.nowMS, true
 	kind := "token_bucket"
@@ -397,11 +402,7 @@ func (s *Service) share(ctx context.Context, sc *stream, b *bucket, it engine.It
 	for _, l := range limits {
 		budget = min(budget, float64(l.Limit)*1000/float64(l.WindowMS))
 	}
-	horizon := float64(max(r.ResetMS, sc.interval.Milliseconds(), 1))
-	if r.Limit.Algorithm == engine.FixedWindow || !r.Allowed {
-		// What remains of the counter, paced to its reset, when that is less.
-		budget = min(budget, float64(max(r.Remaining, 0))*1000/horizon)
-	}
+	budget = clampBudget(budget, r, sc.interval)
 	want := max(b.demand, 0) * Headroom
 	db := engine.DemandBucket{Account: sc.account, Namespace: sc.domain, Key: it.Key}
 	if b.counter != "" && b.counter != it.Key {
@@ -429,6 +430,49 @@ func (s *Service) share(ctx context.Context, sc *stream, b *bucket, it engine.It
 	return TokenBucket(Share(budget, wants, own), sc.interval)
 }
 
+// clampBudget lowers the steady budget pace (requests/s) when the counter is behind it
+// (spec §14.4). Near a reset (less than two reporting intervals away) the pace stands: the
+// window turns before a new assignment would matter. Otherwise an exhausted counter gives
+// 0; a fixed window paces what remains to its reset, counting one interval of the pace as
+// not yet its own (reports arrive an interval late, so each window's counter holds the
+// tail of the one before), once that falls below ClampRatio of the pace; a sliding window
+// or token bucket that could not take a report halves the pace. Within the band the
+// budget stays at the pace, so shares do not follow the counter's noise: every change
+// pushed refills the proxies' token buckets.
+func clampBudget(pace float64, r *engine.ItemResult, interval time.Duration) float64 {
+	switch {
+	case time.Duration(r.ResetMS)*time.Millisecond < 2*interval:
+		return pace
+	case r.Remaining <= 0:
+		return 0
+	case r.Limit.Algorithm != engine.FixedWindow:
+		if !r.Allowed {
+			return pace / 2
+		}
+		return pace
+	}
+	paced := (float64(r.Remaining) + pace*interval.Seconds()) * 1000 / float64(r.ResetMS)
+	if paced < ClampRatio*pace {
+		return paced
+	}
+	return pace
+}
+
+// smooth folds a measured demand into the estimate (spec §14.4): the first measure is
+// taken as it is, a higher one moves the estimate halfway at once, a lower one decays it
+// with a time constant of DemandDecay reporting intervals, so a proxy whose demand
+// grows is served at once and one reporting an unlucky empty interval is not starved.
+func smooth(est, rate float64, elapsed, interval time.Duration) float64 {
+	switch {
+	case est < 0:
+		return rate
+	case rate >= est:
+		return (est + rate) / 2
+	}
+	a := 1 - math.Exp(-elapsed.Seconds()/(DemandDecay*interval).Seconds())
+	return est + (rate-est)*a
+}
+
 // take reserves a bucket of account's bound; false when it is full.
 func (s *Service) take(account string) bool {
 	s.mu.Lock()
@@ -454,7 +498,9 @@ func (s *Service) forgetAll(sc *stream) {
 }
 
 // release drops the buckets' demand entries, so the other streams' shares grow at their
-// next report, and their places in the account's bound.
+// next report, and their places in the account's bound. While the service shuts down the
+// entries are left to expire instead: the proxies reconnect to another instance at once,
+// and without them each would look alone there until the others report.
 func (s *Service) release(sc *stream, bs []*bucket) {
 	if len(bs) == 0 {
 		return
@@ -464,7 +510,12 @@ func (s *Service) release(sc *stream, bs []*bucket) {
 		delete(s.perAcct, sc.account)
 	}
 	s.mu.Unlock()
-	s.count(func(c *Counters) { c.Buckets(-len(bs)) }, s.opts.Counters.Buckets != nil)
+	s.gauge(s.opts.Counters.Buckets, -len(bs))
+	select {
+	case <-s.done:
+		return
+	default:
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	for _, b := range bs {

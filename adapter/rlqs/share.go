@@ -18,6 +18,12 @@ const (
 	// FloorShare is the part of the budget reserved, in equal floors, for every stream:
 	// a new or quiet stream gets at least FloorShare × budget / streams.
 	FloorShare = 0.1
+	// ClampRatio is how far below the steady pace a fixed window's remaining pace must
+	// fall before it lowers the budget.
+	ClampRatio = 0.75
+	// DemandDecay is the time constant, in reporting intervals, with which a stream's
+	// demand estimate falls to a lower measure.
+	DemandDecay = 5
 	// ChangeRatio is the relative change of a stream's rate that is pushed at once; a
 	// smaller change waits for the assignment's refresh.
 	ChangeRatio = 0.1

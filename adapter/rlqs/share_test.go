@@ -64,3 +64,24 @@ func TestTokenBucket(t *testing.T) {
 		t.Error("changed")
 	}
 }
+
+func TestSmooth(t *testing.T) {
+	iv := 100 * time.Millisecond
+	if got := smooth(-1, 7, iv, iv); got != 7 {
+		t.Errorf("first measure: %v", got)
+	}
+	if got := smooth(10, 20, iv, iv); got != 15 {
+		t.Errorf("a higher measure: %v", got)
+	}
+	// A lower one decays: one interval moves it 1-e^-1/5 ≈ 18 % of the way.
+	if got := smooth(10, 0, iv, iv); math.Abs(got-10*math.Exp(-0.2)) > 1e-9 {
+		t.Errorf("a lower measure: %v", got)
+	}
+	est := 10.0
+	for range 50 { // 50 empty intervals: nearly gone
+		est = smooth(est, 0, iv, iv)
+	}
+	if est > 0.001 {
+		t.Errorf("after 50 empty intervals: %v", est)
+	}
+}
