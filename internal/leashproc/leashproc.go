@@ -79,6 +79,8 @@ type Proc struct {
 	// HTTP, Admin and GRPC are the listeners' addresses from the "leash serving" log
 	// record; GRPC is "" when the gRPC listener is off.
 	HTTP, Admin, GRPC string
+	// URL is "http://" + HTTP.
+	URL string
 	// Exited receives the process's exit once.
 	Exited chan error
 
@@ -133,6 +135,7 @@ func Start(t testing.TB, bin string, args []string, env ...string) *Proc {
 	})
 	select {
 	case <-ready:
+		p.URL = "http://" + p.HTTP
 	case err := <-p.Exited:
 		t.Fatalf("leash exited at start: %v", err)
 	case <-time.After(20 * time.Second):
@@ -196,4 +199,14 @@ func (p *Proc) NoCrash(t testing.TB) {
 		t.Fatalf("leash exited: %v", err)
 	default:
 	}
+}
+
+// Config writes body to a config file in the test's temporary folder and returns its path.
+func Config(t testing.TB, body string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "leash.yaml")
+	if err := os.WriteFile(path, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
 }
