@@ -21,8 +21,8 @@ func TestOverrideResolution(t *testing.T) {
 	ctx := context.Background()
 	f := newFixture(t, nil)
 	acme := f.accts["acme"]
-	_, _, err := f.eng.PutRule(ctx, acme, "api", &engine.RuleRequest{Algorithm: ptr("fixed_window"), Limit: ptr(int64(2)), WindowMS: ptr(int64(1000)),
-		Overrides: []engine.OverrideRequest{override("gold", 5, ptr(int64(60_000))), override("silver", 3, nil)}})
+	_, _, err := f.eng.PutRule(ctx, acme, "api", &engine.RuleRequest{Algorithm: testkit.Ptr("fixed_window"), Limit: testkit.Ptr(int64(2)), WindowMS: testkit.Ptr(int64(1000)),
+		Overrides: []engine.OverrideRequest{override("gold", 5, testkit.Ptr(int64(60_000))), override("silver", 3, nil)}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -36,11 +36,11 @@ func TestOverrideResolution(t *testing.T) {
 		{"override limit, rule window", testkit.Check{Key: "silver"}, 3, 1000, ""},
 		{"no override", testkit.Check{Key: "bronze"}, 2, 1000, ""},
 		{"keys are exact", testkit.Check{Key: "Gold"}, 2, 1000, ""},
-		{"inline limit wins", testkit.Check{Key: "gold", Limit: ptr(int64(9))}, 9, 60_000, ""},
-		{"inline window wins", testkit.Check{Key: "gold", WindowMS: ptr(int64(2000))}, 5, 2000, ""},
-		{"inline both", testkit.Check{Key: "gold", Limit: ptr(int64(1)), WindowMS: ptr(int64(4000))}, 1, 4000, ""},
-		{"cost up to the override's limit", testkit.Check{Key: "silver", Cost: ptr(int64(3))}, 3, 1000, ""},
-		{"cost above the override's limit", testkit.Check{Key: "silver", Cost: ptr(int64(4))}, 0, 0, engine.CodeInvalidRequest},
+		{"inline limit wins", testkit.Check{Key: "gold", Limit: testkit.Ptr(int64(9))}, 9, 60_000, ""},
+		{"inline window wins", testkit.Check{Key: "gold", WindowMS: testkit.Ptr(int64(2000))}, 5, 2000, ""},
+		{"inline both", testkit.Check{Key: "gold", Limit: testkit.Ptr(int64(1)), WindowMS: testkit.Ptr(int64(4000))}, 1, 4000, ""},
+		{"cost up to the override's limit", testkit.Check{Key: "silver", Cost: testkit.Ptr(int64(3))}, 3, 1000, ""},
+		{"cost above the override's limit", testkit.Check{Key: "silver", Cost: testkit.Ptr(int64(4))}, 0, 0, engine.CodeInvalidRequest},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -90,10 +90,10 @@ func TestOverrideResolution(t *testing.T) {
 	}
 
 	// Replacing the rule without overrides drops them.
-	if _, _, err := f.eng.PutRule(ctx, acme, "api", &engine.RuleRequest{Algorithm: ptr("fixed_window"), Limit: ptr(int64(2)), WindowMS: ptr(int64(1000))}); err != nil {
+	if _, _, err := f.eng.PutRule(ctx, acme, "api", &engine.RuleRequest{Algorithm: testkit.Ptr("fixed_window"), Limit: testkit.Ptr(int64(2)), WindowMS: testkit.Ptr(int64(1000))}); err != nil {
 		t.Fatal(err)
 	}
-	if d, err := (testkit.Check{Namespace: "api", Key: "silver", Cost: ptr(int64(0))}).Do(ctx, f.eng, acme); err != nil || d.Limit != 2 {
+	if d, err := (testkit.Check{Namespace: "api", Key: "silver", Cost: testkit.Ptr(int64(0))}).Do(ctx, f.eng, acme); err != nil || d.Limit != 2 {
 		t.Fatalf("after the replace: %+v, %v; want the rule's limit 2", d, err)
 	}
 }
@@ -104,8 +104,8 @@ func TestLeaseOverrides(t *testing.T) {
 	ctx := context.Background()
 	f := newFixture(t, nil)
 	acme := f.accts["acme"]
-	_, _, err := f.eng.PutRule(ctx, acme, "jobs", &engine.RuleRequest{Algorithm: ptr("concurrent_limit"), Limit: ptr(int64(1)), WindowMS: ptr(int64(30_000)),
-		Overrides: []engine.OverrideRequest{override("batch", 3, ptr(int64(5000))), override("etl", 2, nil)}})
+	_, _, err := f.eng.PutRule(ctx, acme, "jobs", &engine.RuleRequest{Algorithm: testkit.Ptr("concurrent_limit"), Limit: testkit.Ptr(int64(1)), WindowMS: testkit.Ptr(int64(30_000)),
+		Overrides: []engine.OverrideRequest{override("batch", 3, testkit.Ptr(int64(5000))), override("etl", 2, nil)}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -117,8 +117,8 @@ func TestLeaseOverrides(t *testing.T) {
 		{"override", engine.AcquireRequest{Key: "batch"}, 3, 5000},
 		{"override, rule window", engine.AcquireRequest{Key: "etl"}, 2, 30_000},
 		{"no override", engine.AcquireRequest{Key: "web"}, 1, 30_000},
-		{"inline limit wins", engine.AcquireRequest{Key: "batch", Limit: ptr(int64(7))}, 7, 5000},
-		{"inline window wins", engine.AcquireRequest{Key: "batch", WindowMS: ptr(int64(100))}, 3, 100},
+		{"inline limit wins", engine.AcquireRequest{Key: "batch", Limit: testkit.Ptr(int64(7))}, 7, 5000},
+		{"inline window wins", engine.AcquireRequest{Key: "batch", WindowMS: testkit.Ptr(int64(100))}, 3, 100},
 	}
 	for _, tc := range tests {
 		tc.req.Namespace = "jobs"
@@ -136,7 +136,7 @@ func TestOverrideValidation(t *testing.T) {
 	ctx := context.Background()
 	f := newFixture(t, nil)
 	rule := func(alg string, limit int64, o ...engine.OverrideRequest) engine.RuleRequest {
-		return engine.RuleRequest{Algorithm: &alg, Limit: &limit, WindowMS: ptr(int64(1000)), Overrides: o}
+		return engine.RuleRequest{Algorithm: &alg, Limit: &limit, WindowMS: testkit.Ptr(int64(1000)), Overrides: o}
 	}
 	many := make([]engine.OverrideRequest, engine.MaxOverrides+1)
 	for i := range many {
@@ -149,19 +149,19 @@ func TestOverrideValidation(t *testing.T) {
 		code    engine.Code
 		message string // a part of the message
 	}{
-		{"missing key", "acme", rule("fixed_window", 1, engine.OverrideRequest{Limit: ptr(int64(1))}), engine.CodeInvalidRequest, "overrides[0].key is required"},
+		{"missing key", "acme", rule("fixed_window", 1, engine.OverrideRequest{Limit: testkit.Ptr(int64(1))}), engine.CodeInvalidRequest, "overrides[0].key is required"},
 		{"bad key", "acme", rule("fixed_window", 1, override("ok", 1, nil), override("a\x7f", 1, nil)), engine.CodeInvalidRequest, "overrides[1].key"},
 		{"empty key", "acme", rule("fixed_window", 1, override("", 1, nil)), engine.CodeInvalidRequest, "overrides[0].key"},
 		{"long key", "acme", rule("fixed_window", 1, override(strings.Repeat("k", 513), 1, nil)), engine.CodeInvalidRequest, "overrides[0].key"},
-		{"missing limit", "acme", rule("fixed_window", 1, engine.OverrideRequest{Key: ptr("k")}), engine.CodeInvalidRequest, "overrides[0].limit is required"},
+		{"missing limit", "acme", rule("fixed_window", 1, engine.OverrideRequest{Key: testkit.Ptr("k")}), engine.CodeInvalidRequest, "overrides[0].limit is required"},
 		{"negative limit", "acme", rule("fixed_window", 1, override("k", -1, nil)), engine.CodeInvalidRequest, "overrides[0].limit"},
-		{"negative window", "acme", rule("fixed_window", 1, override("k", 1, ptr(int64(-1)))), engine.CodeInvalidRequest, "overrides[0].window_ms"},
-		{"field error before the rule's range", "acme", rule("fixed_window", 0, engine.OverrideRequest{Key: ptr("k")}), engine.CodeInvalidRequest, "overrides[0].limit"},
+		{"negative window", "acme", rule("fixed_window", 1, override("k", 1, testkit.Ptr(int64(-1)))), engine.CodeInvalidRequest, "overrides[0].window_ms"},
+		{"field error before the rule's range", "acme", rule("fixed_window", 0, engine.OverrideRequest{Key: testkit.Ptr("k")}), engine.CodeInvalidRequest, "overrides[0].limit"},
 		{"rule range before the overrides'", "acme", rule("fixed_window", 0, override("k", 0, nil)), engine.CodeInvalidRule, "limit must be"},
 		{"limit 0", "acme", rule("fixed_window", 1, override("k", 0, nil)), engine.CodeInvalidRule, "overrides[0].limit"},
 		{"limit above max", "acme", rule("fixed_window", 1, override("k", engine.MaxLimit+1, nil)), engine.CodeInvalidRule, "overrides[0].limit"},
-		{"window 0", "acme", rule("fixed_window", 1, override("k", 1, ptr(int64(0)))), engine.CodeInvalidRule, "overrides[0].window_ms"},
-		{"window above max", "acme", rule("fixed_window", 1, override("j", 1, nil), override("k", 1, ptr(engine.MaxWindowMS+1))), engine.CodeInvalidRule, "overrides[1].window_ms"},
+		{"window 0", "acme", rule("fixed_window", 1, override("k", 1, testkit.Ptr(int64(0)))), engine.CodeInvalidRule, "overrides[0].window_ms"},
+		{"window above max", "acme", rule("fixed_window", 1, override("j", 1, nil), override("k", 1, testkit.Ptr(engine.MaxWindowMS+1))), engine.CodeInvalidRule, "overrides[1].window_ms"},
 		{"duplicate key", "acme", rule("fixed_window", 1, override("a", 1, nil), override("b", 1, nil), override("a", 2, nil)), engine.CodeInvalidRule, "overrides[2].key repeats the key of overrides[0]"},
 		{"too many", "acme", rule("fixed_window", 1, many...), engine.CodeInvalidRule, "at most 1000"},
 		{"range before unknown algorithm", "acme", rule("leaky", 1, override("k", 0, nil)), engine.CodeInvalidRule, "overrides[0].limit"},
@@ -183,7 +183,7 @@ func TestOverrideValidation(t *testing.T) {
 	}
 
 	// The most a rule takes, and the reply carries them in order.
-	r, created, err := f.eng.PutRule(ctx, f.accts["acme"], "n", &engine.RuleRequest{Algorithm: ptr("fixed_window"), Limit: ptr(int64(1)), WindowMS: ptr(int64(1000)),
+	r, created, err := f.eng.PutRule(ctx, f.accts["acme"], "n", &engine.RuleRequest{Algorithm: testkit.Ptr("fixed_window"), Limit: testkit.Ptr(int64(1)), WindowMS: testkit.Ptr(int64(1000)),
 		Overrides: many[:engine.MaxOverrides]})
 	if err != nil || !created || r.Overrides.Len() != engine.MaxOverrides || r.Overrides.List()[7].Key != "k7" {
 		t.Fatalf("PutRule with %d overrides = %d overrides, %v, %v", engine.MaxOverrides, r.Overrides.Len(), created, err)

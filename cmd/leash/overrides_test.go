@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/leashd/leash/internal/leashproc"
 	"github.com/leashd/leash/internal/redistest"
 )
 
@@ -17,17 +18,17 @@ func TestOverridesAcrossInstances(t *testing.T) {
 	r := redistest.StartServer(t, false)
 	env := []string{"LEASH_DEV_API_KEY=k", "LEASH_STORE_BACKEND=redis", "LEASH_STORE_REDIS_URL=" + r.URL(),
 		"LEASH_STORE_REDIS_READ_TIMEOUT=2s"}
-	a, b := startLeash(t, env...), startLeash(t, env...)
-	rules := func(p *proc, body string) {
+	a, b := leashproc.Start(t, binary, nil, env...), leashproc.Start(t, binary, nil, env...)
+	rules := func(p *leashproc.Proc, body string) {
 		t.Helper()
-		if code, out := call(t, "POST", "http://"+p.http+"/v1/namespaces/ov/rules", "k", body); code != 200 && code != 201 {
+		if code, out := leashproc.Call(t, "POST", p.URL+"/v1/namespaces/ov/rules", "k", body); code != 200 && code != 201 {
 			t.Fatalf("rule write: %d %v", code, out)
 		}
 	}
 	// look is b's limit for key: a check that spends nothing.
 	look := func(key string) float64 {
 		t.Helper()
-		code, out := call(t, "POST", "http://"+b.http+"/v1/limit", "k", `{"namespace":"ov","key":"`+key+`","cost":0}`)
+		code, out := leashproc.Call(t, "POST", b.URL+"/v1/limit", "k", `{"namespace":"ov","key":"`+key+`","cost":0}`)
 		if code != 200 {
 			t.Fatalf("check on b: %d %v", code, out)
 		}
@@ -35,16 +36,16 @@ func TestOverridesAcrossInstances(t *testing.T) {
 	}
 	lease := func(key string) float64 {
 		t.Helper()
-		code, out := call(t, "POST", "http://"+b.http+"/v1/leases", "k", `{"namespace":"ov","key":"`+key+`"}`)
+		code, out := leashproc.Call(t, "POST", b.URL+"/v1/leases", "k", `{"namespace":"ov","key":"`+key+`"}`)
 		if code != 200 {
 			t.Fatalf("lease on b: %d %v", code, out)
 		}
 		return out["limit"].(float64)
 	}
-	rls := dialRLS(t, b.grpc)
+	rls := leashproc.DialRLS(t, b.GRPC)
 	envoy := func(value string) uint32 {
 		t.Helper()
-		resp, err := rls.ShouldRateLimit(context.Background(), rlsReq("ov", entry("client", value)))
+		resp, err := rls.ShouldRateLimit(context.Background(), leashproc.Request("ov", leashproc.Entry("client", value)))
 		if err != nil {
 			t.Fatalf("ShouldRateLimit on b: %v", err)
 		}
