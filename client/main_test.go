@@ -1,31 +1,17 @@
 package client_test
 
 import (
-	"fmt"
 	"os"
 	"testing"
 
 	"github.com/leashd/leash/client"
+	"github.com/leashd/leash/internal/leashproc"
 	"github.com/leashd/leash/internal/testkit"
-	"github.com/leashd/leash/internal/testkit/leashproc"
 )
 
 var bin string
 
-func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "leash-client-test")
-	if err != nil {
-		panic(err)
-	}
-	bin, err = leashproc.Build(dir)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	code := m.Run()
-	os.RemoveAll(dir)
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { os.Exit(leashproc.Main(m, &bin)) }
 
 // The accounts of the test server: one per plan the tests need.
 const (
