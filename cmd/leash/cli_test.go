@@ -13,6 +13,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/leashd/leash/internal/leashproc"
 )
 
 // leashCLI runs the built binary with args and env (plus PATH only) and returns its exit
@@ -38,8 +40,8 @@ func leashCLI(t *testing.T, env []string, args ...string) (int, string, string) 
 // would: exit statuses, text and --json output, flags before and after the arguments,
 // the URL and key from flags or the environment.
 func TestCLI(t *testing.T) {
-	p := startLeash(t, "LEASH_DEV_API_KEY=cli-key", "LEASH_WEBHOOKS_ALLOW_HTTP=true", "LEASH_WEBHOOKS_ALLOW_PRIVATE_TARGETS=true")
-	env := []string{"LEASH_URL=http://" + p.http, "LEASH_API_KEY=cli-key"}
+	p := leashproc.Start(t, binary, nil, "LEASH_DEV_API_KEY=cli-key", "LEASH_WEBHOOKS_ALLOW_HTTP=true", "LEASH_WEBHOOKS_ALLOW_PRIVATE_TARGETS=true")
+	env := []string{"LEASH_URL=http://" + p.HTTP, "LEASH_API_KEY=cli-key"}
 	run := func(args ...string) (int, string, string) { t.Helper(); return leashCLI(t, env, args...) }
 	jsonOf := func(s string) map[string]any {
 		t.Helper()
@@ -166,7 +168,7 @@ func TestCLI(t *testing.T) {
 	}
 	// --url and --key flags win over the environment.
 	code, _, eo = leashCLI(t, []string{"LEASH_URL=http://127.0.0.1:1", "LEASH_API_KEY=wrong"}, "limit", "a", "b",
-		"--url", "http://"+p.http, "--key", "cli-key", "--limit", "1", "--window-ms", "1000")
+		"--url", "http://"+p.HTTP, "--key", "cli-key", "--limit", "1", "--window-ms", "1000")
 	expect("flags over env", code, 0, "", eo)
 
 	// Usage errors: exit 2.
