@@ -1,4 +1,4 @@
-// Package cli is the command line of Leash's /v1 API (spec §13.2): the verbs limit, reset,
+// Package cli is the command line of Leash's /v1 API (spec §13.5): the verbs limit, reset,
 // lease, rules, stats and webhook of the leash binary, built on package client. cmd/leash
 // only hands them their arguments.
 package cli
@@ -17,7 +17,7 @@ import (
 	"github.com/leashd/leash/client"
 )
 
-// Exit statuses (spec §13.2).
+// Exit statuses (spec §13.5).
 const (
 	ExitOK      = 0 // success
 	ExitDenied  = 1 // a denied check, a refused lease, a renewal of a lease no longer held
