@@ -2,16 +2,21 @@ package main
 
 import (
 	"context"
+	"os"
 	"strings"
 	"testing"
 
 	"github.com/leashd/leash/internal/leashproc"
 )
 
+var bin string
+
+func TestMain(m *testing.M) { os.Exit(leashproc.Main(m, &bin)) }
+
 // TestDemo runs the example against a real leash serve: the 6th /hello is limited, and a
 // third export is refused after the first two's TTL because KeepAlive renewed them.
 func TestDemo(t *testing.T) {
-	p := leashproc.Start(t, leashproc.Plain(t), nil, "LEASH_DEV_API_KEY=example-key")
+	p := leashproc.Start(t, bin, nil, "LEASH_DEV_API_KEY=example-key")
 	env := map[string]string{"LEASH_URL": p.URL, "LEASH_API_KEY": "example-key"}
 	var out strings.Builder
 	if err := run(context.Background(), []string{"-demo", "-addr", "127.0.0.1:0", "-work", "2500ms"},
