@@ -224,10 +224,15 @@ func (a *API) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	c := a.calls.Get().(*call)
 	if a.tr != nil {
-		ctx, span := a.tr.StartHTTP(r)
-		r = r.WithContext(ctx)
-		c.begin(w, r)
-		c.span = span
+		// An unsampled request's span records nothing: it is not kept, and the request
+		// is served as with tracing off.
+		if ctx, span := a.tr.StartHTTP(r); span.IsRecording() {
+			r = r.WithContext(ctx)
+			c.begin(w, r)
+			c.span = span
+		} else {
+			c.begin(w, r)
+		}
 	} else {
 		c.begin(w, r)
 	}

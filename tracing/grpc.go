@@ -47,9 +47,12 @@ func (t *Tracing) startRPC(ctx context.Context, method string) (context.Context,
 	if md, ok := metadata.FromIncomingContext(ctx); ok {
 		ctx = t.prop.Extract(ctx, mdCarrier(md))
 	}
-	service, name, _ := strings.Cut(strings.TrimPrefix(method, "/"), "/")
-	return t.tracer.Start(ctx, strings.TrimPrefix(method, "/"), trace.WithSpanKind(trace.SpanKindServer),
-		trace.WithAttributes(semconv.RPCSystemNameGRPC, semconv.RPCMethod(service+"/"+name)))
+	name := strings.TrimPrefix(method, "/")
+	ctx, span := t.tracer.Start(ctx, name, t.server...)
+	if span.IsRecording() {
+		span.SetAttributes(semconv.RPCSystemNameGRPC, semconv.RPCMethod(name))
+	}
+	return ctx, span
 }
 
 // endRPC records the call's status code and ends its span.
@@ -64,8 +67,11 @@ func endRPC(span trace.Span, err error) {
 
 // UnaryInterceptor traces one unary call.
 func (t *Tracing) UnaryInterceptor(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
-	ctx, span := t.startRPC(ctx, info.FullMethod)
-	resp, err := handler(ctx, req)
+	sctx, span := t.startRPC(ctx, info.FullMethod)
+	if !span.IsRecording() { // unsampled: served as with tracing off
+		return handler(ctx, req)
+	}
+	resp, err := handler(sctx, req)
 	endRPC(span, err)
 	return resp, err
 }
@@ -73,6 +79,9 @@ func (t *Tracing) UnaryInterceptor(ctx context.Context, req any, info *grpc.Unar
 // StreamInterceptor traces one streaming call, from its start to its end.
 func (t *Tracing) StreamInterceptor(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
 	ctx, span := t.startRPC(ss.Context(), info.FullMethod)
+	if !span.IsRecording() {
+		return handler(srv, ss)
+	}
 	err := handler(srv, &tracedStream{ServerStream: ss, ctx: ctx})
 	endRPC(span, err)
 	return err

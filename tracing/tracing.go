@@ -57,6 +57,8 @@ type Tracing struct {
 	tp     *sdktrace.TracerProvider
 	tracer trace.Tracer
 	prop   propagation.TextMapPropagator
+	server []trace.SpanStartOption // built once: options allocate
+	child  []trace.SpanStartOption
 }
 
 // New builds the exporter named by o and a provider batching spans to it; it returns nil,
@@ -116,7 +118,9 @@ func NewWithProcessor(sp sdktrace.SpanProcessor, o Options) *Tracing {
 		// B3 after tracecontext: a request carrying both is continued from its B3 headers
 		// (Envoy's Zipkin tracer sends B3); B3's extraction reads the single and the
 		// multiple header forms.
-		prop: propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, b3.New()),
+		prop:   propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, b3.New()),
+		server: []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindServer)},
+		child:  []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindInternal)},
 	}
 }
 
@@ -138,9 +142,54 @@ func (t *Tracing) Shutdown(ctx context.Context) error {
 // StartHTTP starts the server span of an HTTP request, continuing the caller's trace from
 // its headers. Its name is the method until EndHTTP names the route.
 func (t *Tracing) StartHTTP(r *http.Request) (context.Context, trace.Span) {
-	ctx := t.prop.Extract(r.Context(), propagation.HeaderCarrier(r.Header))
-	return t.tracer.Start(ctx, r.Method, trace.WithSpanKind(trace.SpanKindServer),
-		trace.WithAttributes(semconv.HTTPRequestMethodKey.String(r.Method)))
+	ctx := t.prop.Extract(r.Context(), headerCarrier(r.Header))
+	ctx, span := t.tracer.Start(ctx, r.Method, t.server...)
+	if span.IsRecording() {
+		span.SetAttributes(semconv.HTTPRequestMethodKey.String(r.Method))
+	}
+	return ctx, span
+}
+
+// headerCarrier reads trace headers from HTTP headers. The propagators ask for
+// lower-case names; the known ones are looked up by their canonical form directly, as
+// canonicalising a name allocates.
+type headerCarrier http.Header
+
+func (c headerCarrier) Get(key string) string {
+	if ck := canonicalTraceHeader(key); ck != "" {
+		if v := c[ck]; len(v) > 0 {
+			return v[0]
+		}
+		return ""
+	}
+	return http.Header(c).Get(key)
+}
+
+func (c headerCarrier) Set(key, value string) { http.Header(c).Set(key, value) }
+
+func (c headerCarrier) Keys() []string { return propagation.HeaderCarrier(c).Keys() }
+
+// canonicalTraceHeader is the canonical form of a header the propagators read, or "".
+func canonicalTraceHeader(key string) string {
+	switch key {
+	case "traceparent":
+		return "Traceparent"
+	case "tracestate":
+		return "Tracestate"
+	case "b3":
+		return "B3"
+	case "x-b3-traceid":
+		return "X-B3-Traceid"
+	case "x-b3-spanid":
+		return "X-B3-Spanid"
+	case "x-b3-parentspanid":
+		return "X-B3-Parentspanid"
+	case "x-b3-sampled":
+		return "X-B3-Sampled"
+	case "x-b3-flags":
+		return "X-B3-Flags"
+	}
+	return ""
 }
 
 // EndHTTP names the span after its route pattern ("METHOD /path", never the path
@@ -200,7 +249,7 @@ func StartChild(ctx context.Context, tr trace.Tracer, name string) (context.Cont
 	if !trace.SpanFromContext(ctx).IsRecording() {
 		return ctx, nil
 	}
-	return tr.Start(ctx, name, trace.WithSpanKind(trace.SpanKindInternal))
+	return tr.Start(ctx, name)
 }
 
 // EndChild records err (its type only, never its text, which may name a key) and ends a
