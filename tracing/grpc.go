@@ -7,6 +7,7 @@ import (
 	"go.opentelemetry.io/otel/codes"
 	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
 	"go.opentelemetry.io/otel/trace"
+	rpccode "google.golang.org/genproto/googleapis/rpc/code"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
@@ -58,9 +59,10 @@ func (t *Tracing) startRPC(ctx context.Context, method string) (context.Context,
 // endRPC records the call's status code and ends its span.
 func endRPC(span trace.Span, err error) {
 	st, _ := status.FromError(err)
-	span.SetAttributes(semconv.RPCResponseStatusCode(st.Code().String()))
+	name := rpccode.Code(st.Code()).String() // the proto enum's name: OK, NOT_FOUND...
+	span.SetAttributes(semconv.RPCResponseStatusCode(name))
 	if err != nil {
-		span.SetStatus(codes.Error, st.Code().String())
+		span.SetStatus(codes.Error, name)
 	}
 	span.End()
 }
