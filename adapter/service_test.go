@@ -3,7 +3,6 @@ package adapter_test
 import (
 	"context"
 	"errors"
-	"github.com/leashd/leash/internal/testkit"
 	"log/slog"
 	"net"
 	"os"
@@ -12,6 +11,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/leashd/leash/internal/testkit"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	rlcommon "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
@@ -122,7 +123,7 @@ func (f *flakyStore) Ping(ctx context.Context) error {
 
 type harness struct {
 	t      testing.TB
-	clock  *storetest.FakeClock
+	clock  *testkit.FakeClock
 	store  *flakyStore
 	eng    *engine.Engine
 	acct   *engine.Account
@@ -151,7 +152,7 @@ type harnessOptions struct {
 
 func newHarnessWith(t testing.TB, plan engine.Plan, files map[string]string, o harnessOptions) *harness {
 	t.Helper()
-	h := &harness{t: t, clock: storetest.NewFakeClock(time.UnixMilli(storetest.BaseMS))}
+	h := &harness{t: t, clock: testkit.NewFakeClock(time.UnixMilli(storetest.BaseMS))}
 	mo := memstore.Options{Clock: h.clock}
 	if o.realClock {
 		h.clock, mo.Clock = nil, nil
@@ -530,7 +531,7 @@ func TestFallbackToNamespaceRule(t *testing.T) {
 	d := desc("client", "c1")
 	h.want(h.one(d), ok, 0, 0, 0)
 	_, _, err := h.eng.PutRule(context.Background(), h.acct, "edge", &engine.RuleRequest{
-		Algorithm: ptr("fixed_window"), Limit: ptr(int64(1)), WindowMS: ptr(int64(60_000)),
+		Algorithm: testkit.Ptr("fixed_window"), Limit: testkit.Ptr(int64(1)), WindowMS: testkit.Ptr(int64(60_000)),
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -541,8 +542,6 @@ func TestFallbackToNamespaceRule(t *testing.T) {
 	h.want(h.one(desc("user", "frank")), ok, 3, minute, 2)
 }
 
-func ptr[T any](v T) *T { return &v }
-
 func TestSharesCounterWithV1Limit(t *testing.T) {
 	h := newHarness(t, scalePlan(), map[string]string{"edge.yaml": edgeConfig})
 	// POST /v1/limit with namespace = domain, key = CounterKey, fixed_window, 60000 ms.
@@ -551,7 +550,7 @@ func TestSharesCounterWithV1Limit(t *testing.T) {
 		t.Fatalf("CounterKey = %q", key)
 	}
 	d, err := (testkit.Check{
-		Namespace: "edge", Key: key, Algorithm: ptr("fixed_window"), Limit: ptr(int64(3)), WindowMS: ptr(int64(60_000)),
+		Namespace: "edge", Key: key, Algorithm: testkit.Ptr("fixed_window"), Limit: testkit.Ptr(int64(3)), WindowMS: testkit.Ptr(int64(60_000)),
 	}).Do(context.Background(), h.eng, h.acct)
 	if err != nil || d.Remaining != 2 {
 		t.Fatalf("Check = %+v, %v", d, err)
@@ -611,7 +610,7 @@ func TestBadRequests(t *testing.T) {
 
 func TestHardCap(t *testing.T) {
 	plan := scalePlan()
-	plan.HardCap = ptr(int64(2))
+	plan.HardCap = testkit.Ptr(int64(2))
 	h := newHarness(t, plan, map[string]string{"edge.yaml": edgeConfig})
 	h.one(desc("user", "a"))
 	h.one(desc("unmatched", "x")) // unmatched descriptors count too (spec §9.9)

@@ -6,9 +6,8 @@ import (
 	"time"
 
 	"github.com/leashd/leash/engine"
+	"github.com/leashd/leash/internal/testkit"
 )
-
-func ptr[T any](v T) *T { return &v }
 
 // ruleString formats a rule for messages and comparison.
 func ruleString(r *engine.Rule) string {
@@ -65,10 +64,10 @@ func (h *harness) deleteRule(account, ns string, kind engine.RuleKind, deleted b
 func ruleTests() []subtest {
 	return []subtest{
 		{"PutReplaceGetDelete", func(h *harness) {
-			fixed := engine.Rule{Algorithm: engine.FixedWindow, Limit: 10, WindowMS: 1000, Name: ptr("per-second")}
+			fixed := engine.Rule{Algorithm: engine.FixedWindow, Limit: 10, WindowMS: 1000, Name: testkit.Ptr("per-second")}
 			sliding := engine.Rule{Algorithm: engine.SlidingWindow, Limit: 20, WindowMS: 60_000}
-			bucket := engine.Rule{Algorithm: engine.TokenBucket, Limit: 1_000_000_000, WindowMS: 31_622_400_000, Name: ptr("")}
-			conc := engine.Rule{Algorithm: engine.ConcurrentLimit, Limit: 5, WindowMS: 30_000, Name: ptr("workers")}
+			bucket := engine.Rule{Algorithm: engine.TokenBucket, Limit: 1_000_000_000, WindowMS: 31_622_400_000, Name: testkit.Ptr("")}
+			conc := engine.Rule{Algorithm: engine.ConcurrentLimit, Limit: 5, WindowMS: 30_000, Name: testkit.Ptr("workers")}
 			conc2 := engine.Rule{Algorithm: engine.ConcurrentLimit, Limit: 6, WindowMS: 1}
 
 			h.expectRules(h.a, "ns", nil, nil)
@@ -100,7 +99,7 @@ func ruleTests() []subtest {
 			h.putRule(h.a, "ns", r, true)
 			name = "changed by the caller"
 			r.Limit = 99
-			want := engine.Rule{Algorithm: engine.FixedWindow, Limit: 10, WindowMS: 1000, Name: ptr("original")}
+			want := engine.Rule{Algorithm: engine.FixedWindow, Limit: 10, WindowMS: 1000, Name: testkit.Ptr("original")}
 			got := h.rules(h.a, "ns")
 			if ruleString(got.Rate) != ruleString(&want) {
 				h.t.Fatalf("stored rule %s changed with the caller's copy; want %s", ruleString(got.Rate), ruleString(&want))
