@@ -195,4 +195,3 @@ func TestGRPCInterceptors(t *testing.T) {
 		}
 	}
 }
-

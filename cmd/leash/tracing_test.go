@@ -20,6 +20,9 @@ import (
 	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/metadata"
+
+	"github.com/leashd/leash/internal/leashproc"
+	"github.com/leashd/leash/internal/testkit"
 )
 
 // otlpReceiver is an OTLP/gRPC trace receiver: the collector's TraceService, keeping
@@ -101,9 +104,9 @@ func TestTracingOTLPEndToEnd(t *testing.T) {
 	if err := os.Mkdir(descDir, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	writeAtomic(t, filepath.Join(descDir, "edge.yaml"), "domain: edge\ndescriptors:\n  - key: user\n    rate_limit: {unit: minute, requests_per_unit: 1}\n")
+	testkit.ReplaceFile(t, filepath.Join(descDir, "edge.yaml"), "domain: edge\ndescriptors:\n  - key: user\n    rate_limit: {unit: minute, requests_per_unit: 1}\n")
 	cfgFile := filepath.Join(dir, "leash.yaml")
-	writeAtomic(t, cfgFile, fmt.Sprintf(`accounts:
+	testkit.ReplaceFile(t, cfgFile, fmt.Sprintf(`accounts:
   - {id: acme, plan: pro, api_keys: [secret-api-key-1]}
 envoy:
   config_paths: [%s]
@@ -117,7 +120,7 @@ tracing:
 `, descDir, endpoint))
 	// The batch processor's default delay (5 s) outlasts the test: what arrives is what
 	// the shutdown flushed.
-	p := startLeashArgs(t, []string{"--config", cfgFile}, "LEASH_SHUTDOWN_DRAIN_DELAY=100ms")
+	p := leashproc.Start(t, binary, []string{"--config", cfgFile}, "LEASH_SHUTDOWN_DRAIN_DELAY=100ms")
 
 	const (
 		httpTrace  = "4bf92f3577b34da6a3ce929d0e0e4736"
@@ -125,7 +128,7 @@ tracing:
 		grpcTrace  = "463ac35c9f6413ad48485a3953bb6124"
 		grpcParent = "0020000000000001"
 	)
-	req, _ := http.NewRequest("POST", "http://"+p.http+"/v1/limit",
+	req, _ := http.NewRequest("POST", p.URL+"/v1/limit",
 		strings.NewReader(`{"namespace":"shop","key":"request-key-xyz","algorithm":"fixed_window","limit":5,"window_ms":60000}`))
 	req.Header.Set("Authorization", "Bearer secret-api-key-1")
 	req.Header.Set("Content-Type", "application/json")
@@ -139,25 +142,25 @@ tracing:
 		t.Fatalf("traced check = %d", resp.StatusCode)
 	}
 	// Not sampled: no trace context, and sampling_ratio 0.
-	if code, _ := call(t, "POST", "http://"+p.http+"/v1/limit", "secret-api-key-1", `{"namespace":"untraced","key":"k","limit":5,"window_ms":60000}`); code != 200 {
+	if code, _ := leashproc.Call(t, "POST", p.URL+"/v1/limit", "secret-api-key-1", `{"namespace":"untraced","key":"k","limit":5,"window_ms":60000}`); code != 200 {
 		t.Fatalf("untraced check = %d", code)
 	}
 
-	c := dialRLS(t, p.grpc)
+	c := leashproc.DialRLS(t, p.GRPC)
 	ctx := metadata.AppendToOutgoingContext(context.Background(),
 		"x-b3-traceid", grpcTrace, "x-b3-spanid", grpcParent, "x-b3-sampled", "1")
 	for i, want := range []rlsv3.RateLimitResponse_Code{rlsv3.RateLimitResponse_OK, rlsv3.RateLimitResponse_OVER_LIMIT} {
-		r, err := c.ShouldRateLimit(ctx, rlsReq("edge", entry("user", "descriptor-value-abc")))
+		r, err := c.ShouldRateLimit(ctx, leashproc.Request("edge", leashproc.Entry("user", "descriptor-value-abc")))
 		if err != nil || r.OverallCode != want {
 			t.Fatalf("traced ShouldRateLimit %d = %v, %v; want %v", i, r, err, want)
 		}
 	}
 
-	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+	if err := p.Cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
 	select {
-	case err := <-p.exited:
+	case err := <-p.Exited:
 		if err != nil {
 			t.Fatalf("exit: %v", err)
 		}
