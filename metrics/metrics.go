@@ -30,6 +30,7 @@ type Metrics struct {
 	rules         *Rules
 	deliveries    *prometheus.CounterVec
 	outboxDepth   prometheus.Gauge
+	hardCap       *prometheus.CounterVec
 }
 
 // New creates the collectors and registers them, with the Go and process collectors.
@@ -72,7 +73,11 @@ func New() *Metrics {
 		Name: "leash_webhook_outbox_depth",
 		Help: "Webhook events waiting in the store's outbox (all instances'), as last read by this one.",
 	})
-	m.Registry.MustRegister(m.decisions, m.httpDuration, m.storeDuration, m.shadow, m.globalShadow, m.nsDecisions, m.rules, m.deliveries, m.outboxDepth,
+	m.hardCap = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "leash_hard_cap_denials_total",
+		Help: "Calls refused because the account's month usage reached its plan's hard cap, by endpoint (limit, leases, envoy) and account.",
+	}, []string{"endpoint", "account"})
+	m.Registry.MustRegister(m.decisions, m.httpDuration, m.storeDuration, m.shadow, m.globalShadow, m.nsDecisions, m.rules, m.deliveries, m.outboxDepth, m.hardCap,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
@@ -89,6 +94,26 @@ func (m *Metrics) LocalCache(hits func() int64) {
 		Name: "leash_local_cache_denials_total",
 		Help: "Denials answered from the over-limit cache without a store operation (the peer's over_limit_with_local_cache).",
 	}, func() float64 { return float64(hits()) }))
+}
+
+// HardCapDenial counts one call an account's hard cap refused, at endpoint (limit,
+// leases, envoy).
+func (m *Metrics) HardCapDenial(endpoint, account string) {
+	m.hardCap.WithLabelValues(endpoint, account).Inc()
+}
+
+// Readiness reports whether the instance is ready (as /readyz would answer) as
+// leash_ready, evaluated at each scrape.
+func (m *Metrics) Readiness(ready func() bool) {
+	m.Registry.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "leash_ready",
+		Help: "1 while the instance is ready (the store answers a ping within 500 ms and it is not shutting down), else 0; evaluated at each scrape.",
+	}, func() float64 {
+		if ready() {
+			return 1
+		}
+		return 0
+	}))
 }
 
 // WebhookDelivery counts one webhook delivery attempt by its outcome.

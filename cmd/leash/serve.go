@@ -99,11 +99,13 @@ func serve(paths, environ []string, stdout, stderr io.Writer) int {
 		ResponseHeaders: e.ResponseHeaders,
 		HeaderNames:     adapter.HeaderNames{Limit: e.HeaderNames.Limit, Remaining: e.HeaderNames.Remaining, Reset: e.HeaderNames.Reset},
 		ShadowMode:      e.ShadowMode, QuotaMode: e.QuotaMode, DynamicMetadata: e.ResponseDynamicMetadata,
-		Rules:    m.Rules(),
-		Counters: adapter.Counters{Decision: envoyDecisions.Inc, ShadowDenial: m.ShadowDenial, GlobalShadow: m.GlobalShadow},
-		Trace:    tr != nil,
+		Rules: m.Rules(),
+		Counters: adapter.Counters{Decision: envoyDecisions.Inc, ShadowDenial: m.ShadowDenial, GlobalShadow: m.GlobalShadow,
+			HardCap: func(account string) { m.HardCapDenial("envoy", account) }},
+		Trace: tr != nil,
 	})
 	adm := admin.New(admin.Options{Ping: eng.Ping, Gatherer: m.Registry, Pprof: cfg.Admin.Pprof})
+	m.Readiness(func() bool { return adm.Ready(context.Background()) })
 	api := httpapi.New(httpapi.Options{Engine: eng, Metrics: m, Logger: log, Tracing: tr})
 
 	// Bind every listener before serving, so a taken port is a start-up error.
