@@ -130,7 +130,14 @@ func Start(t testing.TB, bin string, args []string, env ...string) *Proc {
 	t.Cleanup(func() {
 		p.Cmd.Process.Kill()
 		if t.Failed() {
-			t.Logf("leash stderr (non-JSON lines):\n%s", strings.Join(p.Raw(), "\n"))
+			var warn []string
+			for _, r := range p.Logs() {
+				if r["level"] == "WARN" || r["level"] == "ERROR" {
+					b, _ := json.Marshal(r)
+					warn = append(warn, string(b))
+				}
+			}
+			t.Logf("leash warnings and errors:\n%s\nleash stderr (non-JSON lines):\n%s", strings.Join(warn, "\n"), strings.Join(p.Raw(), "\n"))
 		}
 	})
 	select {
