@@ -83,7 +83,7 @@ start_leash_cluster() {
 
 ghz_run() {
 	"$ghz" --insecure --protoset "$out/rls.protoset" --call envoy.service.ratelimit.v3.RateLimitService.ShouldRateLimit \
-		-D "$out/rls-data.json" -O json "$@" 127.0.0.1:18081 | jq 'del(.details, .options.data)'
+		-D "$out/rls-data.json" --duration-stop=wait -O json "$@" 127.0.0.1:18081 | jq 'del(.details, .options.data)'
 }
 
 for n in $MASTERS; do
@@ -112,7 +112,7 @@ for n in $MASTERS; do
 			printf '   one master alone, redis-benchmark EVALSHA -c 50 -P %2d: ' "$P"
 			# Every key in one slot ({bench}): the whole cluster is this one master's.
 			redis-benchmark -p "${ports[0]}" -c 50 -n 300000 -r 10000 -P "$P" -q \
-				EVALSHA "$sha" 1 '{bench}:__rand_int__:f:60000' t 1000 f 1000000000 60000 1 | tr '\r' '\n' | tail -1
+				EVALSHA "$sha" 1 '{bench}:__rand_int__:f:60000' t 1000 f 1000000000 60000 1 | tr '\r' '\n' | tail -1 | sed 's/.*1: //'
 		done
 	fi
 	stop_cluster
