@@ -70,6 +70,7 @@ type Config struct {
 type domain struct {
 	name  string
 	file  string
+	line  int // of its domain key, 0 when unknown
 	top   level
 	rules []*Rule
 }
