@@ -473,6 +473,7 @@ func (b *builder) rule(m map[string]*yaml.Node, dp string, desc []Entry) *Rule {
 	r := &Rule{
 		File:           b.file,
 		Path:           dp,
+		Line:           b.lines[dp],
 		Descriptor:     desc,
 		ShadowMode:     b.boolean(m["shadow_mode"], dp+".shadow_mode"),
 		QuotaMode:      b.boolean(m["quota_mode"], dp+".quota_mode"),

@@ -14,28 +14,8 @@ import (
 	"github.com/leashd/leash/adapter/descriptors"
 	"github.com/leashd/leash/config"
 	"github.com/leashd/leash/engine"
+	"github.com/leashd/leash/internal/setup"
 )
-
-// envoyConfig loads the descriptor files named by cfg and the domain routing.
-func envoyConfig(cfg *config.Config) (*adapter.Config, error) {
-	ec := &adapter.Config{Routing: routing(cfg)}
-	if len(cfg.Envoy.ConfigPaths) > 0 {
-		d, err := descriptors.Load(cfg.Envoy.ConfigPaths...)
-		if err != nil {
-			return nil, err
-		}
-		ec.Descriptors = d
-	}
-	return ec, nil
-}
-
-func routing(cfg *config.Config) adapter.Routing {
-	r := adapter.Routing{DefaultAccount: cfg.Envoy.DefaultAccount, Domains: make(map[string]string, len(cfg.Envoy.Domains))}
-	for d, v := range cfg.Envoy.Domains {
-		r.Domains[d] = v.Account
-	}
-	return r
-}
 
 // envoyReloader applies reloads of the main config and of the descriptor files to the
 // engine and the Envoy service together, so accounts, routing and descriptors are always
@@ -102,7 +82,7 @@ func (r *envoyReloader) applyConfig(c *config.Config) {
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	next := &adapter.Config{Descriptors: r.cfg.Descriptors, Routing: routing(c)}
+	next := &adapter.Config{Descriptors: r.cfg.Descriptors, Routing: setup.Routing(c)}
 	pathsChanged := !slices.Equal(c.Envoy.ConfigPaths, r.keys)
 	if pathsChanged {
 		next.Descriptors = nil

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"crypto/tls"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -21,6 +20,7 @@ import (
 	"github.com/leashd/leash/engine/memstore"
 	"github.com/leashd/leash/engine/redisstore"
 	"github.com/leashd/leash/httpapi"
+	"github.com/leashd/leash/internal/setup"
 	"github.com/leashd/leash/metrics"
 	"github.com/leashd/leash/webhook"
 	"github.com/leashd/leash/webhook/ssrf"
@@ -69,7 +69,7 @@ func serve(paths, environ []string, stdout, stderr io.Writer) int {
 				}
 			},
 		}})
-	envoyCfg, err := envoyConfig(cfg)
+	envoyCfg, err := setup.Envoy(cfg)
 	if err == nil {
 		err = envoyCfg.Validate(dir)
 	}
@@ -236,11 +236,7 @@ func directory(cfg *config.Config, environ []string, stdout io.Writer, log *slog
 	} else {
 		log.Info("dev account uses the API key from " + config.DevAPIKeyEnv)
 	}
-	plan, ok := cfg.Plans["scale"]
-	if !ok {
-		return nil, errors.New("plan scale is missing")
-	}
-	return engine.NewDirectory([]engine.AccountSpec{{ID: config.DevAccountID, Plan: plan, KeyHashes: [][32]byte{engine.HashKey(key)}}})
+	return setup.Directory(cfg, engine.HashKey(key))
 }
 
 func openStore(ctx context.Context, cfg *config.Config, m *metrics.Metrics, log *slog.Logger) (engine.Store, error) {
