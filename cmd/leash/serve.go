@@ -3,13 +3,16 @@ package main
 import (
 	"context"
 	"crypto/tls"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"net"
+	"net/http"
 	"os/signal"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -120,6 +123,19 @@ func serve(paths, environ []string, stdout, stderr io.Writer) int {
 			return 1
 		}
 	}
+	var jsonLn net.Listener
+	if cfg.Envoy.JSONAddr != "" {
+		if jsonLn, err = net.Listen("tcp", cfg.Envoy.JSONAddr); err != nil {
+			log.Error("cannot listen", "listener", "json", "addr", cfg.Envoy.JSONAddr, "err", err)
+			if grpcLn != nil {
+				_ = grpcLn.Close()
+			}
+			_ = adminLn.Close()
+			_ = httpLn.Close()
+			_ = store.Close()
+			return 1
+		}
+	}
 	httpSrv := httpapi.NewServerWith(cfg.HTTP.Addr, api, httpTimeouts(cfg.HTTP))
 	httpSrv.ErrorLog = slog.NewLogLogger(log.Handler(), slog.LevelWarn)
 	adminSrv := httpapi.NewServer(cfg.Admin.Addr, adm)
@@ -152,9 +168,29 @@ func serve(paths, environ []string, stdout, stderr io.Writer) int {
 		go config.Watch(watchCtx, paths, environ, reloader.applyConfig, log)
 	}
 
-	serveErr := make(chan error, 3)
+	serveErr := make(chan error, 4)
 	go func() { serveErr <- httpSrv.Serve(httpLn) }()
 	go func() { serveErr <- adminSrv.Serve(adminLn) }()
+	// The peer's /json and /healthcheck (spec §9.15); /healthcheck fails while draining.
+	var draining atomic.Bool
+	var jsonSrv *http.Server
+	jsonAddr := ""
+	if jsonLn != nil {
+		jsonSrv = httpapi.NewServerWith(cfg.Envoy.JSONAddr, adapter.NewJSONHandler(svc, adapter.JSONOptions{
+			Logger: log,
+			Healthy: func(ctx context.Context) error {
+				if draining.Load() {
+					return errors.New("draining")
+				}
+				ctx, cancel := context.WithTimeout(ctx, admin.ReadyTimeout)
+				defer cancel()
+				return eng.Ping(ctx)
+			},
+		}), httpTimeouts(cfg.HTTP))
+		jsonSrv.ErrorLog = httpSrv.ErrorLog
+		go func() { serveErr <- jsonSrv.Serve(jsonLn) }()
+		jsonAddr = jsonLn.Addr().String()
+	}
 	grpcAddr := ""
 	var grpcSrv *grpc.Server
 	if grpcLn != nil {
@@ -164,7 +200,7 @@ func serve(paths, environ []string, stdout, stderr io.Writer) int {
 		go func() { serveErr <- grpcSrv.Serve(grpcLn) }()
 		grpcAddr = grpcLn.Addr().String()
 	}
-	log.Info("leash serving", "version", buildVersion(), "http", httpLn.Addr().String(), "grpc", grpcAddr,
+	log.Info("leash serving", "version", buildVersion(), "http", httpLn.Addr().String(), "grpc", grpcAddr, "json", jsonAddr,
 		"admin", adminLn.Addr().String(), "store", cfg.Store.Backend)
 
 	code := 0
@@ -180,6 +216,7 @@ func serve(paths, environ []string, stdout, stderr io.Writer) int {
 
 	// 1. /readyz turns 503 so load balancers stop routing here; keep serving meanwhile.
 	adm.Drain()
+	draining.Store(true)
 	time.Sleep(min(cfg.Shutdown.DrainDelay, time.Until(deadline)/2))
 	// 2. Close the listeners and let every request already received complete; webhook
 	// deliveries in flight get a grace period (the outbox keeps the rest).
@@ -195,6 +232,12 @@ func serve(paths, environ []string, stdout, stderr io.Writer) int {
 	if err := httpSrv.Shutdown(sctx); err != nil {
 		log.Error("http drain incomplete", "err", err)
 		code = 1
+	}
+	if jsonSrv != nil {
+		if err := jsonSrv.Shutdown(sctx); err != nil {
+			log.Error("json drain incomplete", "err", err)
+			code = 1
+		}
 	}
 	drained.Wait()
 	<-delivered
