@@ -94,6 +94,21 @@ func (cfg *Config) Validate(dir *engine.Directory) error {
 	return errors.Join(errs...)
 }
 
+// Compose is the Config of the descriptor files' domains and the xDS domains (spec §9.14)
+// with routing, validated against dir. A domain from both sources is refused as a domain
+// in two files is; nil sources are allowed.
+func Compose(files, xds *descriptors.Config, routing Routing, dir *engine.Directory) (*Config, error) {
+	d, err := descriptors.Merge(files, xds)
+	if err != nil {
+		return nil, err
+	}
+	next := &Config{Descriptors: d, Routing: routing}
+	if err := next.Validate(dir); err != nil {
+		return nil, err
+	}
+	return next, nil
+}
+
 func hasAccount(dir *engine.Directory, id string) bool {
 	_, ok := dir.Account(id)
 	return ok

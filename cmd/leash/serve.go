@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/leashd/leash/adapter"
+	"github.com/leashd/leash/adapter/xdsconfig"
 	"github.com/leashd/leash/admin"
 	"github.com/leashd/leash/config"
 	"github.com/leashd/leash/engine"
@@ -80,6 +81,14 @@ func serve(paths, environ []string, stdout, stderr io.Writer) int {
 		log.Error("invalid envoy config", "err", err)
 		_ = store.Close()
 		return 1
+	}
+	var xdsTLS *tls.Config
+	if x := cfg.Envoy.XDS; x.Address != "" && (x.TLS.CAFile != "" || x.TLS.CertFile != "" || x.TLS.KeyFile != "" || x.TLS.ServerName != "") {
+		if xdsTLS, err = xdsconfig.TLSConfig(x.TLS.CAFile, x.TLS.CertFile, x.TLS.KeyFile, x.TLS.ServerName); err != nil {
+			log.Error("invalid envoy.xds.tls", "err", err)
+			_ = store.Close()
+			return 1
+		}
 	}
 	envoyDecisions := m.Decisions("envoy")
 	m.LocalCache(eng.LocalCacheHits)
@@ -167,6 +176,18 @@ func serve(paths, environ []string, stdout, stderr io.Writer) int {
 	if len(paths) > 0 {
 		go config.Watch(watchCtx, paths, environ, reloader.applyConfig, log)
 	}
+	// Descriptor configs from the xDS management server (spec §9.14), stopped on shutdown.
+	xdsCtx, stopXDS := context.WithCancel(context.Background())
+	defer stopXDS()
+	xdsDone := make(chan struct{})
+	if x := cfg.Envoy.XDS; x.Address != "" {
+		go func() {
+			defer close(xdsDone)
+			xdsconfig.Run(xdsCtx, xdsconfig.Options{Address: x.Address, NodeID: x.NodeID, TLS: xdsTLS, Apply: reloader.applyXDS, Logger: log})
+		}()
+	} else {
+		close(xdsDone)
+	}
 
 	serveErr := make(chan error, 4)
 	go func() { serveErr <- httpSrv.Serve(httpLn) }()
@@ -241,6 +262,8 @@ func serve(paths, environ []string, stdout, stderr io.Writer) int {
 	}
 	drained.Wait()
 	<-delivered
+	stopXDS()
+	<-xdsDone
 	cancel()
 	// 3. Flush usage (the flush loop does a final flush when stopped).
 	stopFlush()
