@@ -8,28 +8,17 @@ import (
 
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"google.golang.org/protobuf/encoding/protojson"
-)
 
-// logField returns a field of the first log record with message msg.
-func (p *proc) logField(msg, field string) string {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	for _, r := range p.logs {
-		if r["msg"] == msg {
-			s, _ := r[field].(string)
-			return s
-		}
-	}
-	return ""
-}
+	"github.com/leashd/leash/internal/leashproc"
+)
 
 // The built binary serves the peer's /json and /healthcheck on envoy.json_addr
 // (spec §9.15; the peer's src/server/server_impl.go).
 func TestServeJSONListener(t *testing.T) {
 	dir := t.TempDir()
 	rl := writeTestFile(t, dir, "rl.yaml", "domain: edge\ndescriptors:\n  - key: user\n    rate_limit: {unit: minute, requests_per_unit: 1}\n")
-	p := startLeash(t, "LEASH_DEV_API_KEY=dev-key-json", "LEASH_ENVOY_JSON_ADDR=127.0.0.1:0", "LEASH_ENVOY_CONFIG_PATHS="+rl)
-	addr := p.logField("leash serving", "json")
+	p := leashproc.Start(t, binary, nil, "LEASH_DEV_API_KEY=dev-key-json", "LEASH_ENVOY_JSON_ADDR=127.0.0.1:0", "LEASH_ENVOY_CONFIG_PATHS="+rl)
+	addr := p.JSON
 	if addr == "" {
 		t.Fatal(`no "json" address in the "leash serving" log`)
 	}

@@ -12,6 +12,7 @@ import (
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	rlconf "github.com/envoyproxy/go-control-plane/ratelimit/config/ratelimit/v3"
 
+	"github.com/leashd/leash/internal/leashproc"
 	"github.com/leashd/leash/internal/xdstest"
 )
 
@@ -30,13 +31,13 @@ func TestServeXDS(t *testing.T) {
 	files := writeTestFile(t, dir, "rl/files.yaml", "domain: files\n")
 	mgmt := xdstest.Start(t, "127.0.0.1:0", nil)
 	mgmt.Set(t, "leash-e2e", "1", xdsDomain("edge-config", "edge", 2))
-	p := startLeash(t, "LEASH_DEV_API_KEY=dev-key-xds", "LEASH_ENVOY_XDS_ADDRESS="+mgmt.Addr,
+	p := leashproc.Start(t, binary, nil, "LEASH_DEV_API_KEY=dev-key-xds", "LEASH_ENVOY_XDS_ADDRESS="+mgmt.Addr,
 		"LEASH_ENVOY_XDS_NODE_ID=leash-e2e", "LEASH_ENVOY_CONFIG_PATHS="+files, "LEASH_SHUTDOWN_DRAIN_DELAY=100ms")
 	mgmt.WaitACK(t, 10*time.Second, "1")
-	c := dialRLS(t, p.grpc)
+	c := leashproc.DialRLS(t, p.GRPC)
 	limit := func(user string) uint32 {
 		t.Helper()
-		resp, err := c.ShouldRateLimit(context.Background(), rlsReq("edge", entry("user", user)))
+		resp, err := c.ShouldRateLimit(context.Background(), leashproc.Request("edge", leashproc.Entry("user", user)))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -63,7 +64,7 @@ func TestServeXDS(t *testing.T) {
 	if n := limit("d"); n != 7 {
 		t.Fatalf("limit %d with the server away, want 7 still", n)
 	}
-	resp, err := http.Get("http://" + p.adm + "/readyz")
+	resp, err := http.Get("http://" + p.Admin + "/readyz")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -82,11 +83,11 @@ func TestServeXDS(t *testing.T) {
 		t.Fatalf("files domain: %v", code)
 	}
 
-	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+	if err := p.Cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
 	select {
-	case err := <-p.exited:
+	case err := <-p.Exited:
 		var ee *exec.ExitError
 		if errors.As(err, &ee) || err != nil {
 			t.Fatalf("exit: %v", err)
@@ -96,9 +97,9 @@ func TestServeXDS(t *testing.T) {
 	}
 }
 
-func limitCode(t *testing.T, c rlsClient, domain string) rlsv3.RateLimitResponse_Code {
+func limitCode(t *testing.T, c leashproc.RLSClient, domain string) rlsv3.RateLimitResponse_Code {
 	t.Helper()
-	resp, err := c.ShouldRateLimit(context.Background(), rlsReq(domain, entry("user", "z")))
+	resp, err := c.ShouldRateLimit(context.Background(), leashproc.Request(domain, leashproc.Entry("user", "z")))
 	if err != nil {
 		t.Fatal(err)
 	}
