@@ -57,6 +57,11 @@ type Options struct {
 	// NackDelay paces NACKs of a version already NACKed: a snapshot cache resends a
 	// refused version at once, and the refusal is repeated after this delay.
 	NackDelay time.Duration
+	// Updated, if set, is told of each update: applied (ACK) or refused (NACK).
+	Updated func(applied bool)
+	// Connected, if set, is told when a stream starts delivering responses (true) and when
+	// it ends (false).
+	Connected func(bool)
 	Logger    *slog.Logger
 }
 
@@ -134,6 +139,10 @@ func (c *client) session(ctx context.Context) (received bool, err error) {
 		if err != nil {
 			return received, err
 		}
+		if !received && c.o.Connected != nil {
+			c.o.Connected(true)
+			defer c.o.Connected(false)
+		}
 		received = true
 		if resp.GetTypeUrl() != TypeURL {
 			continue // not subscribed to; ADS servers do not send other types unasked
@@ -153,7 +162,13 @@ func (c *client) session(ctx context.Context) (received bool, err error) {
 				c.log.Error("xds: config refused (NACK); the running config stays", "version", resp.GetVersionInfo(), "err", err.Error())
 			}
 			req.ErrorDetail = &statuspb.Status{Code: int32(codes.InvalidArgument), Message: err.Error()}
+			if c.o.Updated != nil {
+				c.o.Updated(false)
+			}
 		} else {
+			if c.o.Updated != nil {
+				c.o.Updated(true)
+			}
 			c.acked, c.nacked, c.nackLogged = resp.GetVersionInfo(), "", ""
 			c.log.Info("xds: config applied (ACK)", "version", resp.GetVersionInfo(), "resources", len(resp.GetResources()))
 		}

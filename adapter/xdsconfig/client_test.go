@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -39,6 +40,9 @@ type rig struct {
 	client rlsv3.RateLimitServiceClient
 	svc    *adapter.Service
 	stop   func()
+
+	applied, refused atomic.Int64 // Options.Updated
+	connected        atomic.Bool  // Options.Connected
 }
 
 func newRig(t *testing.T, address string, tc *tls.Config) *rig {
@@ -96,6 +100,14 @@ func newRig(t *testing.T, address string, tc *tls.Config) *rig {
 	go func() {
 		defer close(done)
 		xdsconfig.Run(ctx, xdsconfig.Options{Address: address, NodeID: node, TLS: tc, Apply: apply,
+			Updated: func(ok bool) {
+				if ok {
+					r.applied.Add(1)
+				} else {
+					r.refused.Add(1)
+				}
+			},
+			Connected:   r.connected.Store,
 			BackoffBase: 20 * time.Millisecond, BackoffMax: 200 * time.Millisecond, NackDelay: 100 * time.Millisecond,
 			Logger: slog.New(slog.DiscardHandler)})
 	}()
@@ -190,6 +202,9 @@ func TestUpdatesACKAndNACK(t *testing.T) {
 	mgmt.Set(t, node, "8")
 	mgmt.WaitACK(t, 2*time.Second, "8")
 	r.wantLimit("e", 0)
+	if a, n := r.applied.Load(), r.refused.Load(); a != 4 || n < 4 || !r.connected.Load() {
+		t.Errorf("Updated: %d applied, %d refused (want 4 and at least 4); connected %v", a, n, r.connected.Load())
+	}
 }
 
 // With the server away the last good config stays; the client reconnects to the
@@ -202,6 +217,9 @@ func TestServerRestart(t *testing.T) {
 	mgmt.Stop()
 	time.Sleep(300 * time.Millisecond) // several reconnection attempts fail meanwhile
 	r.wantLimit("a", 2)
+	if r.connected.Load() {
+		t.Error("Connected(false) not reported with the server away")
+	}
 
 	again := xdstest.Start(t, mgmt.Addr, nil)
 	again.Set(t, node, "2", edge("edge-config", 5))
@@ -211,6 +229,9 @@ func TestServerRestart(t *testing.T) {
 	}
 	again.WaitACK(t, 5*time.Second, "2")
 	r.wantLimit("b", 5)
+	if !r.connected.Load() {
+		t.Error("Connected(true) not reported after reconnecting")
+	}
 }
 
 // envoy.xds.tls: the server is verified against the CA and the client presents its

@@ -3,8 +3,10 @@ package main
 import (
 	"context"
 	"errors"
+	"io"
 	"net/http"
 	"os/exec"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -81,6 +83,17 @@ func TestServeXDS(t *testing.T) {
 	}
 	if code := limitCode(t, c, "files"); code != rlsv3.RateLimitResponse_OK {
 		t.Fatalf("files domain: %v", code)
+	}
+	resp, err = http.Get("http://" + p.Admin + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	for _, want := range []string{"leash_xds_connected 1\n", `leash_xds_updates_total{result="applied"} 3` + "\n", `leash_xds_updates_total{result="refused"} `} {
+		if !strings.Contains(string(body), want) {
+			t.Errorf("/metrics lacks %q", want)
+		}
 	}
 
 	if err := p.Cmd.Process.Signal(syscall.SIGTERM); err != nil {
