@@ -5,9 +5,11 @@
 //	                                 check the config and descriptor files as serve would
 //	leash keys new                   print a fresh API key and its SHA-256 config line
 //	leash version                    print the version
+//	leash limit|reset|lease|rules|stats|webhook ...   call the /v1 API (package cli)
 package main
 
 import (
+	"context"
 	"crypto/rand"
 	"encoding/base64"
 	"encoding/hex"
@@ -18,6 +20,7 @@ import (
 	"runtime/debug"
 	"strings"
 
+	"github.com/leashd/leash/cli"
 	"github.com/leashd/leash/internal/setup"
 )
 
@@ -31,7 +34,7 @@ const usageText = `usage:
                                    them; exit 0 valid, 1 invalid, 2 bad usage
   leash keys new                   print a new API key and the line to put in the config
   leash version                    print the version
-`
+` + cli.Usage
 
 func main() {
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
@@ -41,6 +44,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
 		fmt.Fprint(stderr, usageText)
 		return 2
+	}
+	if cli.Handles(args[0]) {
+		return cli.Run(context.Background(), args, os.Getenv, stdout, stderr)
 	}
 	switch args[0] {
 	case "serve":
