@@ -24,14 +24,15 @@ type JSONOptions struct {
 
 // NewJSONHandler serves the peer's HTTP endpoints (spec §9.15) over svc:
 // /json takes a proto-JSON RateLimitRequest and answers the proto-JSON RateLimitResponse
-// of ShouldRateLimit (200 OK, 429 OVER_LIMIT); GET /healthcheck answers "OK".
+// of ShouldRateLimit (200 OK, 429 OVER_LIMIT); /healthcheck answers "OK" while healthy.
+// Both take any method, as the peer's routes do.
 func NewJSONHandler(svc *Service, opts JSONOptions) http.Handler {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("/json", func(w http.ResponseWriter, r *http.Request) { serveJSON(w, r, svc, opts.Logger) })
-	mux.HandleFunc("GET /healthcheck", func(w http.ResponseWriter, r *http.Request) {
+	mux.HandleFunc("/healthcheck", func(w http.ResponseWriter, r *http.Request) {
 		if opts.Healthy != nil {
 			if err := opts.Healthy(r.Context()); err != nil {
 				textStatus(w, http.StatusInternalServerError)

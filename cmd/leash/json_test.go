@@ -4,7 +4,9 @@ import (
 	"io"
 	"net/http"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"google.golang.org/protobuf/encoding/protojson"
@@ -17,7 +19,7 @@ import (
 func TestServeJSONListener(t *testing.T) {
 	dir := t.TempDir()
 	rl := writeTestFile(t, dir, "rl.yaml", "domain: edge\ndescriptors:\n  - key: user\n    rate_limit: {unit: minute, requests_per_unit: 1}\n")
-	p := leashproc.Start(t, binary, nil, "LEASH_DEV_API_KEY=dev-key-json", "LEASH_ENVOY_JSON_ADDR=127.0.0.1:0", "LEASH_ENVOY_CONFIG_PATHS="+rl)
+	p := leashproc.Start(t, binary, nil, "LEASH_DEV_API_KEY=dev-key-json", "LEASH_ENVOY_JSON_ADDR=127.0.0.1:0", "LEASH_ENVOY_CONFIG_PATHS="+rl, "LEASH_SHUTDOWN_DRAIN_DELAY=1s")
 	addr := p.JSON
 	if addr == "" {
 		t.Fatal(`no "json" address in the "leash serving" log`)
@@ -50,5 +52,27 @@ func TestServeJSONListener(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode != 200 || string(b) != "OK" {
 		t.Errorf("/healthcheck: %d %q", resp.StatusCode, b)
+	}
+
+	// Shutting down: /healthcheck fails during the drain delay, as the peer's does.
+	if err := p.Cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(300 * time.Millisecond)
+	resp, err = http.Get("http://" + addr + "/healthcheck")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 500 {
+		t.Errorf("/healthcheck while draining: %d, want 500", resp.StatusCode)
+	}
+	select {
+	case err := <-p.Exited:
+		if err != nil {
+			t.Errorf("exit: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("leash did not exit within 10 s of SIGTERM")
 	}
 }
