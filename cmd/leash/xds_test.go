@@ -90,7 +90,7 @@ func TestServeXDS(t *testing.T) {
 	}
 	body, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
-	for _, want := range []string{"leash_xds_connected 1\n", `leash_xds_updates_total{result="applied"} 3` + "\n", `leash_xds_updates_total{result="refused"} `} {
+	for _, want := range []string{"leash_xds_connected 1\n", `leash_envoy_rule_hits_total{domain="edge",rule="user"} `, `leash_xds_updates_total{result="applied"} 3` + "\n", `leash_xds_updates_total{result="refused"} `} {
 		if !strings.Contains(string(body), want) {
 			t.Errorf("/metrics lacks %q", want)
 		}
