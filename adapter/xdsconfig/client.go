@@ -27,6 +27,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/keepalive"
 
 	"github.com/leashd/leash/adapter/descriptors"
 )
@@ -118,7 +119,10 @@ func (c *client) session(ctx context.Context) (received bool, err error) {
 		creds = credentials.NewTLS(c.o.TLS)
 	}
 	conn, err := grpc.NewClient(c.o.Address, grpc.WithTransportCredentials(creds),
-		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(maxRecvMsgSize)))
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(maxRecvMsgSize)),
+		// Pings find a server that vanished without closing the connection; every 5 min,
+		// the least interval gRPC servers accept by default.
+		grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: 5 * time.Minute, Timeout: 20 * time.Second}))
 	if err != nil {
 		return false, err
 	}
