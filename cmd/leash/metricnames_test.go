@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -113,6 +114,22 @@ func exerciseLeash(t *testing.T) *leashproc.Proc {
 			"  - key: shadow\n    shadow_mode: true\n    rate_limit: {unit: minute, requests_per_unit: 1}\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	// An xDS management server that hangs up on every connection: the xDS metrics exist
+	// only when envoy.xds.address is set.
+	xds, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { xds.Close() })
+	go func() {
+		for {
+			conn, err := xds.Accept()
+			if err != nil {
+				return
+			}
+			conn.Close()
+		}
+	}()
 	cfg := filepath.Join(dir, "leash.yaml")
 	if err := os.WriteFile(cfg, fmt.Appendf(nil, `accounts:
   - {id: acme, plan: pro, api_keys: [key-acme]}
@@ -123,9 +140,10 @@ envoy:
   config_paths: [%s]
   domains: {edge: {account: acme}}
   local_cache: {max_entries: 100}
+  xds: {address: "%s"}
 metrics:
   namespaces: [shop]
-`, descDir), 0o600); err != nil {
+`, descDir, xds.Addr()), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	p := leashproc.Start(t, binary, []string{"--config", cfg})
