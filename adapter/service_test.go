@@ -542,6 +542,42 @@ func TestFallbackToNamespaceRule(t *testing.T) {
 	h.want(h.one(desc("user", "frank")), ok, 3, minute, 2)
 }
 
+// TestFallbackHonoursOverrides: an unmatched descriptor falls back to the namespace's rate
+// rule as that rule applies to the descriptor's counter key (spec §9.5, §9.8, §6.7): an
+// override on key "client=vip" (with its own window) and one on a two-entry key.
+func TestFallbackHonoursOverrides(t *testing.T) {
+	h := newHarness(t, scalePlan(), map[string]string{"edge.yaml": edgeConfig})
+	vip := adapter.CounterKey([]descriptors.Entry{{Key: "client", Value: "vip"}})
+	pair := adapter.CounterKey([]descriptors.Entry{{Key: "client", Value: "a&b"}, {Key: "path", Value: "/x"}})
+	if vip != "client=vip" || pair != "client=a%26b&path=/x" {
+		t.Fatalf("counter keys %q, %q", vip, pair)
+	}
+	_, _, err := h.eng.PutRule(context.Background(), h.acct, "edge", &engine.RuleRequest{
+		Algorithm: testkit.Ptr("fixed_window"), Limit: testkit.Ptr(int64(1)), WindowMS: testkit.Ptr(int64(60_000)),
+		Overrides: []engine.OverrideRequest{
+			{Key: &vip, Limit: testkit.Ptr(int64(3)), WindowMS: testkit.Ptr(int64(3_600_000))},
+			{Key: &pair, Limit: testkit.Ptr(int64(2))},
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, rem := range []uint32{2, 1, 0} {
+		h.want(h.one(desc("client", "vip")), ok, 3, hour, rem)
+	}
+	h.want(h.one(desc("client", "vip")), over, 3, hour, 0)
+	h.want(h.one(desc("client", "a&b", "path", "/x")), ok, 2, minute, 1)
+	h.want(h.one(desc("client", "a&b", "path", "/x")), ok, 2, minute, 0)
+	h.want(h.one(desc("client", "a&b", "path", "/x")), over, 2, minute, 0)
+	// Any other key keeps the rule's limit.
+	h.want(h.one(desc("client", "c1")), ok, 1, minute, 0)
+	h.want(h.one(desc("client", "c1")), over, 1, minute, 0)
+	// A descriptor's own limit override (Envoy's dynamic limit) still wins over the rule's.
+	d := desc("client", "vip2")
+	d.Limit = &rlcommon.RateLimitDescriptor_RateLimitOverride{RequestsPerUnit: 5, Unit: typev3.RateLimitUnit_SECOND}
+	h.want(h.one(d), ok, 5, second, 4)
+}
+
 func TestSharesCounterWithV1Limit(t *testing.T) {
 	h := newHarness(t, scalePlan(), map[string]string{"edge.yaml": edgeConfig})
 	// POST /v1/limit with namespace = domain, key = CounterKey, fixed_window, 60000 ms.

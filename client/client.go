@@ -1,5 +1,5 @@
-// Package client calls Leash's /v1 JSON API (spec §3–§8) from Go. It imports only the
-// standard library.
+// Package client calls Leash's /v1 JSON API (spec §3–§8) from Go (spec §13.1). It imports
+// only the standard library.
 //
 //	c, err := client.New(client.Options{BaseURL: "http://localhost:8080", APIKey: key})
 //	res, err := c.Limit(ctx, "api", "user-42", client.WithLimit(100), client.WithWindow(time.Minute))

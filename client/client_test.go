@@ -362,3 +362,36 @@ func TestNewRejectsBadURL(t *testing.T) {
 		t.Fatalf("default = %v, %v", c, err)
 	}
 }
+
+// TestErrorMapping: answers the client cannot provoke from a real server (it always sends
+// JSON to routes that exist) map the same way; a body that is not Leash's keeps the status.
+func TestErrorMapping(t *testing.T) {
+	tests := []struct {
+		status      int
+		body        string
+		code        string
+		unavailable bool
+	}{
+		{405, `{"error":"method not allowed","code":"method_not_allowed"}`, client.CodeMethodNotAllowed, false},
+		{415, `{"error":"Content-Type must be application/json","code":"unsupported_media_type"}`, client.CodeUnsupportedMediaType, false},
+		{431, `{"error":"request headers too large","code":"request_header_too_large"}`, client.CodeRequestHeaderTooLarge, false},
+		{500, `{"error":"internal error","code":"internal"}`, client.CodeInternal, true},
+		{502, `<html>bad gateway</html>`, "", true},
+		{404, `not json`, "", false},
+	}
+	for _, tc := range tests {
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("X-Request-Id", "rid-1")
+			w.WriteHeader(tc.status)
+			io.WriteString(w, tc.body)
+		}))
+		c, _ := client.New(client.Options{BaseURL: srv.URL, MaxRetries: -1})
+		_, err := c.Stats(context.Background(), "n")
+		srv.Close()
+		var e *client.Error
+		if !errors.As(err, &e) || e.StatusCode != tc.status || e.Code != tc.code || e.Message == "" || e.RequestID != "rid-1" ||
+			client.IsUnavailable(err) != tc.unavailable {
+			t.Errorf("%d %s: %v (%+v)", tc.status, tc.body, err, e)
+		}
+	}
+}

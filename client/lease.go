@@ -171,7 +171,7 @@ func (l *Lease) Renew(ctx context.Context, ttl time.Duration) (*RenewResult, err
 	return l.c.Renew(ctx, l.ID, ttl)
 }
 
-// KeepAlive renews the lease in a goroutine every third of its time-to-live until Release
+// KeepAlive (spec §13.2) renews the lease in a goroutine every third of its time-to-live until Release
 // is called or ctx ends. A failed renewal is tried again sooner (every tenth of the TTL)
 // while the lease can still be held. The returned channel receives ErrLeaseLost (wrapping
 // the last error, if any) when the lease is no longer held, and is closed when keeping

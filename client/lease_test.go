@@ -15,7 +15,7 @@ func TestKeepAlive(t *testing.T) {
 	p := startLeash(t)
 	c := newClient(t, p.URL, keyScale)
 	ctx := context.Background()
-	ttl := client.WithWindow(300 * time.Millisecond)
+	ttl := client.WithWindow(500 * time.Millisecond)
 	l, err := c.Acquire(ctx, "jobs", "k", client.WithLimit(1), ttl)
 	if err != nil {
 		t.Fatal(err)
@@ -24,7 +24,7 @@ func TestKeepAlive(t *testing.T) {
 	if l.KeepAlive(ctx) != lost {
 		t.Fatal("a second KeepAlive started another renewer")
 	}
-	time.Sleep(1200 * time.Millisecond) // four TTLs
+	time.Sleep(1700 * time.Millisecond) // more than three TTLs
 	if _, err := c.Acquire(ctx, "jobs", "k", client.WithLimit(1), ttl); !client.IsDenied(err) {
 		t.Fatalf("the kept-alive lease expired: second acquire = %v", err)
 	}
@@ -92,7 +92,7 @@ func TestKeepAliveStopsWithContext(t *testing.T) {
 	if _, ok := <-lost; ok {
 		t.Fatal("an error reported on cancel")
 	}
-	time.Sleep(400 * time.Millisecond)
+	time.Sleep(600 * time.Millisecond) // the last renewal's TTL, and then some
 	l2, err := c.Acquire(context.Background(), "jobs", "k", opts...)
 	if err != nil {
 		t.Fatalf("lease still held after KeepAlive stopped and its TTL passed: %v", err)

@@ -39,7 +39,7 @@ type MiddlewareOptions struct {
 // The code of Middleware's 429 body when a check is denied.
 const CodeRateLimited = "rate_limited"
 
-// Middleware limits an http.Handler with one Leash check per request. Allowed requests
+// Middleware limits an http.Handler with one Leash check per request (spec §13.3). Allowed requests
 // get RateLimit-Limit, RateLimit-Remaining and RateLimit-Reset headers. A denied request
 // is answered 429 with those headers, Retry-After and the JSON error body
 // {"error": "rate limit exceeded", "code": "rate_limited"}; an account over its hard cap

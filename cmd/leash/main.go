@@ -3,9 +3,11 @@
 //	leash serve [--config FILE]...   serve /v1, the admin listener and (later) Envoy gRPC
 //	leash keys new                   print a fresh API key and its SHA-256 config line
 //	leash version                    print the version
+//	leash limit|reset|lease|rules|stats|webhook ...   call the /v1 API (package cli)
 package main
 
 import (
+	"context"
 	"crypto/rand"
 	"encoding/base64"
 	"encoding/hex"
@@ -15,6 +17,8 @@ import (
 	"os"
 	"runtime/debug"
 	"strings"
+
+	"github.com/leashd/leash/cli"
 )
 
 // version is set at build time with -ldflags "-X main.version=...".
@@ -24,7 +28,7 @@ const usageText = `usage:
   leash serve [--config FILE]...   start the service (no config: memory store, dev account)
   leash keys new                   print a new API key and the line to put in the config
   leash version                    print the version
-`
+` + cli.Usage
 
 func main() {
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
@@ -34,6 +38,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
 		fmt.Fprint(stderr, usageText)
 		return 2
+	}
+	if cli.Handles(args[0]) {
+		return cli.Run(context.Background(), args, os.Getenv, stdout, stderr)
 	}
 	switch args[0] {
 	case "serve":

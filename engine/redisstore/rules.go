@@ -120,7 +120,7 @@ func (c *ruleCache) get(k ruleKey) (engine.Rules, bool) {
 	if !ok {
 		return engine.Rules{}, false
 	}
-	// A copy: callers may modify what they get.
+	// A copy: callers may modify what they get (the overrides are immutable and shared).
 	return engine.Rules{Rate: cloneRule(e.rules.Rate), Concurrent: cloneRule(e.rules.Concurrent)}, true
 }
 
@@ -152,12 +152,32 @@ func (c *ruleCache) drop(k ruleKey) {
 	c.mu.Unlock()
 }
 
-// ruleJSON is a rule as stored in Redis.
+// ruleJSON is a rule as stored in Redis: its overrides (spec §6.7) ride in the same value,
+// so they are written, versioned, cached and propagated with the rule.
 type ruleJSON struct {
-	Algorithm string  `json:"algorithm"`
-	Limit     int64   `json:"limit"`
-	WindowMS  int64   `json:"window_ms"`
-	Name      *string `json:"name,omitempty"`
+	Algorithm string         `json:"algorithm"`
+	Limit     int64          `json:"limit"`
+	WindowMS  int64          `json:"window_ms"`
+	Name      *string        `json:"name,omitempty"`
+	Overrides []overrideJSON `json:"overrides,omitempty"`
+}
+
+// overrideJSON is one override as stored; a window of 0 (omitted) is the rule's.
+type overrideJSON struct {
+	Key      string `json:"key"`
+	Limit    int64  `json:"limit"`
+	WindowMS int64  `json:"window_ms,omitempty"`
+}
+
+func encodeRule(r engine.Rule) ([]byte, error) {
+	j := ruleJSON{Algorithm: r.Algorithm.String(), Limit: r.Limit, WindowMS: r.WindowMS, Name: r.Name}
+	if n := r.Overrides.Len(); n > 0 {
+		j.Overrides = make([]overrideJSON, 0, n)
+		for _, o := range r.Overrides.List() {
+			j.Overrides = append(j.Overrides, overrideJSON{Key: o.Key, Limit: o.Limit, WindowMS: o.WindowMS})
+		}
+	}
+	return json.Marshal(j)
 }
 
 func decodeRule(v any) (*engine.Rule, error) {
@@ -173,7 +193,15 @@ func decodeRule(v any) (*engine.Rule, error) {
 	if !ok {
 		return nil, fmt.Errorf("redisstore: stored rule has unknown algorithm %q", j.Algorithm)
 	}
-	return &engine.Rule{Algorithm: alg, Limit: j.Limit, WindowMS: j.WindowMS, Name: j.Name}, nil
+	r := &engine.Rule{Algorithm: alg, Limit: j.Limit, WindowMS: j.WindowMS, Name: j.Name}
+	if len(j.Overrides) > 0 {
+		list := make([]engine.Override, len(j.Overrides))
+		for i, o := range j.Overrides {
+			list[i] = engine.Override{Key: o.Key, Limit: o.Limit, WindowMS: o.WindowMS}
+		}
+		r.Overrides = engine.NewOverrides(list)
+	}
+	return r, nil
 }
 
 // Rules returns a namespace's rules, from the cache when it is fresh.
@@ -215,7 +243,7 @@ func (s *Store) Rules(ctx context.Context, account, namespace string) (engine.Ru
 
 // PutRule stores r in its kind's slot and bumps the rules version (one script).
 func (s *Store) PutRule(ctx context.Context, account, namespace string, r engine.Rule) (bool, error) {
-	b, err := json.Marshal(ruleJSON{Algorithm: r.Algorithm.String(), Limit: r.Limit, WindowMS: r.WindowMS, Name: r.Name})
+	b, err := encodeRule(r)
 	if err != nil {
 		return false, err
 	}

@@ -1,5 +1,5 @@
 // Package signature signs and verifies the Leash-Signature header of webhook deliveries
-// (spec §8.4, §8.6). It imports only the standard library, so a receiver can use it without
+// (spec §8.4, §8.6, §13.4). It imports only the standard library, so a receiver can use it without
 // compiling Leash's engine or stores; the sender (package webhook) uses the same code.
 // A receiver in Go:
 //
