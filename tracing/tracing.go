@@ -6,6 +6,11 @@
 // Spans carry the decision's outcome, algorithm, account and namespace or Envoy domain,
 // never an API key, a secret, a request key, a descriptor value or a URL path (lease ids
 // encode keys).
+//
+// The server spans are written here over the otel API rather than taken from the
+// otelhttp and otelgrpc contrib packages: those record the URL path, and do their work
+// (and allocate) for unsampled requests too, where Leash serves an unsampled request as
+// with tracing off.
 package tracing
 
 import (
