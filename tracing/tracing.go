@@ -123,7 +123,7 @@ func NewWithProcessor(sp sdktrace.SpanProcessor, o Options) *Tracing {
 		// B3 after tracecontext: a request carrying both is continued from its B3 headers
 		// (Envoy's Zipkin tracer sends B3); B3's extraction reads the single and the
 		// multiple header forms.
-		prop:   propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, b3.New()),
+		prop:   propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, b3IfPresent{b3.New()}),
 		server: []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindServer)},
 		child:  []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindInternal)},
 	}
@@ -153,6 +153,17 @@ func (t *Tracing) StartHTTP(r *http.Request) (context.Context, trace.Span) {
 		span.SetAttributes(semconv.HTTPRequestMethodKey.String(r.Method))
 	}
 	return ctx, span
+}
+
+// b3IfPresent extracts B3 only from a carrier holding a B3 header: B3's extraction
+// allocates even when it finds none.
+type b3IfPresent struct{ propagation.TextMapPropagator }
+
+func (p b3IfPresent) Extract(ctx context.Context, c propagation.TextMapCarrier) context.Context {
+	if c.Get("b3") == "" && c.Get("x-b3-traceid") == "" {
+		return ctx
+	}
+	return p.TextMapPropagator.Extract(ctx, c)
 }
 
 // headerCarrier reads trace headers from HTTP headers. The propagators ask for
