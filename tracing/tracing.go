@@ -63,7 +63,6 @@ type Tracing struct {
 	tracer trace.Tracer
 	prop   propagation.TextMapPropagator
 	server []trace.SpanStartOption // built once: options allocate
-	child  []trace.SpanStartOption
 }
 
 // New builds the exporter named by o and a provider batching spans to it; it returns nil,
@@ -125,7 +124,6 @@ func NewWithProcessor(sp sdktrace.SpanProcessor, o Options) *Tracing {
 		// multiple header forms.
 		prop:   propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, b3IfPresent{b3.New()}),
 		server: []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindServer)},
-		child:  []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindInternal)},
 	}
 }
 
