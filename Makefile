@@ -6,7 +6,7 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -s -w -X main.version=$(VERSION)
 IMAGE   ?= leash:$(VERSION)
 
-.PHONY: build run test fuzz reliability-long bench bench-http bench-load bench-grpc image helm-test fmt vet clean
+.PHONY: build run test fuzz reliability-long bench bench-http bench-load bench-grpc bench-cluster image helm-test fmt vet clean
 
 # Time per fuzz target: FUZZTIME for `make fuzz`, TEST_FUZZTIME for the short run that ends
 # `make test`. FUZZPARALLEL, if set, is the number of fuzzing workers per target.
@@ -54,6 +54,11 @@ bench-load: build
 # rate); see docs/performance.md.
 bench-grpc: build
 	bash scripts/bench-grpc.sh
+
+# Redis Cluster with 1, 3 and 6 masters on loopback: decisions/s and CPU per decision
+# through leash, and one master's ceiling; see docs/performance.md.
+bench-cluster: build
+	bash scripts/bench-cluster.sh
 
 # The container image (Dockerfile: static binary on distroless, non-root). Needs a Docker
 # engine with BuildKit; IMAGE=registry.example.com/leash:1.0 to name it for a registry.

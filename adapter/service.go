@@ -14,7 +14,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"math"
+	"slices"
 	"strconv"
 	"sync/atomic"
 	"time"
@@ -55,41 +57,62 @@ type Config struct {
 
 // Validate checks cfg against the accounts of dir: every domain of the descriptor files
 // maps to an existing account, and every algorithm a file names is on that account's plan
-// (spec §9.1, §9.3). Errors name the domain and the file.
+// (spec §9.1, §9.3). Errors name the domain and the file; every problem is reported
+// (errors.Join), one per line.
 func (cfg *Config) Validate(dir *engine.Directory) error {
+	var errs []error
 	if id := cfg.Routing.DefaultAccount; id != "" {
 		if _, ok := dir.Account(id); !ok {
-			return fmt.Errorf("envoy.default_account: no account %q", id)
+			errs = append(errs, fmt.Errorf("envoy.default_account: no account %q", id))
 		}
 	}
-	for d, id := range cfg.Routing.Domains {
-		if _, ok := dir.Account(id); !ok {
-			return fmt.Errorf("envoy.domains.%s.account: no account %q", d, id)
+	for _, d := range slices.Sorted(maps.Keys(cfg.Routing.Domains)) {
+		if id := cfg.Routing.Domains[d]; !hasAccount(dir, id) {
+			errs = append(errs, fmt.Errorf("envoy.domains.%s.account: no account %q", d, id))
 		}
-	}
-	if cfg.Descriptors == nil {
-		return nil
 	}
 	for _, d := range cfg.Descriptors.Domains() {
 		id := cfg.Routing.AccountOf(d)
 		if id == "" {
-			return fmt.Errorf("%s: domain %q maps to no account: set envoy.domains.%s.account or envoy.default_account",
-				cfg.Descriptors.File(d), d, d)
+			errs = append(errs, fmt.Errorf("%s: domain %q maps to no account: set envoy.domains.%s.account or envoy.default_account",
+				cfg.Descriptors.Where(d), d, d))
+			continue
 		}
 		a, ok := dir.Account(id)
 		if !ok {
-			return fmt.Errorf("%s: domain %q maps to account %q, which does not exist", cfg.Descriptors.File(d), d, id)
+			errs = append(errs, fmt.Errorf("%s: domain %q maps to account %q, which does not exist", cfg.Descriptors.Where(d), d, id))
+			continue
 		}
 		for _, r := range cfg.Descriptors.Rules(d) {
 			for _, l := range r.Limits {
 				if !a.Plan.AllowsAlgorithm(l.Algorithm) {
-					return fmt.Errorf("%s: %s: algorithm %s is not available on plan %s of account %q",
-						r.File, r.Path, l.Algorithm, a.Plan.Name, id)
+					errs = append(errs, fmt.Errorf("%s: algorithm %s is not available on plan %s of account %q",
+						r.Where(), l.Algorithm, a.Plan.Name, id))
 				}
 			}
 		}
 	}
-	return nil
+	return errors.Join(errs...)
+}
+
+// Compose is the Config of the descriptor files' domains and the xDS domains (spec §9.14)
+// with routing, validated against dir. A domain from both sources is refused as a domain
+// in two files is; nil sources are allowed.
+func Compose(files, xds *descriptors.Config, routing Routing, dir *engine.Directory) (*Config, error) {
+	d, err := descriptors.Merge(files, xds)
+	if err != nil {
+		return nil, err
+	}
+	next := &Config{Descriptors: d, Routing: routing}
+	if err := next.Validate(dir); err != nil {
+		return nil, err
+	}
+	return next, nil
+}
+
+func hasAccount(dir *engine.Directory, id string) bool {
+	_, ok := dir.Account(id)
+	return ok
 }
 
 // Counters is what the service reports to metrics; nil fields are skipped.

@@ -79,15 +79,26 @@ func TestMiddleware(t *testing.T) {
 	}
 }
 
-// TestMiddlewareFailure: with Leash unreachable, fail open serves the request, fail closed
+// TestMiddlewareFailure: with Leash unreachable (every connection hung up), fail open serves the request, fail closed
 // answers 503; OnError sees the error either way.
 func TestMiddlewareFailure(t *testing.T) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
+	// A listener that hangs up on every connection: a transport error, on a port no other
+	// test can take meanwhile (a closed port could be reused by a parallel test's server).
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			conn, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			conn.Close()
+		}
+	}()
 	dead := "http://" + ln.Addr().String()
-	ln.Close() // nothing listens there now
 	c := newClient(t, dead, "k")
 	for _, closed := range []bool{false, true} {
 		var seen atomic.Int32

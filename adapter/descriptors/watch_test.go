@@ -185,7 +185,7 @@ func TestWatchKeepsOldOnInvalidChange(t *testing.T) {
 	testkit.ReplaceFile(t, file, "domain: d\ndescriptors: [{key: k, rate_limit: {unit: fortnight, requests_per_unit: 1}}]\n")
 	h.waitLog(`unknown unit \"fortnight\"`, 2*time.Second)
 	logs := h.logs.String()
-	for _, want := range []string{"level=ERROR", "the previous one stays in force", "file=" + file, "path=descriptors[0].rate_limit.unit", file + ": descriptors[0].rate_limit.unit"} {
+	for _, want := range []string{"level=ERROR", "the previous one stays in force", "file=" + file, "path=descriptors[0].rate_limit.unit", file + ":2: descriptors[0].rate_limit.unit", "line=2"} {
 		if !strings.Contains(logs, want) {
 			t.Errorf("log lacks %q:\n%s", want, logs)
 		}

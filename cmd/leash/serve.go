@@ -8,19 +8,23 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"net/http"
 	"os/signal"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
 	"github.com/leashd/leash/adapter"
+	"github.com/leashd/leash/adapter/xdsconfig"
 	"github.com/leashd/leash/admin"
 	"github.com/leashd/leash/config"
 	"github.com/leashd/leash/engine"
 	"github.com/leashd/leash/engine/memstore"
 	"github.com/leashd/leash/engine/redisstore"
 	"github.com/leashd/leash/httpapi"
+	"github.com/leashd/leash/internal/setup"
 	"github.com/leashd/leash/metrics"
 	"github.com/leashd/leash/tracing"
 	"github.com/leashd/leash/webhook"
@@ -82,7 +86,7 @@ func serve(paths, environ []string, stdout, stderr io.Writer) int {
 				}
 			},
 		}})
-	envoyCfg, err := envoyConfig(cfg)
+	envoyCfg, err := setup.Envoy(cfg)
 	if err == nil {
 		err = envoyCfg.Validate(dir)
 	}
@@ -90,6 +94,14 @@ func serve(paths, environ []string, stdout, stderr io.Writer) int {
 		log.Error("invalid envoy config", "err", err)
 		_ = store.Close()
 		return 1
+	}
+	var xdsTLS *tls.Config
+	if x := cfg.Envoy.XDS; x.Address != "" && (x.TLS.CAFile != "" || x.TLS.CertFile != "" || x.TLS.KeyFile != "" || x.TLS.ServerName != "") {
+		if xdsTLS, err = xdsconfig.TLSConfig(x.TLS.CAFile, x.TLS.CertFile, x.TLS.KeyFile, x.TLS.ServerName); err != nil {
+			log.Error("invalid envoy.xds.tls", "err", err)
+			_ = store.Close()
+			return 1
+		}
 	}
 	envoyDecisions := m.Decisions("envoy")
 	m.LocalCache(eng.LocalCacheHits)
@@ -136,6 +148,19 @@ func serve(paths, environ []string, stdout, stderr io.Writer) int {
 			return 1
 		}
 	}
+	var jsonLn net.Listener
+	if cfg.Envoy.JSONAddr != "" {
+		if jsonLn, err = net.Listen("tcp", cfg.Envoy.JSONAddr); err != nil {
+			log.Error("cannot listen", "listener", "json", "addr", cfg.Envoy.JSONAddr, "err", err)
+			if grpcLn != nil {
+				_ = grpcLn.Close()
+			}
+			_ = adminLn.Close()
+			_ = httpLn.Close()
+			_ = store.Close()
+			return 1
+		}
+	}
 	httpSrv := httpapi.NewServerWith(cfg.HTTP.Addr, api, httpTimeouts(cfg.HTTP))
 	httpSrv.ErrorLog = slog.NewLogLogger(log.Handler(), slog.LevelWarn)
 	adminSrv := httpapi.NewServer(cfg.Admin.Addr, adm)
@@ -167,10 +192,67 @@ func serve(paths, environ []string, stdout, stderr io.Writer) int {
 	if len(paths) > 0 {
 		go config.Watch(watchCtx, paths, environ, reloader.applyConfig, log)
 	}
+	// Descriptor configs from the xDS management server (spec §9.14), stopped on shutdown.
+	xdsCtx, stopXDS := context.WithCancel(context.Background())
+	defer stopXDS()
+	xdsDone := make(chan struct{})
+	if x := cfg.Envoy.XDS; x.Address != "" {
+		updates := prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "leash_xds_updates_total",
+			Help: "Descriptor config updates from the xDS management server: applied (ACK) or refused (NACK).",
+		}, []string{"result"})
+		connected := prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "leash_xds_connected",
+			Help: "1 while a stream to the xDS management server delivers responses, else 0.",
+		})
+		m.MustRegister(updates, connected)
+		applied, refused := updates.WithLabelValues("applied"), updates.WithLabelValues("refused")
+		go func() {
+			defer close(xdsDone)
+			xdsconfig.Run(xdsCtx, xdsconfig.Options{Address: x.Address, NodeID: x.NodeID, TLS: xdsTLS, Apply: reloader.applyXDS, Logger: log,
+				Updated: func(ok bool) {
+					if ok {
+						applied.Inc()
+					} else {
+						refused.Inc()
+					}
+				},
+				Connected: func(up bool) {
+					if up {
+						connected.Set(1)
+					} else {
+						connected.Set(0)
+					}
+				},
+			})
+		}()
+	} else {
+		close(xdsDone)
+	}
 
-	serveErr := make(chan error, 3)
+	serveErr := make(chan error, 4)
 	go func() { serveErr <- httpSrv.Serve(httpLn) }()
 	go func() { serveErr <- adminSrv.Serve(adminLn) }()
+	// The peer's /json and /healthcheck (spec §9.15); /healthcheck fails while draining.
+	var draining atomic.Bool
+	var jsonSrv *http.Server
+	jsonAddr := ""
+	if jsonLn != nil {
+		jsonSrv = httpapi.NewServerWith(cfg.Envoy.JSONAddr, adapter.NewJSONHandler(svc, adapter.JSONOptions{
+			Logger: log,
+			Healthy: func(ctx context.Context) error {
+				if draining.Load() {
+					return errors.New("draining")
+				}
+				ctx, cancel := context.WithTimeout(ctx, admin.ReadyTimeout)
+				defer cancel()
+				return eng.Ping(ctx)
+			},
+		}), httpTimeouts(cfg.HTTP))
+		jsonSrv.ErrorLog = httpSrv.ErrorLog
+		go func() { serveErr <- jsonSrv.Serve(jsonLn) }()
+		jsonAddr = jsonLn.Addr().String()
+	}
 	grpcAddr := ""
 	var grpcSrv *grpc.Server
 	if grpcLn != nil {
@@ -180,7 +262,7 @@ func serve(paths, environ []string, stdout, stderr io.Writer) int {
 		go func() { serveErr <- grpcSrv.Serve(grpcLn) }()
 		grpcAddr = grpcLn.Addr().String()
 	}
-	log.Info("leash serving", "version", buildVersion(), "http", httpLn.Addr().String(), "grpc", grpcAddr,
+	log.Info("leash serving", "version", buildVersion(), "http", httpLn.Addr().String(), "grpc", grpcAddr, "json", jsonAddr,
 		"admin", adminLn.Addr().String(), "store", cfg.Store.Backend)
 
 	code := 0
@@ -196,6 +278,7 @@ func serve(paths, environ []string, stdout, stderr io.Writer) int {
 
 	// 1. /readyz turns 503 so load balancers stop routing here; keep serving meanwhile.
 	adm.Drain()
+	draining.Store(true)
 	time.Sleep(min(cfg.Shutdown.DrainDelay, time.Until(deadline)/2))
 	// 2. Close the listeners and let every request already received complete; webhook
 	// deliveries in flight get a grace period (the outbox keeps the rest).
@@ -212,8 +295,16 @@ func serve(paths, environ []string, stdout, stderr io.Writer) int {
 		log.Error("http drain incomplete", "err", err)
 		code = 1
 	}
+	if jsonSrv != nil {
+		if err := jsonSrv.Shutdown(sctx); err != nil {
+			log.Error("json drain incomplete", "err", err)
+			code = 1
+		}
+	}
 	drained.Wait()
 	<-delivered
+	stopXDS()
+	<-xdsDone
 	cancel()
 	// 3. Flush usage (the flush loop does a final flush when stopped).
 	stopFlush()
@@ -282,11 +373,7 @@ func directory(cfg *config.Config, environ []string, stdout io.Writer, log *slog
 	} else {
 		log.Info("dev account uses the API key from " + config.DevAPIKeyEnv)
 	}
-	plan, ok := cfg.Plans["scale"]
-	if !ok {
-		return nil, errors.New("plan scale is missing")
-	}
-	return engine.NewDirectory([]engine.AccountSpec{{ID: config.DevAccountID, Plan: plan, KeyHashes: [][32]byte{engine.HashKey(key)}}})
+	return setup.Directory(cfg, engine.HashKey(key))
 }
 
 func openStore(ctx context.Context, cfg *config.Config, m *metrics.Metrics, log *slog.Logger) (engine.Store, error) {

@@ -77,8 +77,9 @@ type Proc struct {
 	// Stdout is everything the process printed on standard output.
 	Stdout *testkit.SyncBuffer
 	// HTTP, Admin and GRPC are the listeners' addresses from the "leash serving" log
-	// record; GRPC is "" when the gRPC listener is off.
-	HTTP, Admin, GRPC string
+	// record; GRPC is "" when the gRPC listener is off. JSON is envoy.json_addr's listener,
+	// "" when off.
+	HTTP, Admin, GRPC, JSON string
 	// URL is "http://" + HTTP.
 	URL string
 	// Exited receives the process's exit once.
@@ -122,6 +123,7 @@ func Start(t testing.TB, bin string, args []string, env ...string) *Proc {
 			p.mu.Unlock()
 			if rec["msg"] == "leash serving" {
 				p.HTTP, p.Admin, p.GRPC = rec["http"].(string), rec["admin"].(string), rec["grpc"].(string)
+				p.JSON, _ = rec["json"].(string)
 				close(ready)
 			}
 		}
@@ -130,7 +132,14 @@ func Start(t testing.TB, bin string, args []string, env ...string) *Proc {
 	t.Cleanup(func() {
 		p.Cmd.Process.Kill()
 		if t.Failed() {
-			t.Logf("leash stderr (non-JSON lines):\n%s", strings.Join(p.Raw(), "\n"))
+			var warn []string
+			for _, r := range p.Logs() {
+				if r["level"] == "WARN" || r["level"] == "ERROR" {
+					b, _ := json.Marshal(r)
+					warn = append(warn, string(b))
+				}
+			}
+			t.Logf("leash warnings and errors:\n%s\nleash stderr (non-JSON lines):\n%s", strings.Join(warn, "\n"), strings.Join(p.Raw(), "\n"))
 		}
 	})
 	select {
