@@ -160,13 +160,16 @@ metrics:
 // the alerting rules query (spec §12.9) is exposed by /metrics of a running leash, on the
 // memory store and on the Redis store; and spec §12.2 and the README's Operations section
 // name every leash_* family /metrics exposes, with each of its labels in spec §12.2, and
-// no family /metrics lacks.
+// no family /metrics lacks (with an xDS server configured, for the xDS families).
 func TestDashboardAndAlertsQueryExposedMetrics(t *testing.T) {
 	fams := map[string]*family{}
 	p := exerciseLeash(t)
 	scrape(t, "http://"+p.Admin+"/metrics", fams)
 	r := redistest.StartServer(t, false)
-	pr := leashproc.Start(t, binary, nil, "LEASH_DEV_API_KEY=k", "LEASH_STORE_BACKEND=redis", "LEASH_STORE_REDIS_URL="+r.URL())
+	// On Redis, with an xDS server configured (an address nothing answers: the xDS
+	// families exist all the same).
+	pr := leashproc.Start(t, binary, nil, "LEASH_DEV_API_KEY=k", "LEASH_STORE_BACKEND=redis", "LEASH_STORE_REDIS_URL="+r.URL(),
+		"LEASH_ENVOY_XDS_ADDRESS=127.0.0.1:1", "LEASH_ENVOY_XDS_NODE_ID=leash-test")
 	scrape(t, "http://"+pr.Admin+"/metrics", fams)
 
 	// Every name queried is exposed.
