@@ -647,7 +647,10 @@ func TestBadRequests(t *testing.T) {
 func TestHardCap(t *testing.T) {
 	plan := scalePlan()
 	plan.HardCap = testkit.Ptr(int64(2))
-	h := newHarness(t, plan, map[string]string{"edge.yaml": edgeConfig})
+	capped := map[string]int{}
+	h := newHarnessWith(t, plan, map[string]string{"edge.yaml": edgeConfig}, harnessOptions{
+		adapter: func(o *adapter.Options) { o.Counters.HardCap = func(account string) { capped[account]++ } },
+	})
 	h.one(desc("user", "a"))
 	h.one(desc("unmatched", "x")) // unmatched descriptors count too (spec §9.9)
 	resp := h.call(&rlsv3.RateLimitRequest{Descriptors: []*rlcommon.RateLimitDescriptor{desc("user", "a"), desc("internal", "i")}})
@@ -657,6 +660,9 @@ func TestHardCap(t *testing.T) {
 	// 2027-01-16 00:00 UTC to 2027-02-01 00:00 UTC.
 	if got := headerMap(resp.ResponseHeadersToAdd)["Retry-After"]; got != "1382400" {
 		t.Fatalf("Retry-After = %q, want 1382400", got)
+	}
+	if capped["acme"] != 1 || len(capped) != 1 {
+		t.Fatalf("hard-cap refusals counted %v, want acme once", capped)
 	}
 }
 

@@ -303,6 +303,9 @@ func (a *API) observe(c *call, start time.Time) {
 	if c.span != nil {
 		if c.acct != nil && c.span.IsRecording() {
 			c.span.SetAttributes(tracing.AttrAccount.String(c.acct.ID))
+			if ns := c.r.PathValue("ns"); ns != "" { // the rules and stats routes
+				c.span.SetAttributes(tracing.AttrNamespace.String(ns))
+			}
 		}
 		tracing.EndHTTP(c.span, c.route, c.status)
 		c.span = nil

@@ -37,6 +37,7 @@ func TestTracingSpans(t *testing.T) {
 	}
 	e.del("/v1/leases/"+id, keyAcme)
 	e.do(req{method: http.MethodGet, path: "/v1/nowhere", key: keyAcme})
+	e.get("/v1/namespaces/shop/stats", keyAcme)
 
 	type want struct {
 		name  string
@@ -49,6 +50,7 @@ func TestTracingSpans(t *testing.T) {
 		{"POST /v1/leases", map[string]string{"leash.outcome": "allowed", "leash.algorithm": "concurrent_limit", "leash.namespace": "jobs", "leash.edge": "leases"}},
 		{"DELETE /v1/leases/{lease_id}", map[string]string{"http.route": "DELETE /v1/leases/{lease_id}", "leash.account": "acme"}},
 		{"unmatched", map[string]string{"http.response.status_code": "404"}},
+		{"GET /v1/namespaces/{ns}/stats", map[string]string{"leash.namespace": "shop", "leash.account": "acme"}},
 	}
 	var servers []int
 	ended := rec.Ended()

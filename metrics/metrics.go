@@ -31,6 +31,7 @@ type Metrics struct {
 	deliveries    *prometheus.CounterVec
 	outboxDepth   prometheus.Gauge
 	hardCap       *prometheus.CounterVec
+	grpcDuration  *prometheus.HistogramVec
 }
 
 // New creates the collectors and registers them, with the Go and process collectors.
@@ -77,7 +78,12 @@ func New() *Metrics {
 		Name: "leash_hard_cap_denials_total",
 		Help: "Calls refused because the account's month usage reached its plan's hard cap, by endpoint (limit, leases, envoy) and account.",
 	}, []string{"endpoint", "account"})
-	m.Registry.MustRegister(m.decisions, m.httpDuration, m.storeDuration, m.shadow, m.globalShadow, m.nsDecisions, m.rules, m.deliveries, m.outboxDepth, m.hardCap,
+	m.grpcDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "leash_grpc_request_duration_seconds",
+		Help:    "Unary gRPC call latency (the Envoy rate-limit service, health) by full method and status code.",
+		Buckets: []float64{.0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5},
+	}, []string{"method", "code"})
+	m.Registry.MustRegister(m.decisions, m.httpDuration, m.storeDuration, m.shadow, m.globalShadow, m.nsDecisions, m.rules, m.deliveries, m.outboxDepth, m.hardCap, m.grpcDuration,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }

@@ -6,6 +6,11 @@
 // Spans carry the decision's outcome, algorithm, account and namespace or Envoy domain,
 // never an API key, a secret, a request key, a descriptor value or a URL path (lease ids
 // encode keys).
+//
+// The server spans are written here over the otel API rather than taken from the
+// otelhttp and otelgrpc contrib packages: those record the URL path, and do their work
+// (and allocate) for unsampled requests too, where Leash serves an unsampled request as
+// with tracing off.
 package tracing
 
 import (
@@ -58,7 +63,6 @@ type Tracing struct {
 	tracer trace.Tracer
 	prop   propagation.TextMapPropagator
 	server []trace.SpanStartOption // built once: options allocate
-	child  []trace.SpanStartOption
 }
 
 // New builds the exporter named by o and a provider batching spans to it; it returns nil,
@@ -118,9 +122,8 @@ func NewWithProcessor(sp sdktrace.SpanProcessor, o Options) *Tracing {
 		// B3 after tracecontext: a request carrying both is continued from its B3 headers
 		// (Envoy's Zipkin tracer sends B3); B3's extraction reads the single and the
 		// multiple header forms.
-		prop:   propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, b3.New()),
+		prop:   propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, b3IfPresent{b3.New()}),
 		server: []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindServer)},
-		child:  []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindInternal)},
 	}
 }
 
@@ -148,6 +151,17 @@ func (t *Tracing) StartHTTP(r *http.Request) (context.Context, trace.Span) {
 		span.SetAttributes(semconv.HTTPRequestMethodKey.String(r.Method))
 	}
 	return ctx, span
+}
+
+// b3IfPresent extracts B3 only from a carrier holding a B3 header: B3's extraction
+// allocates even when it finds none.
+type b3IfPresent struct{ propagation.TextMapPropagator }
+
+func (p b3IfPresent) Extract(ctx context.Context, c propagation.TextMapCarrier) context.Context {
+	if c.Get("b3") == "" && c.Get("x-b3-traceid") == "" {
+		return ctx
+	}
+	return p.TextMapPropagator.Extract(ctx, c)
 }
 
 // headerCarrier reads trace headers from HTTP headers. The propagators ask for

@@ -3,13 +3,17 @@ package tracing_test
 import (
 	"context"
 	"errors"
+	"io"
 	"net"
+	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
 
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
+	coltracepb "go.opentelemetry.io/proto/otlp/collector/trace/v1"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
@@ -17,6 +21,7 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/leashd/leash/tracing"
 )
@@ -193,5 +198,54 @@ func TestGRPCInterceptors(t *testing.T) {
 		if _, ok := got[want]; !ok {
 			t.Errorf("no span %q; got %v", want, got)
 		}
+	}
+}
+
+// TestOTLPHTTPExporter: with otlp_http, finished spans reach an OTLP/HTTP receiver at
+// /v1/traces (protobuf) when the provider shuts down, for an endpoint given as host:port
+// and as a URL.
+func TestOTLPHTTPExporter(t *testing.T) {
+	for _, form := range []string{"host:port", "url"} {
+		t.Run(form, func(t *testing.T) {
+			got := make(chan *coltracepb.ExportTraceServiceRequest, 4)
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				body, _ := io.ReadAll(r.Body)
+				req := &coltracepb.ExportTraceServiceRequest{}
+				if r.URL.Path != "/v1/traces" || proto.Unmarshal(body, req) != nil {
+					http.Error(w, "bad export", http.StatusBadRequest)
+					return
+				}
+				got <- req
+				w.Header().Set("Content-Type", "application/x-protobuf")
+				b, _ := proto.Marshal(&coltracepb.ExportTraceServiceResponse{})
+				_, _ = w.Write(b)
+			}))
+			defer srv.Close()
+			endpoint := strings.TrimPrefix(srv.URL, "http://")
+			if form == "url" {
+				endpoint = srv.URL + "/v1/traces"
+			}
+			tr, err := tracing.New(context.Background(), tracing.Options{Exporter: tracing.ExporterOTLPHTTP, Endpoint: endpoint,
+				Insecure: true, SamplingRatio: 1, ServiceName: "leash-http"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, span := tr.Tracer().Start(context.Background(), "op")
+			span.End()
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			if err := tr.Shutdown(ctx); err != nil {
+				t.Fatal(err)
+			}
+			select {
+			case req := <-got:
+				rs := req.GetResourceSpans()
+				if len(rs) != 1 || len(rs[0].GetScopeSpans()) != 1 || rs[0].GetScopeSpans()[0].GetSpans()[0].GetName() != "op" {
+					t.Fatalf("export %v", req)
+				}
+			default:
+				t.Fatal("nothing exported")
+			}
+		})
 	}
 }

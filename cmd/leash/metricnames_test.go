@@ -178,13 +178,16 @@ metrics:
 // the alerting rules query (spec §12.9) is exposed by /metrics of a running leash, on the
 // memory store and on the Redis store; and spec §12.2 and the README's Operations section
 // name every leash_* family /metrics exposes, with each of its labels in spec §12.2, and
-// no family /metrics lacks.
+// no family /metrics lacks (with an xDS server configured, for the xDS families).
 func TestDashboardAndAlertsQueryExposedMetrics(t *testing.T) {
 	fams := map[string]*family{}
 	p := exerciseLeash(t)
 	scrape(t, "http://"+p.Admin+"/metrics", fams)
 	r := redistest.StartServer(t, false)
-	pr := leashproc.Start(t, binary, nil, "LEASH_DEV_API_KEY=k", "LEASH_STORE_BACKEND=redis", "LEASH_STORE_REDIS_URL="+r.URL())
+	// On Redis, with an xDS server configured (an address nothing answers: the xDS
+	// families exist all the same).
+	pr := leashproc.Start(t, binary, nil, "LEASH_DEV_API_KEY=k", "LEASH_STORE_BACKEND=redis", "LEASH_STORE_REDIS_URL="+r.URL(),
+		"LEASH_ENVOY_XDS_ADDRESS=127.0.0.1:1", "LEASH_ENVOY_XDS_NODE_ID=leash-test")
 	scrape(t, "http://"+pr.Admin+"/metrics", fams)
 
 	// Every name queried is exposed.
@@ -210,6 +213,9 @@ func TestDashboardAndAlertsQueryExposedMetrics(t *testing.T) {
 	queried := map[string][]string{} // name → where
 	for _, pn := range dash.Panels {
 		for _, tg := range pn.Targets {
+			if err := balanced(tg.Expr); err != nil {
+				t.Errorf("dashboard panel %s: %v in %s", pn.Title, err, tg.Expr)
+			}
 			for _, n := range metricRef.FindAllString(tg.Expr, -1) {
 				queried[n] = append(queried[n], "dashboard panel "+pn.Title)
 			}
@@ -223,6 +229,15 @@ func TestDashboardAndAlertsQueryExposedMetrics(t *testing.T) {
 	alerts, err := os.ReadFile(alertsPath)
 	if err != nil {
 		t.Fatal(err)
+	}
+	exprs := regexp.MustCompile(`(?ms)expr: \|\n(.*?)\n\s+(?:for|labels):|expr: ([^|\n][^\n]*)`).FindAllStringSubmatch(string(alerts), -1)
+	if n := strings.Count(string(alerts), "- alert: "); len(exprs) != n {
+		t.Errorf("found %d expressions for %d alerts", len(exprs), n)
+	}
+	for i, expr := range exprs {
+		if err := balanced(expr[1] + expr[2]); err != nil {
+			t.Errorf("alert %d: %v in %s", i, err, expr[0])
+		}
 	}
 	alert := ""
 	for _, line := range strings.Split(string(alerts), "\n") {
@@ -277,6 +292,32 @@ func TestDashboardAndAlertsQueryExposedMetrics(t *testing.T) {
 			t.Errorf("spec §12.2 lists %s, which /metrics does not expose", name)
 		}
 	}
+}
+
+// balanced checks an expression's brackets pair up, outside quoted strings: the least a
+// query must get right.
+func balanced(expr string) error {
+	var stack []rune
+	inString := false
+	for _, r := range expr {
+		switch {
+		case r == '"':
+			inString = !inString
+		case inString:
+		case strings.ContainsRune("({[", r):
+			stack = append(stack, r)
+		case strings.ContainsRune(")}]", r):
+			open := map[rune]rune{')': '(', '}': '{', ']': '['}[r]
+			if len(stack) == 0 || stack[len(stack)-1] != open {
+				return fmt.Errorf("unmatched %q", r)
+			}
+			stack = stack[:len(stack)-1]
+		}
+	}
+	if len(stack) > 0 || inString {
+		return fmt.Errorf("unclosed %q", stack)
+	}
+	return nil
 }
 
 // section returns the text of a file from the line start to the next end marker.

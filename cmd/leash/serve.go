@@ -257,7 +257,7 @@ func serve(paths, environ []string, stdout, stderr io.Writer) int {
 	var grpcSrv *grpc.Server
 	if grpcLn != nil {
 		var hs *health.Server
-		grpcSrv, hs = adapter.NewServerWith(svc, grpcTLSConfig, adapter.DefaultLimits(), tr.ServerOptions()...)
+		grpcSrv, hs = adapter.NewServerWith(svc, grpcTLSConfig, adapter.DefaultLimits(), append(m.GRPC().ServerOptions(), tr.ServerOptions()...)...)
 		go adapter.WatchHealth(watchCtx, hs, eng.Ping, time.Second, cfg.Store.Redis.ReadTimeout, log)
 		go func() { serveErr <- grpcSrv.Serve(grpcLn) }()
 		grpcAddr = grpcLn.Addr().String()
