@@ -53,8 +53,9 @@ func NewServer(svc *Service, tlsConfig *tls.Config) (*grpc.Server, *health.Serve
 }
 
 // NewServerWith is NewServer with limits on slow and idle clients; a zero field of
-// limits takes the DefaultLimits value.
-func NewServerWith(svc *Service, tlsConfig *tls.Config, limits Limits) (*grpc.Server, *health.Server) {
+// limits takes the DefaultLimits value. extra options are added last (for example
+// tracing's interceptors, which then cover every service of the server).
+func NewServerWith(svc *Service, tlsConfig *tls.Config, limits Limits, extra ...grpc.ServerOption) (*grpc.Server, *health.Server) {
 	def := DefaultLimits()
 	if limits.Handshake <= 0 {
 		limits.Handshake = def.Handshake
@@ -79,6 +80,7 @@ func NewServerWith(svc *Service, tlsConfig *tls.Config, limits Limits) (*grpc.Se
 	if tlsConfig != nil {
 		opts = append(opts, grpc.Creds(credentials.NewTLS(tlsConfig)))
 	}
+	opts = append(opts, extra...)
 	srv := grpc.NewServer(opts...)
 	rlsv3.RegisterRateLimitServiceServer(srv, svc)
 	hs := health.NewServer()

@@ -29,6 +29,7 @@ import (
 	"github.com/leashd/leash/adapter/descriptors"
 	"github.com/leashd/leash/engine"
 	"github.com/leashd/leash/metrics"
+	"github.com/leashd/leash/tracing"
 )
 
 // Routing says which account each Envoy domain counts against (envoy.domains and
@@ -99,6 +100,8 @@ type Counters struct {
 	ShadowDenial func()
 	// GlobalShadow counts a request answered OK by envoy.shadow_mode although over the limit.
 	GlobalShadow func()
+	// HardCap counts a request an account's hard cap refused.
+	HardCap func(account string)
 }
 
 // HeaderNames are the names of the RateLimit-* headers (envoy.header_names).
@@ -130,6 +133,9 @@ type Options struct {
 	Rules    *metrics.Rules
 	Counters Counters
 	Logger   *slog.Logger
+	// Trace annotates the call's span (started by the server's tracing interceptor) with
+	// the decision (spec §12.8); false costs nothing.
+	Trace bool
 }
 
 // Service implements envoy.service.ratelimit.v3.RateLimitService.
@@ -238,13 +244,26 @@ func (s *Service) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReque
 	}
 	out, err := s.opts.Engine.Decide(ctx, acct, &engine.Query{Edge: engine.EdgeEnvoy, Namespace: domain, Items: items, Shadow: s.opts.ShadowMode}, results)
 	if engine.CodeOf(err) == engine.CodeHardCapExceeded {
+		if s.opts.Trace {
+			tracing.Annotate(ctx, tracing.AttrEdge.String(string(engine.EdgeEnvoy)), tracing.AttrDomain.String(domain),
+				tracing.AttrAccount.String(acct.ID), tracing.Outcome(false), tracing.AttrErrorCode.String(string(engine.CodeHardCapExceeded)))
+		}
+		if s.opts.Counters.HardCap != nil {
+			s.opts.Counters.HardCap(acct.ID)
+		}
 		return s.hardCapped(req, resp, err), nil
 	}
 	if err != nil {
+		if s.opts.Trace {
+			tracing.Annotate(ctx, tracing.AttrErrorCode.String(string(engine.CodeOf(err))))
+		}
 		return nil, s.grpcError(err)
 	}
 	if !out.Allowed {
 		resp.OverallCode = rlsv3.RateLimitResponse_OVER_LIMIT
+	}
+	if s.opts.Trace {
+		annotate(ctx, domain, acct.ID, out, results)
 	}
 	if out.ShadowDenied && s.opts.Counters.GlobalShadow != nil {
 		s.opts.Counters.GlobalShadow()
@@ -270,6 +289,32 @@ func (s *Service) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReque
 		resp.DynamicMetadata = dynamicMetadata(req, plans, replies)
 	}
 	return resp, nil
+}
+
+// annotate adds a decided request's outcome to its span: the domain, the account, the
+// overall outcome, the number of descriptors and of denied ones, and the algorithm of the
+// deciding limit (a denying one, else the first limited descriptor's). Never a
+// descriptor's values.
+func annotate(ctx context.Context, domain, account string, out engine.Outcome, results []engine.ItemResult) {
+	denied := 0
+	alg := ""
+	for i := range results {
+		r := &results[i]
+		if !r.Limited {
+			continue
+		}
+		if !r.Allowed || r.ShadowDenied {
+			if denied == 0 {
+				alg = r.Limit.Algorithm.String()
+			}
+			denied++
+		} else if alg == "" {
+			alg = r.Limit.Algorithm.String()
+		}
+	}
+	tracing.Annotate(ctx, tracing.AttrEdge.String(string(engine.EdgeEnvoy)), tracing.AttrDomain.String(domain),
+		tracing.AttrAccount.String(account), tracing.Outcome(out.Allowed && !out.ShadowDenied),
+		tracing.AttrAlgorithm.String(alg), tracing.AttrDescriptors.Int(len(results)), tracing.AttrDenied.Int(denied))
 }
 
 // plan is one descriptor matched against the descriptor files: its limits and counter

@@ -8,6 +8,7 @@ import (
 	"github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
 	"github.com/leashd/leash/engine"
+	"github.com/leashd/leash/tracing"
 )
 
 // checkBody is the decoded body of POST /v1/limit and /v1/limit/reset; nil fields are absent.
@@ -45,6 +46,10 @@ func (a *API) check(c *call) {
 	d := engine.Decision{Allowed: r.Allowed, Limit: r.Limit.Limit, Remaining: r.Remaining, ResetMS: r.ResetMS}
 	if a.met != nil {
 		a.limitDecisions.Inc(d.Allowed)
+	}
+	if a.tr != nil {
+		a.annotate(c, tracing.AttrEdge.String(string(engine.EdgeLimit)), tracing.AttrNamespace.String(c.q.Namespace),
+			tracing.Outcome(d.Allowed), tracing.AttrAlgorithm.String(r.Limit.Algorithm.String()))
 	}
 
 	// X-Request-Id (when generated), RateLimit-* and Retry-After share one string and one
@@ -165,6 +170,10 @@ func (a *API) acquire(c *call) {
 	}
 	if a.met != nil {
 		a.leaseDecisions.Inc(d.Allowed)
+	}
+	if a.tr != nil {
+		a.annotate(c, tracing.AttrEdge.String("leases"), tracing.AttrNamespace.String(c.acq.Namespace),
+			tracing.Outcome(d.Allowed), tracing.AttrAlgorithm.String(engine.ConcurrentLimit.String()))
 	}
 	o := append(c.out[:0], `{"allowed":`...)
 	o = strconv.AppendBool(o, d.Allowed)

@@ -22,9 +22,12 @@ import (
 	"github.com/leashd/leash/engine/redisstore"
 	"github.com/leashd/leash/httpapi"
 	"github.com/leashd/leash/metrics"
+	"github.com/leashd/leash/tracing"
 	"github.com/leashd/leash/webhook"
 	"github.com/leashd/leash/webhook/ssrf"
 	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/health"
 )
@@ -51,12 +54,22 @@ func serve(paths, environ []string, stdout, stderr io.Writer) int {
 	defer stop()
 
 	m := metrics.New()
+	tr, err := newTracing(ctx, cfg.Tracing, log)
+	if err != nil {
+		log.Error("cannot set up tracing", "err", err)
+		return 1
+	}
+	defer shutdownTracing(context.Background(), tr, log) // early returns; a no-op after the one below
 	store, err := openStore(ctx, cfg, m, log)
 	if err != nil {
 		log.Error("cannot open the store", "backend", cfg.Store.Backend, "err", err)
 		return 1
 	}
-	istore := m.Instrument(store)
+	var tracer trace.Tracer
+	if tr != nil {
+		tracer = tr.Tracer()
+	}
+	istore := m.InstrumentTraced(store, tracer)
 	policy := ssrf.Policy{AllowHTTP: cfg.Webhooks.AllowHTTP, AllowPrivateTargets: cfg.Webhooks.AllowPrivateTargets}
 	wake := make(chan struct{}, 1) // an event was queued here: deliver without waiting for the poll
 	eng := engine.New(istore, dir, engine.Options{Logger: log, LocalCacheMaxEntries: cfg.Envoy.LocalCache.MaxEntries,
@@ -86,11 +99,14 @@ func serve(paths, environ []string, stdout, stderr io.Writer) int {
 		ResponseHeaders: e.ResponseHeaders,
 		HeaderNames:     adapter.HeaderNames{Limit: e.HeaderNames.Limit, Remaining: e.HeaderNames.Remaining, Reset: e.HeaderNames.Reset},
 		ShadowMode:      e.ShadowMode, QuotaMode: e.QuotaMode, DynamicMetadata: e.ResponseDynamicMetadata,
-		Rules:    m.Rules(),
-		Counters: adapter.Counters{Decision: envoyDecisions.Inc, ShadowDenial: m.ShadowDenial, GlobalShadow: m.GlobalShadow},
+		Rules: m.Rules(),
+		Counters: adapter.Counters{Decision: envoyDecisions.Inc, ShadowDenial: m.ShadowDenial, GlobalShadow: m.GlobalShadow,
+			HardCap: func(account string) { m.HardCapDenial("envoy", account) }},
+		Trace: tr != nil,
 	})
 	adm := admin.New(admin.Options{Ping: eng.Ping, Gatherer: m.Registry, Pprof: cfg.Admin.Pprof})
-	api := httpapi.New(httpapi.Options{Engine: eng, Metrics: m, Logger: log})
+	m.Readiness(func() bool { return adm.Ready(context.Background()) })
+	api := httpapi.New(httpapi.Options{Engine: eng, Metrics: m, Logger: log, Tracing: tr})
 
 	// Bind every listener before serving, so a taken port is a start-up error.
 	httpLn, err := listen(cfg.HTTP.Addr, cfg.HTTP.TLS.CertFile, cfg.HTTP.TLS.KeyFile)
@@ -159,7 +175,7 @@ func serve(paths, environ []string, stdout, stderr io.Writer) int {
 	var grpcSrv *grpc.Server
 	if grpcLn != nil {
 		var hs *health.Server
-		grpcSrv, hs = adapter.NewServer(svc, grpcTLSConfig)
+		grpcSrv, hs = adapter.NewServerWith(svc, grpcTLSConfig, adapter.DefaultLimits(), tr.ServerOptions()...)
 		go adapter.WatchHealth(watchCtx, hs, eng.Ping, time.Second, cfg.Store.Redis.ReadTimeout, log)
 		go func() { serveErr <- grpcSrv.Serve(grpcLn) }()
 		grpcAddr = grpcLn.Addr().String()
@@ -206,6 +222,8 @@ func serve(paths, environ []string, stdout, stderr io.Writer) int {
 		code = 1
 	}
 	actx, cancel := context.WithDeadline(context.Background(), deadline)
+	// 4. Flush the spans not yet exported (spec §12.8), then close the admin listener.
+	shutdownTracing(actx, tr, log)
 	_ = adminSrv.Shutdown(actx)
 	cancel()
 	if err := store.Close(); err != nil {
@@ -213,6 +231,34 @@ func serve(paths, environ []string, stdout, stderr io.Writer) int {
 	}
 	log.Info("stopped", "exit_code", code)
 	return code
+}
+
+// newTracing sets up OpenTelemetry traces from tracing.* (spec §12.8); nil when
+// tracing.exporter is none. Export failures are logged as warnings.
+func newTracing(ctx context.Context, c config.Tracing, log *slog.Logger) (*tracing.Tracing, error) {
+	tr, err := tracing.New(ctx, tracing.Options{Exporter: c.Exporter, Endpoint: c.Endpoint, Insecure: c.Insecure,
+		SamplingRatio: c.SamplingRatio, ServiceName: c.ServiceName, ServiceVersion: buildVersion()})
+	if err != nil || tr == nil {
+		return nil, err
+	}
+	// The SDK reports export failures through its process-wide handler; route them to
+	// the log.
+	otel.SetErrorHandler(otel.ErrorHandlerFunc(func(err error) { log.Warn("tracing", "err", err) }))
+	log.Info("tracing on", "exporter", c.Exporter, "endpoint", c.Endpoint, "sampling_ratio", c.SamplingRatio)
+	return tr, nil
+}
+
+// shutdownTracing flushes the spans not yet exported (within ctx, and at most 5 s) and
+// stops the tracer provider.
+func shutdownTracing(ctx context.Context, tr *tracing.Tracing, log *slog.Logger) {
+	if tr == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if err := tr.Shutdown(ctx); err != nil {
+		log.Warn("tracing shutdown: spans may be lost", "err", err)
+	}
 }
 
 // httpTimeouts are the /v1 listener's bounds on slow and idle clients (http.*_timeout).

@@ -63,6 +63,11 @@ var scenarios = []scenario{
 	{name: "sidecar", release: "orders-leash", namespace: "shop",
 		v:    values{files: []string{examplesDir + "/values-sidecar.yaml"}},
 		want: []string{"ConfigMap/orders-leash", "ConfigMap/orders-leash-descriptors", "Secret/orders-leash"}},
+	{name: "dashboard and alerts", release: "leash", namespace: "leash",
+		v: values{set: []string{"metrics.dashboard.enabled=true", "metrics.prometheusRule.enabled=true",
+			"metrics.dashboard.annotations.grafana_folder=Leash", "metrics.prometheusRule.labels.release=kube-prometheus-stack"}},
+		want: []string{"ConfigMap/leash", "ConfigMap/leash-dashboard", "Deployment/leash", "Pod/leash-test-readyz",
+			"PodDisruptionBudget/leash", "PrometheusRule/leash", "Service/leash", "ServiceAccount/leash"}},
 	{name: "service, redis URL and password from secrets", release: "leash", namespace: "leash",
 		v: values{set: []string{"config.store.backend=redis", "replicaCount=2",
 			"config.accounts[0].id=acme", "config.accounts[0].plan=free",
@@ -137,6 +142,7 @@ func TestRender(t *testing.T) {
 				}
 			}
 			checkSecretsOutOfConfigMaps(t, r)
+			checkDashboardAndRules(t, r)
 			if len(objectsOf[*appsv1.Deployment](r.ms)) == 0 {
 				return // sidecar mode: TestSidecar* check the container
 			}
