@@ -395,3 +395,50 @@ func TestErrorMapping(t *testing.T) {
 		}
 	}
 }
+
+// TestOverrides: a rule's per-key overrides written and read through the client, and
+// used by checks and leases on the overridden keys (spec §6.7).
+func TestOverrides(t *testing.T) {
+	p := startLeash(t)
+	c := newClient(t, p.URL, keyScale)
+	ctx := context.Background()
+	w := int64(60000)
+	rule := client.Rule{Algorithm: client.FixedWindow, Limit: 1, WindowMS: 60000,
+		Overrides: []client.Override{{Key: "big", Limit: 3}, {Key: "slow", Limit: 2, WindowMS: &w}}}
+	got, _, err := c.SetRule(ctx, "api", rule)
+	if err != nil || len(got.Overrides) != 2 || got.Overrides[0] != rule.Overrides[0] || *got.Overrides[1].WindowMS != w {
+		t.Fatalf("SetRule = %+v, %v", got, err)
+	}
+	rules, err := c.Rules(ctx, "api")
+	if err != nil || len(rules) != 1 || len(rules[0].Overrides) != 2 || rules[0].Overrides[1].Key != "slow" {
+		t.Fatalf("Rules = %+v, %v", rules, err)
+	}
+	for key, limit := range map[string]int64{"big": 3, "slow": 2, "other": 1} {
+		res, err := c.Limit(ctx, "api", key)
+		if err != nil || res.Limit != limit {
+			t.Fatalf("check on %q = %+v, %v; want limit %d", key, res, err, limit)
+		}
+	}
+	if res, err := c.Limit(ctx, "api", "big", client.WithLimit(10)); err != nil || res.Limit != 10 {
+		t.Fatalf("inline limit on an overridden key = %+v, %v", res, err)
+	}
+	_, _, err = c.SetRule(ctx, "api", client.Rule{Algorithm: client.FixedWindow, Limit: 1, WindowMS: 1000,
+		Overrides: []client.Override{{Key: "k", Limit: 0}}})
+	if !client.IsCode(err, client.CodeInvalidRule) {
+		t.Fatalf("override limit 0 = %v", err)
+	}
+
+	// Leases: the concurrent rule's override.
+	if _, _, err := c.SetRule(ctx, "jobs", client.Rule{Algorithm: client.ConcurrentLimit, Limit: 1, WindowMS: 30000,
+		Overrides: []client.Override{{Key: "wide", Limit: 2}}}); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 2 {
+		if l, err := c.Acquire(ctx, "jobs", "wide"); err != nil || l.Limit != 2 {
+			t.Fatalf("lease %d on the overridden key = %+v, %v", i, l, err)
+		}
+	}
+	if _, err := c.Acquire(ctx, "jobs", "wide"); !client.IsDenied(err) {
+		t.Fatalf("third lease on a key overridden to 2 = %v", err)
+	}
+}

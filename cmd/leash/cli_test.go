@@ -104,6 +104,24 @@ func TestCLI(t *testing.T) {
 	if !regexp.MustCompile(`(?m)^concurrent\s+concurrent_limit\s+1\s+30s\s+exports`).MatchString(out) {
 		t.Fatalf("rules list printed\n%s", out)
 	}
+	// Per-key overrides (spec §6.7): --override KEY=LIMIT[:WINDOW_MS], shown by rules list.
+	code, out, eo = run("rules", "set", "tiers", "--algorithm", "fixed_window", "--limit", "1", "--window-ms", "60000",
+		"--override", "big=3", "--override", "slow=2:120000", "--json")
+	expect("rules set with overrides", code, 0, out, eo)
+	if ovs, _ := jsonOf(out)["overrides"].([]any); len(ovs) != 2 || ovs[1].(map[string]any)["window_ms"] != 120000.0 {
+		t.Fatalf("rules set --override --json %s", out)
+	}
+	code, out, _ = run("rules", "list", "tiers")
+	expect("rules list with overrides", code, 0, out, "")
+	if !strings.Contains(out, "big=3,slow=2/2m0s") {
+		t.Fatalf("rules list printed\n%s", out)
+	}
+	code, out, _ = run("limit", "tiers", "big", "--json")
+	expect("check on an overridden key", code, 0, out, "")
+	if m := jsonOf(out); m["limit"] != 3.0 {
+		t.Fatalf("overridden check --json %v", m)
+	}
+
 	code, out, _ = run("rules", "list", "empty", "--json")
 	expect("rules list of nothing", code, 0, out, "")
 	if m := jsonOf(out); m["namespace"] != "empty" || len(m["rules"].([]any)) != 0 {
