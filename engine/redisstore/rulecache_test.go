@@ -19,7 +19,9 @@ func TestRuleCacheWeight(t *testing.T) {
 	}
 	heavy := &engine.Rule{Algorithm: engine.FixedWindow, Limit: 1, WindowMS: 1, Overrides: engine.NewOverrides(list)}
 	light := &engine.Rule{Algorithm: engine.FixedWindow, Limit: 1, WindowMS: 1}
-	entry := func(r *engine.Rule) ruleEntry { return ruleEntry{rules: engine.Rules{Rate: r, Concurrent: light}, ver: 1} }
+	entry := func(r *engine.Rule) ruleEntry {
+		return ruleEntry{rules: engine.Rules{Rate: r, Concurrent: light}, ver: 1}
+	}
 
 	c.put(ruleKey{"a", "x"}, entry(light))
 	c.put(ruleKey{"a", "x"}, entry(heavy)) // replaces: 1 + 1000
