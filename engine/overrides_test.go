@@ -189,3 +189,55 @@ func TestOverrideValidation(t *testing.T) {
 		t.Fatalf("PutRule with %d overrides = %d overrides, %v, %v", engine.MaxOverrides, r.Overrides.Len(), created, err)
 	}
 }
+
+// TestOverridesConcurrentWritesAndChecks: rule writes that change the overrides race with
+// checks and leases that read them (run with -race); every check sees one whole rule.
+func TestOverridesConcurrentWritesAndChecks(t *testing.T) {
+	ctx := context.Background()
+	f := newFixture(t, nil)
+	acme := f.accts["acme"]
+	done := make(chan struct{})
+	errs := make(chan error, 3)
+	go func() {
+		defer func() { errs <- nil }()
+		for i := range 200 {
+			limit := int64(10 + i%2*10) // the rule's limit and gold's move together
+			_, _, err := f.eng.PutRule(ctx, acme, "api", &engine.RuleRequest{Algorithm: testkit.Ptr("sliding_window"), Limit: &limit, WindowMS: testkit.Ptr(int64(60_000)),
+				Overrides: []engine.OverrideRequest{override("gold", 100*limit, nil), override("k"+fmt.Sprint(i), 1, nil)}})
+			if err != nil {
+				errs <- err
+				return
+			}
+		}
+	}()
+	for range 2 {
+		go func() {
+			for {
+				select {
+				case <-done:
+					errs <- nil
+					return
+				default:
+				}
+				d, err := (testkit.Check{Namespace: "api", Key: "gold", Cost: testkit.Ptr(int64(0))}).Do(ctx, f.eng, acme)
+				if err != nil && engine.CodeOf(err) != engine.CodeMissingLimit {
+					errs <- err
+					return
+				}
+				if err == nil && d.Limit != 1000 && d.Limit != 2000 {
+					errs <- fmt.Errorf("gold's limit %d is from no written rule", d.Limit)
+					return
+				}
+			}
+		}()
+	}
+	if err := <-errs; err != nil {
+		t.Fatal(err)
+	}
+	close(done)
+	for range 2 {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+}

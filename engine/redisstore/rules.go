@@ -31,6 +31,10 @@ const (
 	pollInterval   = 250 * time.Millisecond
 	maxStaleness   = 750 * time.Millisecond
 	maxRuleEntries = 100_000
+	// maxRuleWeight bounds the cache's overrides too (spec §6.7): an entry weighs 1 plus
+	// its rules' overrides, so a few namespaces with 1,000 overrides each cannot make the
+	// cache hold 100,000 times that.
+	maxRuleWeight = 1_000_000
 )
 
 type ruleKey struct{ account, namespace string }
@@ -40,11 +44,23 @@ type ruleEntry struct {
 	ver   int64
 }
 
+// weight is what an entry counts toward maxRuleWeight.
+func (e *ruleEntry) weight() int {
+	w := 1
+	for _, r := range [2]*engine.Rule{e.rules.Rate, e.rules.Concurrent} {
+		if r != nil {
+			w += r.Overrides.Len()
+		}
+	}
+	return w
+}
+
 type ruleCache struct {
 	s *Store
 
 	mu      sync.RWMutex
 	entries map[ruleKey]ruleEntry
+	weight  int   // the entries' total weight
 	ver     int64 // the rules version last seen
 
 	polledAt atomic.Int64 // Unix ns when the last successful poll started
@@ -100,7 +116,7 @@ func (c *ruleCache) observe(v int64, exact bool) {
 	c.mu.Lock()
 	if v != c.ver && (exact || v > c.ver) {
 		c.ver = v
-		clear(c.entries)
+		c.clearLocked()
 	}
 	c.mu.Unlock()
 }
@@ -138,17 +154,31 @@ func cloneRule(r *engine.Rule) *engine.Rule {
 func (c *ruleCache) put(k ruleKey, e ruleEntry) {
 	c.mu.Lock()
 	if e.ver == c.ver {
-		if len(c.entries) >= maxRuleEntries {
-			clear(c.entries)
+		if old, ok := c.entries[k]; ok {
+			c.weight -= old.weight()
+		}
+		w := e.weight()
+		if len(c.entries) >= maxRuleEntries || c.weight+w > maxRuleWeight {
+			c.clearLocked()
 		}
 		c.entries[k] = e
+		c.weight += w
 	}
 	c.mu.Unlock()
 }
 
+// clearLocked empties the cache; c.mu is held.
+func (c *ruleCache) clearLocked() {
+	clear(c.entries)
+	c.weight = 0
+}
+
 func (c *ruleCache) drop(k ruleKey) {
 	c.mu.Lock()
-	delete(c.entries, k)
+	if old, ok := c.entries[k]; ok {
+		c.weight -= old.weight()
+		delete(c.entries, k)
+	}
 	c.mu.Unlock()
 }
 
