@@ -1,8 +1,10 @@
 package httpapi_test
 
 import (
+	"bytes"
 	"context"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 
@@ -95,5 +97,30 @@ func TestTracingSpans(t *testing.T) {
 	}
 	if spends != 1 {
 		t.Errorf("the first check has %d store.spend children, want 1", spends)
+	}
+}
+
+// TestTracingOffAddsNoAllocation: with tracing off, a /v1/limit request through the timed
+// store decorator allocates no more than over the bare store (spec §12.8).
+func TestTracingOffAddsNoAllocation(t *testing.T) {
+	allocs := func(wrap func(engine.Store) engine.Store) float64 {
+		e := newEnv(t, wrap)
+		payload := `{"namespace":"bench","key":"user-42","algorithm":"fixed_window","limit":1000000000,"window_ms":60000}`
+		r := httptest.NewRequest(http.MethodPost, "/v1/limit", nil)
+		r.Header.Set("Authorization", "Bearer "+keyScale)
+		r.Header.Set("Content-Type", "application/json")
+		body := rewindBody{bytes.NewReader([]byte(payload))}
+		r.Body, r.ContentLength = body, int64(len(payload))
+		w := &benchWriter{h: make(http.Header)}
+		return testing.AllocsPerRun(200, func() {
+			_, _ = body.Seek(0, 0)
+			clear(w.h)
+			e.api.ServeHTTP(w, r)
+		})
+	}
+	bare := allocs(nil)
+	met := metrics.New()
+	if timed := allocs(func(s engine.Store) engine.Store { return met.InstrumentTraced(s, nil) }); timed > bare {
+		t.Fatalf("a request allocates %v times through the decorator with tracing off, %v without", timed, bare)
 	}
 }
