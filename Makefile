@@ -22,8 +22,10 @@ run: build
 test:
 	$(GO) vet ./...
 	$(GO) test -race -count=1 -timeout 8m ./...
-	# Heap sizes mean nothing under the race detector, so these run once more without it.
+	# Heap sizes and allocation counts mean nothing under the race detector, so these run
+	# once more without it.
 	$(GO) test -count=1 -run '^TestMemoryPerCounter$$' ./engine/memstore/
+	$(GO) test -count=1 -run '^TestTracingOffAddsNoAllocation$$' ./httpapi/
 	GO=$(GO) FUZZTIME=$(TEST_FUZZTIME) bash scripts/fuzz.sh
 
 # Every fuzz target in turn, FUZZTIME each (scripts/fuzz.sh; docs/reliability.md).

@@ -103,6 +103,9 @@ func TestTracingSpans(t *testing.T) {
 // TestTracingOffAddsNoAllocation: with tracing off, a /v1/limit request through the timed
 // store decorator allocates no more than over the bare store (spec §12.8).
 func TestTracingOffAddsNoAllocation(t *testing.T) {
+	if raceEnabled {
+		t.Skip("allocation counts vary under -race (sync.Pool drops items at random)")
+	}
 	allocs := func(wrap func(engine.Store) engine.Store) float64 {
 		e := newEnv(t, wrap)
 		payload := `{"namespace":"bench","key":"user-42","algorithm":"fixed_window","limit":1000000000,"window_ms":60000}`
