@@ -58,9 +58,9 @@ func NewServer(svc *Service, tlsConfig *tls.Config) (*grpc.Server, *health.Serve
 }
 
 // NewServerWith is NewServer with limits on slow and idle clients; a zero field of
-// limits takes the DefaultLimits value. A quota service, if given, is served beside the
-// rate-limit service (spec §14.1).
-func NewServerWith(svc *Service, tlsConfig *tls.Config, limits Limits, quota ...rlqsv3.RateLimitQuotaServiceServer) (*grpc.Server, *health.Server) {
+// limits takes the DefaultLimits value. extra options are added last (for example
+// tracing's interceptors, which then cover every service of the server).
+func NewServerWith(svc *Service, tlsConfig *tls.Config, limits Limits, extra ...grpc.ServerOption) (*grpc.Server, *health.Server) {
 	def := DefaultLimits()
 	if limits.Handshake <= 0 {
 		limits.Handshake = def.Handshake
@@ -85,6 +85,7 @@ func NewServerWith(svc *Service, tlsConfig *tls.Config, limits Limits, quota ...
 	if tlsConfig != nil {
 		opts = append(opts, grpc.Creds(credentials.NewTLS(tlsConfig)))
 	}
+	opts = append(opts, extra...)
 	srv := grpc.NewServer(opts...)
 	rlsv3.RegisterRateLimitServiceServer(srv, svc)
 	hs := health.NewServer()
@@ -92,11 +93,15 @@ func NewServerWith(svc *Service, tlsConfig *tls.Config, limits Limits, quota ...
 	reflection.Register(srv)
 	hs.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
 	hs.SetServingStatus(ServiceName, healthpb.HealthCheckResponse_SERVING)
-	for _, q := range quota {
-		rlqsv3.RegisterRateLimitQuotaServiceServer(srv, q)
-		hs.SetServingStatus(QuotaServiceName, healthpb.HealthCheckResponse_SERVING)
-	}
 	return srv, hs
+}
+
+// RegisterQuota serves the Rate Limit Quota Service q on srv beside the rate-limit
+// service (spec §14.1), with its health status in hs (which WatchHealth then keeps in
+// step too). Call it before srv serves.
+func RegisterQuota(srv *grpc.Server, hs *health.Server, q rlqsv3.RateLimitQuotaServiceServer) {
+	rlqsv3.RegisterRateLimitQuotaServiceServer(srv, q)
+	hs.SetServingStatus(QuotaServiceName, healthpb.HealthCheckResponse_SERVING)
 }
 
 // WatchHealth pings the store every interval until ctx is done and reports NOT_SERVING

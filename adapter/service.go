@@ -14,7 +14,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"math"
+	"slices"
 	"strconv"
 	"sync/atomic"
 	"time"
@@ -29,6 +31,7 @@ import (
 	"github.com/leashd/leash/adapter/descriptors"
 	"github.com/leashd/leash/engine"
 	"github.com/leashd/leash/metrics"
+	"github.com/leashd/leash/tracing"
 )
 
 // Routing says which account each Envoy domain counts against (envoy.domains and
@@ -54,41 +57,62 @@ type Config struct {
 
 // Validate checks cfg against the accounts of dir: every domain of the descriptor files
 // maps to an existing account, and every algorithm a file names is on that account's plan
-// (spec §9.1, §9.3). Errors name the domain and the file.
+// (spec §9.1, §9.3). Errors name the domain and the file; every problem is reported
+// (errors.Join), one per line.
 func (cfg *Config) Validate(dir *engine.Directory) error {
+	var errs []error
 	if id := cfg.Routing.DefaultAccount; id != "" {
 		if _, ok := dir.Account(id); !ok {
-			return fmt.Errorf("envoy.default_account: no account %q", id)
+			errs = append(errs, fmt.Errorf("envoy.default_account: no account %q", id))
 		}
 	}
-	for d, id := range cfg.Routing.Domains {
-		if _, ok := dir.Account(id); !ok {
-			return fmt.Errorf("envoy.domains.%s.account: no account %q", d, id)
+	for _, d := range slices.Sorted(maps.Keys(cfg.Routing.Domains)) {
+		if id := cfg.Routing.Domains[d]; !hasAccount(dir, id) {
+			errs = append(errs, fmt.Errorf("envoy.domains.%s.account: no account %q", d, id))
 		}
-	}
-	if cfg.Descriptors == nil {
-		return nil
 	}
 	for _, d := range cfg.Descriptors.Domains() {
 		id := cfg.Routing.AccountOf(d)
 		if id == "" {
-			return fmt.Errorf("%s: domain %q maps to no account: set envoy.domains.%s.account or envoy.default_account",
-				cfg.Descriptors.File(d), d, d)
+			errs = append(errs, fmt.Errorf("%s: domain %q maps to no account: set envoy.domains.%s.account or envoy.default_account",
+				cfg.Descriptors.Where(d), d, d))
+			continue
 		}
 		a, ok := dir.Account(id)
 		if !ok {
-			return fmt.Errorf("%s: domain %q maps to account %q, which does not exist", cfg.Descriptors.File(d), d, id)
+			errs = append(errs, fmt.Errorf("%s: domain %q maps to account %q, which does not exist", cfg.Descriptors.Where(d), d, id))
+			continue
 		}
 		for _, r := range cfg.Descriptors.Rules(d) {
 			for _, l := range r.Limits {
 				if !a.Plan.AllowsAlgorithm(l.Algorithm) {
-					return fmt.Errorf("%s: %s: algorithm %s is not available on plan %s of account %q",
-						r.File, r.Path, l.Algorithm, a.Plan.Name, id)
+					errs = append(errs, fmt.Errorf("%s: algorithm %s is not available on plan %s of account %q",
+						r.Where(), l.Algorithm, a.Plan.Name, id))
 				}
 			}
 		}
 	}
-	return nil
+	return errors.Join(errs...)
+}
+
+// Compose is the Config of the descriptor files' domains and the xDS domains (spec §9.14)
+// with routing, validated against dir. A domain from both sources is refused as a domain
+// in two files is; nil sources are allowed.
+func Compose(files, xds *descriptors.Config, routing Routing, dir *engine.Directory) (*Config, error) {
+	d, err := descriptors.Merge(files, xds)
+	if err != nil {
+		return nil, err
+	}
+	next := &Config{Descriptors: d, Routing: routing}
+	if err := next.Validate(dir); err != nil {
+		return nil, err
+	}
+	return next, nil
+}
+
+func hasAccount(dir *engine.Directory, id string) bool {
+	_, ok := dir.Account(id)
+	return ok
 }
 
 // Counters is what the service reports to metrics; nil fields are skipped.
@@ -99,6 +123,8 @@ type Counters struct {
 	ShadowDenial func()
 	// GlobalShadow counts a request answered OK by envoy.shadow_mode although over the limit.
 	GlobalShadow func()
+	// HardCap counts a request an account's hard cap refused.
+	HardCap func(account string)
 }
 
 // HeaderNames are the names of the RateLimit-* headers (envoy.header_names).
@@ -130,6 +156,9 @@ type Options struct {
 	Rules    *metrics.Rules
 	Counters Counters
 	Logger   *slog.Logger
+	// Trace annotates the call's span (started by the server's tracing interceptor) with
+	// the decision (spec §12.8); false costs nothing.
+	Trace bool
 }
 
 // Service implements envoy.service.ratelimit.v3.RateLimitService.
@@ -241,13 +270,26 @@ func (s *Service) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReque
 	}
 	out, err := s.opts.Engine.Decide(ctx, acct, &engine.Query{Edge: engine.EdgeEnvoy, Namespace: domain, Items: items, Shadow: s.opts.ShadowMode}, results)
 	if engine.CodeOf(err) == engine.CodeHardCapExceeded {
+		if s.opts.Trace {
+			tracing.Annotate(ctx, tracing.AttrEdge.String(string(engine.EdgeEnvoy)), tracing.AttrDomain.String(domain),
+				tracing.AttrAccount.String(acct.ID), tracing.Outcome(false), tracing.AttrErrorCode.String(string(engine.CodeHardCapExceeded)))
+		}
+		if s.opts.Counters.HardCap != nil {
+			s.opts.Counters.HardCap(acct.ID)
+		}
 		return s.hardCapped(req, resp, err), nil
 	}
 	if err != nil {
+		if s.opts.Trace {
+			tracing.Annotate(ctx, tracing.AttrErrorCode.String(string(engine.CodeOf(err))))
+		}
 		return nil, s.grpcError(err)
 	}
 	if !out.Allowed {
 		resp.OverallCode = rlsv3.RateLimitResponse_OVER_LIMIT
+	}
+	if s.opts.Trace {
+		annotate(ctx, domain, acct.ID, out, results)
 	}
 	if out.ShadowDenied && s.opts.Counters.GlobalShadow != nil {
 		s.opts.Counters.GlobalShadow()
@@ -273,6 +315,32 @@ func (s *Service) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReque
 		resp.DynamicMetadata = dynamicMetadata(req, plans, replies)
 	}
 	return resp, nil
+}
+
+// annotate adds a decided request's outcome to its span: the domain, the account, the
+// overall outcome, the number of descriptors and of denied ones, and the algorithm of the
+// deciding limit (a denying one, else the first limited descriptor's). Never a
+// descriptor's values.
+func annotate(ctx context.Context, domain, account string, out engine.Outcome, results []engine.ItemResult) {
+	denied := 0
+	alg := ""
+	for i := range results {
+		r := &results[i]
+		if !r.Limited {
+			continue
+		}
+		if !r.Allowed || r.ShadowDenied {
+			if denied == 0 {
+				alg = r.Limit.Algorithm.String()
+			}
+			denied++
+		} else if alg == "" {
+			alg = r.Limit.Algorithm.String()
+		}
+	}
+	tracing.Annotate(ctx, tracing.AttrEdge.String(string(engine.EdgeEnvoy)), tracing.AttrDomain.String(domain),
+		tracing.AttrAccount.String(account), tracing.Outcome(out.Allowed && !out.ShadowDenied),
+		tracing.AttrAlgorithm.String(alg), tracing.AttrDescriptors.Int(len(results)), tracing.AttrDenied.Int(denied))
 }
 
 // plan is one descriptor matched against the descriptor files: its limits and counter

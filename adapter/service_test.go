@@ -3,7 +3,6 @@ package adapter_test
 import (
 	"context"
 	"errors"
-	"github.com/leashd/leash/internal/testkit"
 	"log/slog"
 	"net"
 	"os"
@@ -12,6 +11,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/leashd/leash/internal/testkit"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	rlcommon "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
@@ -122,7 +123,7 @@ func (f *flakyStore) Ping(ctx context.Context) error {
 
 type harness struct {
 	t      testing.TB
-	clock  *storetest.FakeClock
+	clock  *testkit.FakeClock
 	store  *flakyStore
 	eng    *engine.Engine
 	acct   *engine.Account
@@ -151,7 +152,7 @@ type harnessOptions struct {
 
 func newHarnessWith(t testing.TB, plan engine.Plan, files map[string]string, o harnessOptions) *harness {
 	t.Helper()
-	h := &harness{t: t, clock: storetest.NewFakeClock(time.UnixMilli(storetest.BaseMS))}
+	h := &harness{t: t, clock: testkit.NewFakeClock(time.UnixMilli(storetest.BaseMS))}
 	mo := memstore.Options{Clock: h.clock}
 	if o.realClock {
 		h.clock, mo.Clock = nil, nil
@@ -530,7 +531,7 @@ func TestFallbackToNamespaceRule(t *testing.T) {
 	d := desc("client", "c1")
 	h.want(h.one(d), ok, 0, 0, 0)
 	_, _, err := h.eng.PutRule(context.Background(), h.acct, "edge", &engine.RuleRequest{
-		Algorithm: ptr("fixed_window"), Limit: ptr(int64(1)), WindowMS: ptr(int64(60_000)),
+		Algorithm: testkit.Ptr("fixed_window"), Limit: testkit.Ptr(int64(1)), WindowMS: testkit.Ptr(int64(60_000)),
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -541,7 +542,41 @@ func TestFallbackToNamespaceRule(t *testing.T) {
 	h.want(h.one(desc("user", "frank")), ok, 3, minute, 2)
 }
 
-func ptr[T any](v T) *T { return &v }
+// TestFallbackHonoursOverrides: an unmatched descriptor falls back to the namespace's rate
+// rule as that rule applies to the descriptor's counter key (spec §9.5, §9.8, §6.7): an
+// override on key "client=vip" (with its own window) and one on a two-entry key.
+func TestFallbackHonoursOverrides(t *testing.T) {
+	h := newHarness(t, scalePlan(), map[string]string{"edge.yaml": edgeConfig})
+	vip := adapter.CounterKey([]descriptors.Entry{{Key: "client", Value: "vip"}})
+	pair := adapter.CounterKey([]descriptors.Entry{{Key: "client", Value: "a&b"}, {Key: "path", Value: "/x"}})
+	if vip != "client=vip" || pair != "client=a%26b&path=/x" {
+		t.Fatalf("counter keys %q, %q", vip, pair)
+	}
+	_, _, err := h.eng.PutRule(context.Background(), h.acct, "edge", &engine.RuleRequest{
+		Algorithm: testkit.Ptr("fixed_window"), Limit: testkit.Ptr(int64(1)), WindowMS: testkit.Ptr(int64(60_000)),
+		Overrides: []engine.OverrideRequest{
+			{Key: &vip, Limit: testkit.Ptr(int64(3)), WindowMS: testkit.Ptr(int64(3_600_000))},
+			{Key: &pair, Limit: testkit.Ptr(int64(2))},
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, rem := range []uint32{2, 1, 0} {
+		h.want(h.one(desc("client", "vip")), ok, 3, hour, rem)
+	}
+	h.want(h.one(desc("client", "vip")), over, 3, hour, 0)
+	h.want(h.one(desc("client", "a&b", "path", "/x")), ok, 2, minute, 1)
+	h.want(h.one(desc("client", "a&b", "path", "/x")), ok, 2, minute, 0)
+	h.want(h.one(desc("client", "a&b", "path", "/x")), over, 2, minute, 0)
+	// Any other key keeps the rule's limit.
+	h.want(h.one(desc("client", "c1")), ok, 1, minute, 0)
+	h.want(h.one(desc("client", "c1")), over, 1, minute, 0)
+	// A descriptor's own limit override (Envoy's dynamic limit) still wins over the rule's.
+	d := desc("client", "vip2")
+	d.Limit = &rlcommon.RateLimitDescriptor_RateLimitOverride{RequestsPerUnit: 5, Unit: typev3.RateLimitUnit_SECOND}
+	h.want(h.one(d), ok, 5, second, 4)
+}
 
 func TestSharesCounterWithV1Limit(t *testing.T) {
 	h := newHarness(t, scalePlan(), map[string]string{"edge.yaml": edgeConfig})
@@ -551,7 +586,7 @@ func TestSharesCounterWithV1Limit(t *testing.T) {
 		t.Fatalf("CounterKey = %q", key)
 	}
 	d, err := (testkit.Check{
-		Namespace: "edge", Key: key, Algorithm: ptr("fixed_window"), Limit: ptr(int64(3)), WindowMS: ptr(int64(60_000)),
+		Namespace: "edge", Key: key, Algorithm: testkit.Ptr("fixed_window"), Limit: testkit.Ptr(int64(3)), WindowMS: testkit.Ptr(int64(60_000)),
 	}).Do(context.Background(), h.eng, h.acct)
 	if err != nil || d.Remaining != 2 {
 		t.Fatalf("Check = %+v, %v", d, err)
@@ -611,8 +646,11 @@ func TestBadRequests(t *testing.T) {
 
 func TestHardCap(t *testing.T) {
 	plan := scalePlan()
-	plan.HardCap = ptr(int64(2))
-	h := newHarness(t, plan, map[string]string{"edge.yaml": edgeConfig})
+	plan.HardCap = testkit.Ptr(int64(2))
+	capped := map[string]int{}
+	h := newHarnessWith(t, plan, map[string]string{"edge.yaml": edgeConfig}, harnessOptions{
+		adapter: func(o *adapter.Options) { o.Counters.HardCap = func(account string) { capped[account]++ } },
+	})
 	h.one(desc("user", "a"))
 	h.one(desc("unmatched", "x")) // unmatched descriptors count too (spec §9.9)
 	resp := h.call(&rlsv3.RateLimitRequest{Descriptors: []*rlcommon.RateLimitDescriptor{desc("user", "a"), desc("internal", "i")}})
@@ -622,6 +660,9 @@ func TestHardCap(t *testing.T) {
 	// 2027-01-16 00:00 UTC to 2027-02-01 00:00 UTC.
 	if got := headerMap(resp.ResponseHeadersToAdd)["Retry-After"]; got != "1382400" {
 		t.Fatalf("Retry-After = %q, want 1382400", got)
+	}
+	if capped["acme"] != 1 || len(capped) != 1 {
+		t.Fatalf("hard-cap refusals counted %v, want acme once", capped)
 	}
 }
 

@@ -54,18 +54,32 @@ func New(opts Options) *Handler {
 // Drain makes /readyz answer 503 from now on, so load balancers stop sending traffic.
 func (h *Handler) Drain() { h.draining.Store(true) }
 
-func (h *Handler) readyz(w http.ResponseWriter, r *http.Request) {
+// Ready reports what /readyz would answer: not draining, and the store answers a ping
+// within ReadyTimeout.
+func (h *Handler) Ready(ctx context.Context) bool {
+	return h.readiness(ctx) == "ready"
+}
+
+// readiness is the /readyz status: ready, draining or store unavailable.
+func (h *Handler) readiness(ctx context.Context) string {
 	if h.draining.Load() {
-		writeStatus(w, http.StatusServiceUnavailable, "draining")
-		return
+		return "draining"
 	}
-	ctx, cancel := context.WithTimeout(r.Context(), ReadyTimeout)
+	ctx, cancel := context.WithTimeout(ctx, ReadyTimeout)
 	defer cancel()
 	if err := h.ping(ctx); err != nil {
-		writeStatus(w, http.StatusServiceUnavailable, "store unavailable")
+		return "store unavailable"
+	}
+	return "ready"
+}
+
+func (h *Handler) readyz(w http.ResponseWriter, r *http.Request) {
+	st := h.readiness(r.Context())
+	if st != "ready" {
+		writeStatus(w, http.StatusServiceUnavailable, st)
 		return
 	}
-	writeStatus(w, http.StatusOK, "ready")
+	writeStatus(w, http.StatusOK, st)
 }
 
 func writeStatus(w http.ResponseWriter, code int, status string) {

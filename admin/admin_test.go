@@ -41,11 +41,11 @@ func TestEndpoints(t *testing.T) {
 	if code, _ := get("/healthz"); code != 200 {
 		t.Fatalf("healthz = %d", code)
 	}
-	if code, _ := get("/readyz"); code != 200 {
+	if code, _ := get("/readyz"); code != 200 || !h.Ready(context.Background()) {
 		t.Fatalf("readyz with store up = %d", code)
 	}
 	storeDown.Store(true)
-	if code, body := get("/readyz"); code != 503 || strings.Contains(body, "down") {
+	if code, body := get("/readyz"); code != 503 || strings.Contains(body, "down") || h.Ready(context.Background()) {
 		t.Fatalf("readyz with store down = %d %q", code, body)
 	}
 	if code, _ := get("/healthz"); code != 200 {
@@ -53,7 +53,7 @@ func TestEndpoints(t *testing.T) {
 	}
 	storeDown.Store(false)
 	h.Drain()
-	if code, _ := get("/readyz"); code != 503 {
+	if code, _ := get("/readyz"); code != 503 || h.Ready(context.Background()) {
 		t.Fatalf("readyz while draining = %d", code)
 	}
 	if code, body := get("/metrics"); code != 200 || !strings.Contains(body, "leash_test_total 1") {

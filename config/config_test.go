@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/leashd/leash/engine"
+	"github.com/leashd/leash/internal/testkit"
 )
 
 // writeFiles writes each content to its own file in a fresh folder and returns the paths.
@@ -468,13 +469,7 @@ func TestWatch(t *testing.T) {
 			}
 			return
 		}
-		tmp := filepath.Join(dir, ".tmp")
-		if err := os.WriteFile(tmp, []byte(content), 0o600); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.Rename(tmp, path); err != nil {
-			t.Fatal(err)
-		}
+		testkit.ReplaceFile(t, path, content)
 	}
 	account := func(id string) string { return "accounts: [{id: " + id + ", plan: pro, api_keys: [key-" + id + "]}]\n" }
 	write(account("one"), false)

@@ -90,3 +90,49 @@ func TestCheckAllocations(t *testing.T) {
 		t.Fatalf("Check allocates %.1f times per decision; want 0", n)
 	}
 }
+
+// BenchmarkEngineCheckRule is a check that takes its limit from the namespace's rule (the
+// memory store's rule read included): a rule without overrides, and one with 1,000
+// overrides on a key that has none and on one that has one (spec §6.7: a map lookup).
+//
+//	go test -run='^$' -bench=EngineCheckRule -benchmem ./engine/
+func BenchmarkEngineCheckRule(b *testing.B) {
+	many := make([]engine.OverrideRequest, engine.MaxOverrides)
+	for i := range many {
+		k, l := "vip-"+strconv.Itoa(i), int64(2_000_000_000/2)
+		many[i] = engine.OverrideRequest{Key: &k, Limit: &l}
+	}
+	for _, bc := range []struct {
+		name      string
+		overrides []engine.OverrideRequest
+		key       string
+	}{
+		{"no_overrides", nil, "user-1"},
+		{"1000_overrides/other_key", many, "user-1"},
+		{"1000_overrides/overridden_key", many, "vip-500"},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			s := memstore.New(memstore.Options{})
+			defer s.Close()
+			dir, _ := engine.NewDirectory([]engine.AccountSpec{{ID: "bench", Plan: engine.BuiltinPlans()["scale"]}})
+			eng := engine.New(s, dir, engine.Options{})
+			acct, _ := dir.Account("bench")
+			ctx := context.Background()
+			alg, limit, window := "token_bucket", int64(1_000_000_000), int64(60_000)
+			if _, _, err := eng.PutRule(ctx, acct, "bench", &engine.RuleRequest{Algorithm: &alg, Limit: &limit, WindowMS: &window, Overrides: bc.overrides}); err != nil {
+				b.Fatal(err)
+			}
+			c := newChecker("bench", engine.AlgorithmUnknown, nil, nil)
+			if err := c.check(ctx, eng, acct, bc.key); err != nil {
+				b.Fatal(err)
+			}
+			b.ReportAllocs()
+			b.ResetTimer()
+			for b.Loop() {
+				if err := c.check(ctx, eng, acct, bc.key); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}

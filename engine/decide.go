@@ -336,12 +336,13 @@ func (e *Engine) resolve(ctx context.Context, a *Account, q *Query, it *Item, r 
 		if rs.Rate == nil {
 			return nil
 		}
-		r.Limit = Limit{Algorithm: rs.Rate.Algorithm, Limit: rs.Rate.Limit, WindowMS: rs.Rate.WindowMS}
+		r.Limit.Algorithm = rs.Rate.Algorithm
+		r.Limit.Limit, r.Limit.WindowMS = rs.Rate.For(it.Key)
 		if !a.Plan.AllowsAlgorithm(r.Limit.Algorithm) {
 			return notOnPlan(a, r.Limit.Algorithm)
 		}
 	default: // FromRule
-		l, err := resolveRate(ctx, a, it.Inline, true, rules)
+		l, err := resolveRate(ctx, a, it.Key, it.Inline, true, rules)
 		if err != nil {
 			return err
 		}
@@ -355,9 +356,9 @@ func (e *Engine) resolve(ctx context.Context, a *Account, q *Query, it *Item, r 
 }
 
 // resolveRate fills algorithm, limit and window from inline values, else the namespace's
-// rate rule (spec §4.2), and applies the algorithm plan gate. needLimit is false for
-// resets, which ignore the limit.
-func resolveRate(ctx context.Context, a *Account, in Inline, needLimit bool, rules *ruleLookup) (Limit, error) {
+// rate rule as it applies to key (its override, spec §6.7) (spec §4.2), and applies the
+// algorithm plan gate. needLimit is false for resets, which ignore the limit.
+func resolveRate(ctx context.Context, a *Account, key string, in Inline, needLimit bool, rules *ruleLookup) (Limit, error) {
 	alg := in.Algorithm
 	switch alg {
 	case AlgorithmUnrecognized:
@@ -381,11 +382,12 @@ func resolveRate(ctx context.Context, a *Account, in Inline, needLimit bool, rul
 			if alg == AlgorithmUnknown {
 				alg = rule.Algorithm
 			}
+			limit, window := rule.For(key)
 			if in.Limit == nil {
-				l.Limit = rule.Limit
+				l.Limit = limit
 			}
 			if in.WindowMS == nil {
-				l.WindowMS = rule.WindowMS
+				l.WindowMS = window
 			}
 		}
 	}

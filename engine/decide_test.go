@@ -64,7 +64,7 @@ func TestDecideItems(t *testing.T) {
 	if !r[0].Allowed || r[0].Limited || !r[1].Allowed || r[1].Limited {
 		t.Fatalf("no rule, no limit: %+v", r)
 	}
-	if _, _, err := f.eng.PutRule(ctx, acme, "n", &engine.RuleRequest{Algorithm: ptr("fixed_window"), Limit: ptr(int64(1)), WindowMS: ptr(int64(60_000))}); err != nil {
+	if _, _, err := f.eng.PutRule(ctx, acme, "n", &engine.RuleRequest{Algorithm: testkit.Ptr("fixed_window"), Limit: testkit.Ptr(int64(1)), WindowMS: testkit.Ptr(int64(60_000))}); err != nil {
 		t.Fatal(err)
 	}
 	r, _ = decide(engine.Item{Key: "k2", Cost: 1, Source: engine.RuleIfAny})
@@ -156,7 +156,7 @@ func TestLocalCacheOnChecks(t *testing.T) {
 	dir, _ := engine.NewDirectory([]engine.AccountSpec{{ID: "a", Plan: engine.BuiltinPlans()["scale"]}})
 	acct, _ := dir.Account("a")
 	eng := engine.New(cs, dir, engine.Options{LocalCacheMaxEntries: 10})
-	chk := testkit.Check{Namespace: "n", Key: "k", Algorithm: ptr("fixed_window"), Limit: ptr(int64(1)), WindowMS: ptr(int64(3_600_000))}
+	chk := testkit.Check{Namespace: "n", Key: "k", Algorithm: testkit.Ptr("fixed_window"), Limit: testkit.Ptr(int64(1)), WindowMS: testkit.Ptr(int64(3_600_000))}
 	if d, err := chk.Do(ctx, eng, acct); err != nil || !d.Allowed {
 		t.Fatal(d, err)
 	}
@@ -174,11 +174,11 @@ func TestLocalCacheOnChecks(t *testing.T) {
 	}
 	// A look (cost 0) is not a denial the cache holds: it goes to the store.
 	look := chk
-	look.Cost = ptr(int64(0))
+	look.Cost = testkit.Ptr(int64(0))
 	if _, err := look.Do(ctx, eng, acct); err != nil || cs.spends.Load() == before {
 		t.Fatal("a look was answered from the cache", err)
 	}
-	if err := eng.Reset(ctx, acct, &engine.ResetRequest{Namespace: "n", Key: "k", Algorithm: engine.FixedWindow, WindowMS: ptr(int64(3_600_000))}); err != nil {
+	if err := eng.Reset(ctx, acct, &engine.ResetRequest{Namespace: "n", Key: "k", Algorithm: engine.FixedWindow, WindowMS: testkit.Ptr(int64(3_600_000))}); err != nil {
 		t.Fatal(err)
 	}
 	if d, err := chk.Do(ctx, eng, acct); err != nil || !d.Allowed {

@@ -31,6 +31,17 @@ type RuleRequest struct {
 	Limit     *int64
 	WindowMS  *int64
 	Name      *string
+	// Overrides are the rule's per-key overrides (spec §6.7), in the order sent; none
+	// (nil or empty) clears them, as the rule is replaced whole.
+	Overrides []OverrideRequest
+}
+
+// OverrideRequest is one entry of a rule's overrides as sent; nil fields are absent. A
+// limit or window beyond int64 is passed as math.MaxInt64, as in RuleRequest.
+type OverrideRequest struct {
+	Key      *string
+	Limit    *int64
+	WindowMS *int64
 }
 
 // NamespaceRule is a rule together with the namespace it belongs to.
@@ -133,7 +144,7 @@ func (e *Engine) Reset(ctx context.Context, a *Account, r *ResetRequest) error {
 		return err
 	}
 	rules := ruleLookup{e: e, a: a, ns: r.Namespace}
-	l, err := resolveRate(ctx, a, Inline{Algorithm: r.Algorithm, WindowMS: r.WindowMS}, false, &rules)
+	l, err := resolveRate(ctx, a, r.Key, Inline{Algorithm: r.Algorithm, WindowMS: r.WindowMS}, false, &rules)
 	if err != nil {
 		return err
 	}
@@ -207,11 +218,12 @@ func (e *Engine) Acquire(ctx context.Context, a *Account, r *AcquireRequest) (Le
 			return LeaseDecision{}, unavailable(err)
 		}
 		if rule := rules.Concurrent; rule != nil {
+			ruleLimit, ruleTTL := rule.For(r.Key)
 			if r.Limit == nil {
-				limit = rule.Limit
+				limit = ruleLimit
 			}
 			if r.WindowMS == nil {
-				ttl = rule.WindowMS
+				ttl = ruleTTL
 			}
 		}
 	}
@@ -297,11 +309,18 @@ func (e *Engine) PutRule(ctx context.Context, a *Account, ns string, r *RuleRequ
 	if r.Name != nil && len(*r.Name) > MaxRuleName {
 		return NamespaceRule{}, false, Invalid("name must be at most 256 bytes")
 	}
+	if err := checkOverrideFields(r.Overrides); err != nil {
+		return NamespaceRule{}, false, err
+	}
 	if *r.Limit < 1 || *r.Limit > MaxLimit {
 		return NamespaceRule{}, false, newError(CodeInvalidRule, "limit must be from 1 to 1000000000")
 	}
 	if *r.WindowMS < 1 || *r.WindowMS > MaxWindowMS {
 		return NamespaceRule{}, false, newError(CodeInvalidRule, "window_ms must be from 1 to 31622400000")
+	}
+	overrides, err := checkOverrideRanges(r.Overrides)
+	if err != nil {
+		return NamespaceRule{}, false, err
 	}
 	alg, ok := ParseAlgorithm(*r.Algorithm)
 	if !ok {
@@ -310,7 +329,7 @@ func (e *Engine) PutRule(ctx context.Context, a *Account, ns string, r *RuleRequ
 	if !a.Plan.AllowsAlgorithm(alg) {
 		return NamespaceRule{}, false, newError(CodeAlgorithmNotOnPlan, "algorithm "+alg.String()+" is not available on plan "+a.Plan.Name)
 	}
-	rule := Rule{Algorithm: alg, Limit: *r.Limit, WindowMS: *r.WindowMS, Name: r.Name}
+	rule := Rule{Algorithm: alg, Limit: *r.Limit, WindowMS: *r.WindowMS, Name: r.Name, Overrides: overrides}
 	created, err := e.store.PutRule(ctx, a.ID, ns, rule)
 	if err != nil {
 		return NamespaceRule{}, false, unavailable(err)

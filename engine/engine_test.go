@@ -3,11 +3,12 @@ package engine_test
 import (
 	"context"
 	"errors"
-	"github.com/leashd/leash/internal/testkit"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/leashd/leash/internal/testkit"
 
 	"github.com/leashd/leash/engine"
 	"github.com/leashd/leash/engine/memstore"
@@ -28,8 +29,6 @@ func (c *clock) Advance(d time.Duration) {
 // start is 2026-11-22 10:00:00 UTC.
 var start = time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)
 
-func ptr[T any](v T) *T { return &v }
-
 type fixture struct {
 	eng   *engine.Engine
 	store engine.Store
@@ -40,7 +39,7 @@ type fixture struct {
 func plans() map[string]engine.Plan {
 	p := engine.BuiltinPlans()
 	tiny := p["pro"]
-	tiny.Name, tiny.HardCap, tiny.MonthlyQuota = "tiny", ptr(int64(3)), 2
+	tiny.Name, tiny.HardCap, tiny.MonthlyQuota = "tiny", testkit.Ptr(int64(3)), 2
 	p["tiny"] = tiny
 	return p
 }
@@ -92,7 +91,7 @@ func TestCheckResolution(t *testing.T) {
 	ctx := context.Background()
 	f := newFixture(t, nil)
 	acme := f.accts["acme"]
-	if _, _, err := f.eng.PutRule(ctx, acme, "api", &engine.RuleRequest{Algorithm: ptr("fixed_window"), Limit: ptr(int64(2)), WindowMS: ptr(int64(1000))}); err != nil {
+	if _, _, err := f.eng.PutRule(ctx, acme, "api", &engine.RuleRequest{Algorithm: testkit.Ptr("fixed_window"), Limit: testkit.Ptr(int64(2)), WindowMS: testkit.Ptr(int64(1000))}); err != nil {
 		t.Fatal(err)
 	}
 	tests := []struct {
@@ -102,17 +101,17 @@ func TestCheckResolution(t *testing.T) {
 		wantCode  engine.Code
 	}{
 		{"rule supplies everything", testkit.Check{Namespace: "api", Key: "a"}, 2, ""},
-		{"inline limit wins, rule window", testkit.Check{Namespace: "api", Key: "b", Limit: ptr(int64(7))}, 7, ""},
-		{"inline everything without rule", testkit.Check{Namespace: "none", Key: "a", Limit: ptr(int64(4)), WindowMS: ptr(int64(10))}, 4, ""},
-		{"no rule, no window", testkit.Check{Namespace: "none", Key: "a", Limit: ptr(int64(4))}, 0, engine.CodeMissingLimit},
-		{"no rule, no limit", testkit.Check{Namespace: "none", Key: "a", WindowMS: ptr(int64(4))}, 0, engine.CodeMissingLimit},
-		{"unknown algorithm", testkit.Check{Namespace: "api", Key: "a", Algorithm: ptr("leaky")}, 0, engine.CodeUnknownAlgorithm},
-		{"concurrent_limit on a check", testkit.Check{Namespace: "api", Key: "a", Algorithm: ptr("concurrent_limit")}, 0, engine.CodeInvalidRequest},
-		{"cost above limit", testkit.Check{Namespace: "api", Key: "a", Cost: ptr(int64(3))}, 0, engine.CodeInvalidRequest},
-		{"negative cost", testkit.Check{Namespace: "api", Key: "a", Cost: ptr(int64(-1))}, 0, engine.CodeInvalidRequest},
-		{"limit zero inline", testkit.Check{Namespace: "api", Key: "a", Limit: ptr(int64(0))}, 0, engine.CodeInvalidRequest},
-		{"limit above max inline", testkit.Check{Namespace: "api", Key: "a", Limit: ptr(engine.MaxLimit + 1)}, 0, engine.CodeInvalidRequest},
-		{"window above max inline", testkit.Check{Namespace: "api", Key: "a", WindowMS: ptr(engine.MaxWindowMS + 1)}, 0, engine.CodeInvalidRequest},
+		{"inline limit wins, rule window", testkit.Check{Namespace: "api", Key: "b", Limit: testkit.Ptr(int64(7))}, 7, ""},
+		{"inline everything without rule", testkit.Check{Namespace: "none", Key: "a", Limit: testkit.Ptr(int64(4)), WindowMS: testkit.Ptr(int64(10))}, 4, ""},
+		{"no rule, no window", testkit.Check{Namespace: "none", Key: "a", Limit: testkit.Ptr(int64(4))}, 0, engine.CodeMissingLimit},
+		{"no rule, no limit", testkit.Check{Namespace: "none", Key: "a", WindowMS: testkit.Ptr(int64(4))}, 0, engine.CodeMissingLimit},
+		{"unknown algorithm", testkit.Check{Namespace: "api", Key: "a", Algorithm: testkit.Ptr("leaky")}, 0, engine.CodeUnknownAlgorithm},
+		{"concurrent_limit on a check", testkit.Check{Namespace: "api", Key: "a", Algorithm: testkit.Ptr("concurrent_limit")}, 0, engine.CodeInvalidRequest},
+		{"cost above limit", testkit.Check{Namespace: "api", Key: "a", Cost: testkit.Ptr(int64(3))}, 0, engine.CodeInvalidRequest},
+		{"negative cost", testkit.Check{Namespace: "api", Key: "a", Cost: testkit.Ptr(int64(-1))}, 0, engine.CodeInvalidRequest},
+		{"limit zero inline", testkit.Check{Namespace: "api", Key: "a", Limit: testkit.Ptr(int64(0))}, 0, engine.CodeInvalidRequest},
+		{"limit above max inline", testkit.Check{Namespace: "api", Key: "a", Limit: testkit.Ptr(engine.MaxLimit + 1)}, 0, engine.CodeInvalidRequest},
+		{"window above max inline", testkit.Check{Namespace: "api", Key: "a", WindowMS: testkit.Ptr(engine.MaxWindowMS + 1)}, 0, engine.CodeInvalidRequest},
 		{"bad namespace", testkit.Check{Namespace: "-api", Key: "a"}, 0, engine.CodeInvalidRequest},
 		{"bad key", testkit.Check{Namespace: "api", Key: "a\x00"}, 0, engine.CodeInvalidRequest},
 	}
@@ -137,15 +136,15 @@ func TestDefaultAlgorithmIsSlidingWindow(t *testing.T) {
 	ctx := context.Background()
 	f := newFixture(t, nil)
 	acme := f.accts["acme"]
-	req := testkit.Check{Namespace: "n", Key: "k", Limit: ptr(int64(1)), WindowMS: ptr(int64(1000))}
+	req := testkit.Check{Namespace: "n", Key: "k", Limit: testkit.Ptr(int64(1)), WindowMS: testkit.Ptr(int64(1000))}
 	if _, err := req.Do(ctx, f.eng, acme); err != nil {
 		t.Fatal(err)
 	}
 	// The spend landed on the sliding_window counter, not on fixed_window's.
-	if err := f.eng.Reset(ctx, acme, &engine.ResetRequest{Namespace: "n", Key: "k", Algorithm: engine.FixedWindow, WindowMS: ptr(int64(1000))}); engine.CodeOf(err) != engine.CodeKeyNotFound {
+	if err := f.eng.Reset(ctx, acme, &engine.ResetRequest{Namespace: "n", Key: "k", Algorithm: engine.FixedWindow, WindowMS: testkit.Ptr(int64(1000))}); engine.CodeOf(err) != engine.CodeKeyNotFound {
 		t.Fatalf("fixed_window reset = %v, want key_not_found", err)
 	}
-	if err := f.eng.Reset(ctx, acme, &engine.ResetRequest{Namespace: "n", Key: "k", Algorithm: engine.SlidingWindow, WindowMS: ptr(int64(1000))}); err != nil {
+	if err := f.eng.Reset(ctx, acme, &engine.ResetRequest{Namespace: "n", Key: "k", Algorithm: engine.SlidingWindow, WindowMS: testkit.Ptr(int64(1000))}); err != nil {
 		t.Fatalf("sliding_window reset = %v", err)
 	}
 }
@@ -154,13 +153,13 @@ func TestPlanGates(t *testing.T) {
 	ctx := context.Background()
 	f := newFixture(t, nil)
 	cheap := f.accts["cheap"]
-	_, err := (testkit.Check{Namespace: "n", Key: "k", Algorithm: ptr("token_bucket"), Limit: ptr(int64(1)), WindowMS: ptr(int64(1))}).Do(ctx, f.eng, cheap)
+	_, err := (testkit.Check{Namespace: "n", Key: "k", Algorithm: testkit.Ptr("token_bucket"), Limit: testkit.Ptr(int64(1)), WindowMS: testkit.Ptr(int64(1))}).Do(ctx, f.eng, cheap)
 	wantCode(t, err, engine.CodeAlgorithmNotOnPlan)
-	_, _, err = f.eng.PutRule(ctx, cheap, "n", &engine.RuleRequest{Algorithm: ptr("concurrent_limit"), Limit: ptr(int64(1)), WindowMS: ptr(int64(1))})
+	_, _, err = f.eng.PutRule(ctx, cheap, "n", &engine.RuleRequest{Algorithm: testkit.Ptr("concurrent_limit"), Limit: testkit.Ptr(int64(1)), WindowMS: testkit.Ptr(int64(1))})
 	wantCode(t, err, engine.CodeAlgorithmNotOnPlan)
-	_, err = f.eng.Acquire(ctx, cheap, &engine.AcquireRequest{Namespace: "n", Key: "k", Limit: ptr(int64(1)), WindowMS: ptr(int64(1))})
+	_, err = f.eng.Acquire(ctx, cheap, &engine.AcquireRequest{Namespace: "n", Key: "k", Limit: testkit.Ptr(int64(1)), WindowMS: testkit.Ptr(int64(1))})
 	wantCode(t, err, engine.CodeConcurrentNotOnPlan)
-	if _, err := (testkit.Check{Namespace: "n", Key: "k", Algorithm: ptr("fixed_window"), Limit: ptr(int64(1)), WindowMS: ptr(int64(1))}).Do(ctx, f.eng, cheap); err != nil {
+	if _, err := (testkit.Check{Namespace: "n", Key: "k", Algorithm: testkit.Ptr("fixed_window"), Limit: testkit.Ptr(int64(1)), WindowMS: testkit.Ptr(int64(1))}).Do(ctx, f.eng, cheap); err != nil {
 		t.Fatalf("fixed_window on free: %v", err)
 	}
 }
@@ -174,13 +173,13 @@ func TestRuleValidation(t *testing.T) {
 		req  engine.RuleRequest
 		code engine.Code
 	}{
-		{"missing algorithm", engine.RuleRequest{Limit: ptr(int64(1)), WindowMS: ptr(int64(1))}, engine.CodeInvalidRequest},
-		{"missing limit", engine.RuleRequest{Algorithm: ptr("fixed_window"), WindowMS: ptr(int64(1))}, engine.CodeInvalidRequest},
-		{"negative window", engine.RuleRequest{Algorithm: ptr("fixed_window"), Limit: ptr(int64(1)), WindowMS: ptr(int64(-1))}, engine.CodeInvalidRequest},
-		{"limit 0", engine.RuleRequest{Algorithm: ptr("fixed_window"), Limit: ptr(int64(0)), WindowMS: ptr(int64(1))}, engine.CodeInvalidRule},
-		{"limit above max", engine.RuleRequest{Algorithm: ptr("fixed_window"), Limit: ptr(engine.MaxLimit + 1), WindowMS: ptr(int64(1))}, engine.CodeInvalidRule},
-		{"window above max", engine.RuleRequest{Algorithm: ptr("fixed_window"), Limit: ptr(int64(1)), WindowMS: ptr(engine.MaxWindowMS + 1)}, engine.CodeInvalidRule},
-		{"unknown algorithm", engine.RuleRequest{Algorithm: ptr("x"), Limit: ptr(int64(1)), WindowMS: ptr(int64(1))}, engine.CodeUnknownAlgorithm},
+		{"missing algorithm", engine.RuleRequest{Limit: testkit.Ptr(int64(1)), WindowMS: testkit.Ptr(int64(1))}, engine.CodeInvalidRequest},
+		{"missing limit", engine.RuleRequest{Algorithm: testkit.Ptr("fixed_window"), WindowMS: testkit.Ptr(int64(1))}, engine.CodeInvalidRequest},
+		{"negative window", engine.RuleRequest{Algorithm: testkit.Ptr("fixed_window"), Limit: testkit.Ptr(int64(1)), WindowMS: testkit.Ptr(int64(-1))}, engine.CodeInvalidRequest},
+		{"limit 0", engine.RuleRequest{Algorithm: testkit.Ptr("fixed_window"), Limit: testkit.Ptr(int64(0)), WindowMS: testkit.Ptr(int64(1))}, engine.CodeInvalidRule},
+		{"limit above max", engine.RuleRequest{Algorithm: testkit.Ptr("fixed_window"), Limit: testkit.Ptr(engine.MaxLimit + 1), WindowMS: testkit.Ptr(int64(1))}, engine.CodeInvalidRule},
+		{"window above max", engine.RuleRequest{Algorithm: testkit.Ptr("fixed_window"), Limit: testkit.Ptr(int64(1)), WindowMS: testkit.Ptr(engine.MaxWindowMS + 1)}, engine.CodeInvalidRule},
+		{"unknown algorithm", engine.RuleRequest{Algorithm: testkit.Ptr("x"), Limit: testkit.Ptr(int64(1)), WindowMS: testkit.Ptr(int64(1))}, engine.CodeUnknownAlgorithm},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -188,7 +187,7 @@ func TestRuleValidation(t *testing.T) {
 			wantCode(t, err, tc.code)
 		})
 	}
-	r, created, err := f.eng.PutRule(ctx, acme, "n", &engine.RuleRequest{Algorithm: ptr("token_bucket"), Limit: ptr(engine.MaxLimit), WindowMS: ptr(engine.MaxWindowMS), Name: ptr("max")})
+	r, created, err := f.eng.PutRule(ctx, acme, "n", &engine.RuleRequest{Algorithm: testkit.Ptr("token_bucket"), Limit: testkit.Ptr(engine.MaxLimit), WindowMS: testkit.Ptr(engine.MaxWindowMS), Name: testkit.Ptr("max")})
 	if err != nil || !created || r.Namespace != "n" || r.Limit != engine.MaxLimit {
 		t.Fatalf("PutRule at the bounds = %+v %v %v", r, created, err)
 	}
@@ -198,7 +197,7 @@ func TestLeaseLifecycleAndIsolation(t *testing.T) {
 	ctx := context.Background()
 	f := newFixture(t, nil)
 	acme, other := f.accts["acme"], f.accts["other"]
-	req := engine.AcquireRequest{Namespace: "jobs", Key: "k", Limit: ptr(int64(2)), WindowMS: ptr(int64(5000))}
+	req := engine.AcquireRequest{Namespace: "jobs", Key: "k", Limit: testkit.Ptr(int64(2)), WindowMS: testkit.Ptr(int64(5000))}
 	d1, err := f.eng.Acquire(ctx, acme, &req)
 	if err != nil || !d1.Allowed || d1.Active != 1 || d1.ResetMS != 5000 || d1.LeaseID == "" {
 		t.Fatalf("first acquire = %+v, %v", d1, err)
@@ -248,10 +247,10 @@ func TestLeaseRuleFallback(t *testing.T) {
 	acme := f.accts["acme"]
 	_, err := f.eng.Acquire(ctx, acme, &engine.AcquireRequest{Namespace: "jobs", Key: "k"})
 	wantCode(t, err, engine.CodeMissingLimit)
-	if _, _, err := f.eng.PutRule(ctx, acme, "jobs", &engine.RuleRequest{Algorithm: ptr("concurrent_limit"), Limit: ptr(int64(1)), WindowMS: ptr(int64(3000))}); err != nil {
+	if _, _, err := f.eng.PutRule(ctx, acme, "jobs", &engine.RuleRequest{Algorithm: testkit.Ptr("concurrent_limit"), Limit: testkit.Ptr(int64(1)), WindowMS: testkit.Ptr(int64(3000))}); err != nil {
 		t.Fatal(err)
 	}
-	d, err := f.eng.Acquire(ctx, acme, &engine.AcquireRequest{Namespace: "jobs", Key: "k", WindowMS: ptr(int64(100))})
+	d, err := f.eng.Acquire(ctx, acme, &engine.AcquireRequest{Namespace: "jobs", Key: "k", WindowMS: testkit.Ptr(int64(100))})
 	if err != nil || !d.Allowed || d.Limit != 1 || d.ResetMS != 100 {
 		t.Fatalf("acquire with rule limit and inline window = %+v, %v", d, err)
 	}
@@ -292,7 +291,7 @@ func TestUsageFlushRetriedOnceApplied(t *testing.T) {
 				return fs
 			})
 			acme := f.accts["acme"]
-			req := testkit.Check{Namespace: "n", Key: "k", Limit: ptr(int64(1)), WindowMS: ptr(int64(60000))}
+			req := testkit.Check{Namespace: "n", Key: "k", Limit: testkit.Ptr(int64(1)), WindowMS: testkit.Ptr(int64(60000))}
 			for range 3 { // 1 allowed, 2 denied
 				if _, err := req.Do(ctx, f.eng, acme); err != nil {
 					t.Fatal(err)
@@ -324,16 +323,16 @@ func TestUsageCountsDecisionsOnly(t *testing.T) {
 	ctx := context.Background()
 	f := newFixture(t, nil)
 	acme := f.accts["acme"]
-	check := testkit.Check{Namespace: "n", Key: "k", Limit: ptr(int64(1)), WindowMS: ptr(int64(60000))}
-	check.Do(ctx, f.eng, acme)                                                                                                           // allowed
-	check.Do(ctx, f.eng, acme)                                                                                                           // denied
-	(testkit.Check{Namespace: "n", Key: "k"}).Do(ctx, f.eng, acme)                                                                       // error: missing_limit
-	f.eng.Reset(ctx, acme, &engine.ResetRequest{Namespace: "n", Key: "k", WindowMS: ptr(int64(60000))})                                  // not a decision
-	d, _ := f.eng.Acquire(ctx, acme, &engine.AcquireRequest{Namespace: "n", Key: "k", Limit: ptr(int64(1)), WindowMS: ptr(int64(1000))}) // allowed
-	f.eng.Acquire(ctx, acme, &engine.AcquireRequest{Namespace: "n", Key: "k", Limit: ptr(int64(1)), WindowMS: ptr(int64(1000))})         // denied
+	check := testkit.Check{Namespace: "n", Key: "k", Limit: testkit.Ptr(int64(1)), WindowMS: testkit.Ptr(int64(60000))}
+	check.Do(ctx, f.eng, acme)                                                                                                                           // allowed
+	check.Do(ctx, f.eng, acme)                                                                                                                           // denied
+	(testkit.Check{Namespace: "n", Key: "k"}).Do(ctx, f.eng, acme)                                                                                       // error: missing_limit
+	f.eng.Reset(ctx, acme, &engine.ResetRequest{Namespace: "n", Key: "k", WindowMS: testkit.Ptr(int64(60000))})                                          // not a decision
+	d, _ := f.eng.Acquire(ctx, acme, &engine.AcquireRequest{Namespace: "n", Key: "k", Limit: testkit.Ptr(int64(1)), WindowMS: testkit.Ptr(int64(1000))}) // allowed
+	f.eng.Acquire(ctx, acme, &engine.AcquireRequest{Namespace: "n", Key: "k", Limit: testkit.Ptr(int64(1)), WindowMS: testkit.Ptr(int64(1000))})         // denied
 	f.eng.Renew(ctx, acme, d.LeaseID, nil)
 	f.eng.Release(ctx, acme, d.LeaseID)
-	(testkit.Check{Namespace: "elsewhere", Key: "k", Limit: ptr(int64(1)), WindowMS: ptr(int64(1))}).Do(ctx, f.eng, acme)
+	(testkit.Check{Namespace: "elsewhere", Key: "k", Limit: testkit.Ptr(int64(1)), WindowMS: testkit.Ptr(int64(1))}).Do(ctx, f.eng, acme)
 	if err := f.eng.Flush(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -360,7 +359,7 @@ func TestHardCap(t *testing.T) {
 	ctx := context.Background()
 	f := newFixture(t, nil)
 	capped := f.accts["capped"] // hard_cap 3, quota 2
-	check := testkit.Check{Namespace: "n", Key: "k", Limit: ptr(int64(100)), WindowMS: ptr(int64(1000))}
+	check := testkit.Check{Namespace: "n", Key: "k", Limit: testkit.Ptr(int64(100)), WindowMS: testkit.Ptr(int64(1000))}
 	for i := range 3 {
 		if _, err := check.Do(ctx, f.eng, capped); err != nil {
 			t.Fatalf("check %d: %v", i, err)
@@ -369,7 +368,7 @@ func TestHardCap(t *testing.T) {
 	// Counted locally, before any flush: the cap already holds.
 	_, err := check.Do(ctx, f.eng, capped)
 	wantCode(t, err, engine.CodeHardCapExceeded)
-	_, err = f.eng.Acquire(ctx, capped, &engine.AcquireRequest{Namespace: "n", Key: "k", Limit: ptr(int64(1)), WindowMS: ptr(int64(1))})
+	_, err = f.eng.Acquire(ctx, capped, &engine.AcquireRequest{Namespace: "n", Key: "k", Limit: testkit.Ptr(int64(1)), WindowMS: testkit.Ptr(int64(1))})
 	wantCode(t, err, engine.CodeHardCapExceeded)
 	var e *engine.Error
 	errors.As(err, &e)
@@ -403,7 +402,7 @@ func TestRunFlushesOnStop(t *testing.T) {
 	done := make(chan error)
 	go func() { done <- f.eng.Run(ctx, time.Second) }()
 	for range 7 {
-		if _, err := (testkit.Check{Namespace: "n", Key: "k", Limit: ptr(int64(100)), WindowMS: ptr(int64(1000))}).Do(context.Background(), f.eng, acme); err != nil {
+		if _, err := (testkit.Check{Namespace: "n", Key: "k", Limit: testkit.Ptr(int64(100)), WindowMS: testkit.Ptr(int64(1000))}).Do(context.Background(), f.eng, acme); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -427,7 +426,7 @@ func (downStore) Spend(context.Context, engine.Spend) (engine.Decision, error) {
 
 func TestStoreFailureIsUnavailable(t *testing.T) {
 	f := newFixture(t, func(s engine.Store) engine.Store { return downStore{s} })
-	_, err := (testkit.Check{Namespace: "n", Key: "k", Limit: ptr(int64(1)), WindowMS: ptr(int64(1))}).Do(context.Background(), f.eng, f.accts["acme"])
+	_, err := (testkit.Check{Namespace: "n", Key: "k", Limit: testkit.Ptr(int64(1)), WindowMS: testkit.Ptr(int64(1))}).Do(context.Background(), f.eng, f.accts["acme"])
 	wantCode(t, err, engine.CodeUnavailable)
 	var e *engine.Error
 	if !errors.As(err, &e) || !errors.Is(err, errDown) {
@@ -469,7 +468,7 @@ func TestConcurrentChecksAndFlush(t *testing.T) {
 				if i%2 == 1 {
 					ns = "m" // a second shard, so one of them is often empty at flush time
 				}
-				req := testkit.Check{Namespace: ns, Key: itoaKey(w), Limit: ptr(int64(1_000_000)), WindowMS: ptr(int64(60000))}
+				req := testkit.Check{Namespace: ns, Key: itoaKey(w), Limit: testkit.Ptr(int64(1_000_000)), WindowMS: testkit.Ptr(int64(60000))}
 				if _, err := req.Do(ctx, f.eng, acme); err != nil {
 					t.Error(err)
 					return

@@ -6,6 +6,7 @@ import (
 
 	"github.com/leashd/leash/engine"
 	"github.com/leashd/leash/engine/memstore"
+	"github.com/leashd/leash/internal/testkit"
 )
 
 // leaseEngine is an engine on a memory store for fuzzing, replaced by a fresh one every
@@ -66,7 +67,7 @@ func FuzzLeaseIssued(f *testing.F) {
 	f.Fuzz(func(t *testing.T, ns, key, key2 string) {
 		le = le.next(t)
 		fx, acme, other := le, le.acme, le.other
-		d, err := fx.eng.Acquire(ctx, acme, &engine.AcquireRequest{Namespace: ns, Key: key, Limit: ptr(int64(1)), WindowMS: ptr(int64(60_000))})
+		d, err := fx.eng.Acquire(ctx, acme, &engine.AcquireRequest{Namespace: ns, Key: key, Limit: testkit.Ptr(int64(1)), WindowMS: testkit.Ptr(int64(60_000))})
 		leasable := engine.ValidNamespace(ns) && engine.ValidKey(key)
 		if err != nil || !leasable {
 			if leasable || engine.CodeOf(err) != engine.CodeInvalidRequest {

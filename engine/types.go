@@ -215,6 +215,8 @@ type Rule struct {
 	Limit     int64
 	WindowMS  int64
 	Name      *string
+	// Overrides give some keys their own limit and window (spec §6.7).
+	Overrides Overrides
 }
 
 // Rules holds a namespace's rate rule and concurrent rule; either may be nil.

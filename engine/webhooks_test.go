@@ -4,12 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/leashd/leash/internal/testkit"
 	"net/netip"
 	"slices"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/leashd/leash/internal/testkit"
 
 	"github.com/leashd/leash/engine"
 )
@@ -36,7 +37,7 @@ func (f *fixture) checks(t *testing.T, account string, n int) {
 	t.Helper()
 	for range n {
 		if _, err := (testkit.Check{
-			Namespace: "api", Key: "k", Limit: ptr(int64(1000)), WindowMS: ptr(int64(1000)),
+			Namespace: "api", Key: "k", Limit: testkit.Ptr(int64(1000)), WindowMS: testkit.Ptr(int64(1000)),
 		}).Do(context.Background(), f.eng, f.accts[account]); err != nil {
 			t.Fatal(err)
 		}
@@ -66,7 +67,7 @@ func TestUsageEvents(t *testing.T) {
 		t.Fatalf("over the quota and at the cap: events\n%q\nwant\n%q", got, want)
 	}
 	// Refused requests and later flushes queue nothing more this month.
-	if _, err := (testkit.Check{Namespace: "api", Key: "k", Limit: ptr(int64(9)), WindowMS: ptr(int64(9))}).Do(context.Background(), f.eng, f.accts["capped"]); engine.CodeOf(err) != engine.CodeHardCapExceeded {
+	if _, err := (testkit.Check{Namespace: "api", Key: "k", Limit: testkit.Ptr(int64(9)), WindowMS: testkit.Ptr(int64(9))}).Do(context.Background(), f.eng, f.accts["capped"]); engine.CodeOf(err) != engine.CodeHardCapExceeded {
 		t.Fatalf("after the cap: %v", err)
 	}
 	f.checks(t, "acme", 1)
@@ -122,7 +123,7 @@ func TestUsageEventRetried(t *testing.T) {
 	})
 	fe.fail.Store(true)
 	for range 3 {
-		if _, err := (testkit.Check{Namespace: "api", Key: "k", Limit: ptr(int64(9)), WindowMS: ptr(int64(9))}).Do(context.Background(), f.eng, f.accts["capped"]); err != nil {
+		if _, err := (testkit.Check{Namespace: "api", Key: "k", Limit: testkit.Ptr(int64(9)), WindowMS: testkit.Ptr(int64(9))}).Do(context.Background(), f.eng, f.accts["capped"]); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -23,6 +23,8 @@ import (
 	"github.com/go-json-experiment/json/jsontext"
 	"github.com/leashd/leash/engine"
 	"github.com/leashd/leash/metrics"
+	"github.com/leashd/leash/tracing"
+	"go.opentelemetry.io/otel/attribute"
 )
 
 // Server limits set by NewServer: the defaults of the http.* config keys.
@@ -132,6 +134,9 @@ type Options struct {
 	Metrics *metrics.Metrics
 	// Logger receives 5xx failures and recovered panics; default slog.Default().
 	Logger *slog.Logger
+	// Tracing, if set, gives every request a server span with the decision's outcome
+	// (spec §12.8); nil is tracing off, at the cost of a nil check per request.
+	Tracing *tracing.Tracing
 }
 
 // API is the /v1 HTTP handler.
@@ -139,6 +144,7 @@ type API struct {
 	eng    *engine.Engine
 	met    *metrics.Metrics
 	log    *slog.Logger
+	tr     *tracing.Tracing
 	mux    *http.ServeMux
 	routes []route
 	// literal indexes the routes without wildcards by path, so the hottest calls skip the
@@ -176,6 +182,7 @@ func New(opts Options) *API {
 		eng:      opts.Engine,
 		met:      opts.Metrics,
 		log:      opts.Logger,
+		tr:       opts.Tracing,
 		mux:      http.NewServeMux(),
 		routes:   routeTable(),
 		idPrefix: hex.EncodeToString(pfx[:]) + "-",
@@ -216,7 +223,19 @@ func New(opts Options) *API {
 func (a *API) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	c := a.calls.Get().(*call)
-	c.begin(w, r)
+	if a.tr != nil {
+		// An unsampled request's span records nothing: it is not kept, and the request
+		// is served as with tracing off.
+		if ctx, span := a.tr.StartHTTP(r); span.IsRecording() {
+			r = r.WithContext(ctx)
+			c.begin(w, r)
+			c.span = span
+		} else {
+			c.begin(w, r)
+		}
+	} else {
+		c.begin(w, r)
+	}
 	if v := r.Header[RequestIDHeader]; len(v) > 0 && saneRequestID(v[0]) {
 		c.id = v[0]
 	} else {
@@ -281,9 +300,26 @@ func (a *API) observe(c *call, start time.Time) {
 	if o := a.observers[c.route]; o != nil {
 		o.Observe(c.status, time.Since(start))
 	}
+	if c.span != nil {
+		if c.acct != nil && c.span.IsRecording() {
+			c.span.SetAttributes(tracing.AttrAccount.String(c.acct.ID))
+			if ns := c.r.PathValue("ns"); ns != "" { // the rules and stats routes
+				c.span.SetAttributes(tracing.AttrNamespace.String(ns))
+			}
+		}
+		tracing.EndHTTP(c.span, c.route, c.status)
+		c.span = nil
+	}
 	if a.log.Enabled(c.r.Context(), slog.LevelDebug) {
 		a.log.Debug("request", "request_id", a.requestID(c), "method", c.r.Method, "route", c.route,
 			"status", c.status, "duration", time.Since(start))
+	}
+}
+
+// annotate adds a decision's attributes to the request's span (tracing on only).
+func (a *API) annotate(c *call, attrs ...attribute.KeyValue) {
+	if c.span != nil && c.span.IsRecording() {
+		c.span.SetAttributes(attrs...)
 	}
 }
 

@@ -9,6 +9,8 @@ import (
 
 	"github.com/go-json-experiment/json/jsontext"
 	"github.com/leashd/leash/engine"
+	"github.com/leashd/leash/tracing"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // call is one request's state. It is pooled by the API: it carries the buffers and the
@@ -25,7 +27,8 @@ type call struct {
 	id     string // the request id, or "" until a generated one is needed
 	idSeq  uint64 // the sequence number of a generated id
 	acct   *engine.Account
-	err    error // the cause of a 5xx, for the log only
+	err    error      // the cause of a 5xx, for the log only
+	span   trace.Span // the request's server span; nil with tracing off
 
 	body bytes.Buffer // the request body
 	out  []byte       // the response body being built
@@ -57,7 +60,7 @@ func (c *call) begin(w http.ResponseWriter, r *http.Request) {
 
 // end drops the references the call holds so a pooled call pins nothing.
 func (c *call) end() {
-	c.w, c.r, c.acct, c.err, c.id, c.idSeq = nil, nil, nil, nil, "", 0
+	c.w, c.r, c.acct, c.err, c.id, c.idSeq, c.span = nil, nil, nil, nil, "", 0, nil
 	if c.body.Cap() > maxPooledBody {
 		c.body = bytes.Buffer{}
 	} else {
@@ -140,14 +143,23 @@ func statusOf(code engine.Code) int {
 func (a *API) engineError(c *call, err error) {
 	var e *engine.Error
 	if !errors.As(err, &e) {
+		if a.tr != nil {
+			a.annotate(c, tracing.AttrErrorCode.String(string(engine.CodeInternal)))
+		}
 		c.err = err
 		a.writeError(c, http.StatusInternalServerError, engine.CodeInternal, msgInternal)
 		return
 	}
 	status := statusOf(e.Code)
+	if a.tr != nil {
+		a.annotate(c, tracing.AttrErrorCode.String(string(e.Code)))
+	}
 	switch {
 	case e.Code == engine.CodeHardCapExceeded:
 		c.w.Header()["Retry-After"] = []string{strconv.FormatInt(max(1, e.RetryAfterSec), 10)}
+		if a.met != nil && c.acct != nil {
+			a.met.HardCapDenial(hardCapEndpoint(c.route), c.acct.ID)
+		}
 	case e.Code == engine.CodeUnavailable:
 		c.w.Header()["Retry-After"] = a.hdrRetry1
 		c.err = err
@@ -157,6 +169,14 @@ func (a *API) engineError(c *call, err error) {
 		return
 	}
 	a.writeError(c, status, e.Code, e.Message)
+}
+
+// hardCapEndpoint is the endpoint label of a route a hard cap refused.
+func hardCapEndpoint(route string) string {
+	if strings.HasPrefix(route, "POST /v1/leases") {
+		return "leases"
+	}
+	return "limit"
 }
 
 // routingError answers 404 not_found, or 405 method_not_allowed with Allow.

@@ -306,6 +306,12 @@ func TestHardCap(t *testing.T) {
 			t.Fatalf("%s: Retry-After %q, want %q", path, got, want)
 		}
 	}
+	// Each refusal is counted for the account and endpoint (spec §12.2).
+	for _, endpoint := range []string{"limit", "leases"} {
+		if n := metricValue(t, e, "leash_hard_cap_denials_total", map[string]string{"endpoint": endpoint, "account": "tiny"}); n != 1 {
+			t.Errorf("leash_hard_cap_denials_total{endpoint=%q,account=\"tiny\"} = %v, want 1", endpoint, n)
+		}
+	}
 	// Other accounts are not capped; resets, rules and stats still work for this one.
 	mustBody(t, e.post(pLimit, keyAcme, lim(`"algorithm":"fixed_window","limit":100,"window_ms":1000`)), 200, `{"allowed":true,"limit":100,"remaining":99,"reset_ms":1000}`)
 	mustBody(t, e.post(pReset, keyTiny, lim(`"algorithm":"fixed_window","window_ms":1000`)), 200, `{"reset":true}`)

@@ -20,7 +20,27 @@ const (
 	kInt                        // an optional non-negative int64
 	kRuleInt                    // an optional non-negative integer; beyond int64 it is math.MaxInt64
 	kIgnored                    // a string (or null) that is accepted and ignored
+	kOverrides                  // an optional array of override objects (overrideSpec)
 )
+
+// overridesValue is a decoded overrides array in a canonical JSON text (each entry an
+// object of its present fields, names sorted): comparable, and encoded back as itself.
+type overridesValue string
+
+// MarshalJSON returns the canonical text.
+func (v overridesValue) MarshalJSON() ([]byte, error) { return []byte(v), nil }
+
+// canonOverrides renders decoded entries as an overridesValue.
+func canonOverrides(entries []map[string]any) overridesValue {
+	b, err := json.Marshal(entries)
+	if err != nil {
+		panic(err)
+	}
+	return overridesValue(b)
+}
+
+// overrideSpec is the shape of one entry of a rule's overrides (spec §6.7).
+var overrideSpec = decoderSpec{name: "override", fields: []field{{"key", kOptString}, {"limit", kRuleInt}, {"window_ms", kRuleInt}}}
 
 type field struct {
 	name string
@@ -105,7 +125,7 @@ var (
 	ruleSpec = decoderSpec{
 		name: "rule",
 		fields: []field{{"algorithm", kOptString}, {"limit", kRuleInt}, {"window_ms", kRuleInt},
-			{"name", kOptString}, {"namespace", kIgnored}},
+			{"name", kOptString}, {"namespace", kIgnored}, {"overrides", kOverrides}},
 		decode: func(a *API, c *call) (map[string]any, error) {
 			err := a.decodeRule(c)
 			r := c.rule
@@ -114,9 +134,19 @@ var (
 			putInt(m, "limit", r.Limit)
 			putInt(m, "window_ms", r.WindowMS)
 			putStr(m, "name", r.Name)
+			if r.Overrides != nil {
+				entries := make([]map[string]any, len(r.Overrides))
+				for i, o := range r.Overrides {
+					entries[i] = map[string]any{}
+					putStr(entries[i], "key", o.Key)
+					putInt(entries[i], "limit", o.Limit)
+					putInt(entries[i], "window_ms", o.WindowMS)
+				}
+				m["overrides"] = canonOverrides(entries)
+			}
 			return m, err
 		},
-		full: `{"algorithm":"fixed_window","limit":5,"window_ms":6,"name":"n","namespace":"x"}`,
+		full: `{"algorithm":"fixed_window","limit":5,"window_ms":6,"name":"n","namespace":"x","overrides":[{"key":"k","limit":1,"window_ms":2}]}`,
 	}
 	webhookSpec = decoderSpec{
 		name:     "webhook",
@@ -219,6 +249,10 @@ func messageNamesFieldOrBody(msg string, spec decoderSpec) bool {
 		if strings.HasPrefix(msg, f.name+" ") || strings.HasPrefix(msg, `duplicate field "`+f.name+`"`) {
 			return true
 		}
+		// A field inside an array member: overrides[2].limit.
+		if f.kind == kOverrides && (strings.HasPrefix(msg, f.name+"[") || strings.HasPrefix(msg, `duplicate field "`+f.name+`[`)) {
+			return true
+		}
 	}
 	return false
 }
@@ -243,6 +277,13 @@ var specSeeds = map[string][]string{
 		`{"algorithm":"concurrent_limit","limit":2,"window_ms":30000,"name":null,"namespace":"ignored"}`,
 		`{"limit":99999999999999999999,"window_ms":18446744073709551616}`, `{"limit":-99999999999999999999}`,
 		`{"namespace":5}`, `{"namespace":null}`, `{"name":""}`, `{"name":"\ud800"}`, `{"limit":1e2}`,
+		`{"algorithm":"fixed_window","limit":1,"window_ms":1,"overrides":[{"key":"gold","limit":10},{"key":"k\u00e9","limit":2,"window_ms":60000}]}`,
+		`{"overrides":null}`, `{"overrides":[]}`, `{"overrides":{}}`, `{"overrides":[null]}`, `{"overrides":[1,{}]}`,
+		`{"overrides":[{"key":null,"limit":null,"window_ms":null}]}`, `{"overrides":[{"key":"a","key":"b"}]}`,
+		`{"overrides":[{"key":"a","bogus":1}]}`, `{"overrides":[{"limit":-1}]}`, `{"overrides":[{"limit":1.5}]}`,
+		`{"overrides":[{"limit":99999999999999999999}]}`, `{"overrides":[{"key":5}]}`, `{"overrides":[{"key":"\ud800"}]}`,
+		"{\"overrides\":[{\"k\xffy\":1}]}", `{"overrides":[{"key":"a"}],"overrides":[]}`, `{"overrides":[{"key":"a"},]}`,
+		`{"overrides":[{"key":"a"}] x}`, `{"overrides":[[]]}`, `{"Overrides":[]}`,
 	},
 	"webhook": {
 		`{"url":"https://hooks.example.com/leash"}`, `{"url":null}`, `{}`, `{"url":""}`, `{"url":5}`,

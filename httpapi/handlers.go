@@ -8,6 +8,7 @@ import (
 	"github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
 	"github.com/leashd/leash/engine"
+	"github.com/leashd/leash/tracing"
 )
 
 // checkBody is the decoded body of POST /v1/limit and /v1/limit/reset; nil fields are absent.
@@ -45,6 +46,10 @@ func (a *API) check(c *call) {
 	d := engine.Decision{Allowed: r.Allowed, Limit: r.Limit.Limit, Remaining: r.Remaining, ResetMS: r.ResetMS}
 	if a.met != nil {
 		a.limitDecisions.Inc(d.Allowed)
+	}
+	if a.tr != nil {
+		a.annotate(c, tracing.AttrEdge.String(string(engine.EdgeLimit)), tracing.AttrNamespace.String(c.q.Namespace),
+			tracing.Outcome(d.Allowed), tracing.AttrAlgorithm.String(r.Limit.Algorithm.String()))
 	}
 
 	// X-Request-Id (when generated), RateLimit-* and Retry-After share one string and one
@@ -166,6 +171,10 @@ func (a *API) acquire(c *call) {
 	if a.met != nil {
 		a.leaseDecisions.Inc(d.Allowed)
 	}
+	if a.tr != nil {
+		a.annotate(c, tracing.AttrEdge.String("leases"), tracing.AttrNamespace.String(c.acq.Namespace),
+			tracing.Outcome(d.Allowed), tracing.AttrAlgorithm.String(engine.ConcurrentLimit.String()))
+	}
 	o := append(c.out[:0], `{"allowed":`...)
 	o = strconv.AppendBool(o, d.Allowed)
 	if d.Allowed {
@@ -283,11 +292,17 @@ func (a *API) decodeRenew(c *call, window **int64) error {
 // The JSON shapes of the rule and stats responses (spec §6.2, §7.2).
 type (
 	ruleJSON struct {
-		Namespace string  `json:"namespace"`
-		Algorithm string  `json:"algorithm"`
-		Limit     int64   `json:"limit"`
-		WindowMS  int64   `json:"window_ms"`
-		Name      *string `json:"name"`
+		Namespace string         `json:"namespace"`
+		Algorithm string         `json:"algorithm"`
+		Limit     int64          `json:"limit"`
+		WindowMS  int64          `json:"window_ms"`
+		Name      *string        `json:"name"`
+		Overrides []overrideJSON `json:"overrides,omitempty"` // absent when none (spec §6.7)
+	}
+	overrideJSON struct {
+		Key      string `json:"key"`
+		Limit    int64  `json:"limit"`
+		WindowMS int64  `json:"window_ms,omitzero"` // absent: the rule's window
 	}
 	rulesJSON struct {
 		Namespace string     `json:"namespace"`
@@ -315,7 +330,11 @@ type (
 )
 
 func toRuleJSON(ns string, r engine.Rule) ruleJSON {
-	return ruleJSON{Namespace: ns, Algorithm: r.Algorithm.String(), Limit: r.Limit, WindowMS: r.WindowMS, Name: r.Name}
+	j := ruleJSON{Namespace: ns, Algorithm: r.Algorithm.String(), Limit: r.Limit, WindowMS: r.WindowMS, Name: r.Name}
+	for _, o := range r.Overrides.List() {
+		j.Overrides = append(j.Overrides, overrideJSON{Key: o.Key, Limit: o.Limit, WindowMS: o.WindowMS})
+	}
+	return j
 }
 
 // marshal writes v as the JSON response.
@@ -389,6 +408,8 @@ func (a *API) decodeRule(c *call) error {
 			err = p.integer(fWindow, "window_ms", intRule, &req.WindowMS, &c.window)
 		case "name":
 			err = p.optStr(fName, "name", &req.Name, &c.name)
+		case "overrides":
+			err = a.overrides(p, &req.Overrides)
 		case "namespace": // the path's namespace wins; the field is accepted and ignored
 			_, err = p.str(fNamespace, "namespace", &c.ignoredStr)
 		default:

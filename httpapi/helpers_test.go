@@ -1,7 +1,6 @@
 package httpapi_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"io"
@@ -11,7 +10,6 @@ import (
 	"net/http/httptest"
 	"net/netip"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -19,26 +17,9 @@ import (
 	"github.com/leashd/leash/engine"
 	"github.com/leashd/leash/engine/memstore"
 	"github.com/leashd/leash/httpapi"
+	"github.com/leashd/leash/internal/testkit"
 	"github.com/leashd/leash/metrics"
 )
-
-// fakeClock is a controllable engine.Clock.
-type fakeClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *fakeClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	c.t = c.t.Add(d)
-	c.mu.Unlock()
-}
 
 // t0 is the tests' start: minute-aligned, 8 days 14 hours before the end of the month.
 var t0 = time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)
@@ -80,41 +61,24 @@ func directory(t testing.TB) *engine.Directory {
 // env is an API over an engine over the memory store with a fake clock.
 type env struct {
 	t     testing.TB
-	clock *fakeClock
+	clock *testkit.FakeClock
 	store *memstore.Store
 	eng   *engine.Engine
 	api   *httpapi.API
 	met   *metrics.Metrics
-	logs  *syncBuffer
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
+	logs  *testkit.SyncBuffer
 }
 
 // newEnv builds an env; wrap, if set, wraps the memory store (to inject failures).
 func newEnv(t testing.TB, wrap func(engine.Store) engine.Store) *env {
-	clock := &fakeClock{t: t0}
+	clock := testkit.NewFakeClock(t0)
 	ms := memstore.New(memstore.Options{Clock: clock})
 	t.Cleanup(func() { _ = ms.Close() })
 	var store engine.Store = ms
 	if wrap != nil {
 		store = wrap(ms)
 	}
-	logs := &syncBuffer{}
+	logs := &testkit.SyncBuffer{}
 	log := slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	eng := engine.New(store, directory(t), engine.Options{Logger: log, Webhooks: engine.WebhookOptions{Resolver: fakeResolver{}}})
 	met := metrics.New()

@@ -74,6 +74,21 @@ var plainInteger = regexp.MustCompile(`^-?(0|[1-9][0-9]*)$`)
 // refValue reads one field value that is not null.
 func refValue(raw []byte, kind fieldKind) (any, bool) {
 	switch kind {
+	case kOverrides:
+		// An array of objects, each read by the same rules with overrideSpec's fields.
+		var elems []json.RawMessage
+		if raw[0] != '[' || json.Unmarshal(raw, &elems) != nil {
+			return nil, false
+		}
+		entries := make([]map[string]any, len(elems))
+		for i, e := range elems {
+			m, ok := refDecode(e, overrideSpec)
+			if !ok {
+				return nil, false
+			}
+			entries[i] = m
+		}
+		return canonOverrides(entries), true
 	case kString, kOptString, kIgnored:
 		var s string
 		if raw[0] != '"' || json.Unmarshal(raw, &s) != nil {

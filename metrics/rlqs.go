@@ -43,6 +43,8 @@ func newRLQS() *RLQS {
 	for _, k := range rlqsReasons {
 		r.rejected.WithLabelValues(k)
 	}
+	r.reported.WithLabelValues("other", "allowed") // the family is exposed before any report
+	r.reported.WithLabelValues("other", "denied")
 	return r
 }
 

@@ -7,8 +7,14 @@
 #      machine was
 #   2. leash and redis-server CPU per decision at a fixed RATE/s for LOAD_DURATION (ghz --rps),
 #      then the same on the memory store and on the empty server, for comparison
-# Tools: redis-server and jq from Debian; ghz from the Go module proxy, pinned below. ghz finds
-# the method by server reflection, so no .proto files are needed.
+#   With PEER_BIN=/path/to/ratelimit (envoyproxy/ratelimit's service_cmd, built from its public
+#   source outside this repository: `go build -o /tmp/peer/ratelimit ./src/service_cmd`), both
+#   parts also run it, on the same redis-server with the same descriptor file and ghz flags
+#   (its own defaults otherwise: a pool of 10 connections, no pipelining window), and print
+#   leash's rate against it.
+# Tools: redis-server and jq from Debian; ghz from the Go module proxy, pinned below. ghz reads
+# the method from a protoset that scripts/rlsprotoset builds from the Go protos (the peer has no
+# server reflection), so no .proto files are needed.
 # Usage: make bench-grpc   (DURATION=10s CONC=50 ROUNDS=3 RATE=3000 LOAD_DURATION=20s to change;
 #        PROFILE=1 also saves a 10 s CPU profile of leash on Redis under full load; exported
 #        LEASH_ variables reach leash, e.g. LEASH_ENVOY_RESPONSE_HEADERS=false)
@@ -32,6 +38,8 @@ if [ ! -x "$ghz" ]; then
 	(d=$(mktemp -d) && cd "$d" && go mod init scratch >/dev/null 2>&1 &&
 		GOBIN="$OLDPWD/$out/bin" GOFLAGS=-mod=mod go install "github.com/bojand/ghz/cmd/ghz@$GHZ_VERSION")
 fi
+
+go run ./scripts/rlsprotoset >"$out/rls.protoset"
 
 # Domain "bench" counts against account "bench"; descriptor user=<any> has a limit so high
 # that every check is allowed (one fixed-window counter per user value).
@@ -75,6 +83,20 @@ YAML
 }
 stop_leash() { kill "$leash_pid"; wait "$leash_pid" 2>/dev/null || true; }
 
+# start_peer starts envoyproxy/ratelimit ($PEER_BIN) on gRPC 127.0.0.1:18092 with the same
+# descriptor file (its runtime folder layout: RUNTIME_ROOT/RUNTIME_SUBDIRECTORY/config) and
+# the same redis-server.
+start_peer() {
+	mkdir -p "$out/peer-runtime/bench/config"
+	cp "$out/ratelimit-bench.yaml" "$out/peer-runtime/bench/config/bench.yaml"
+	env RUNTIME_ROOT="$PWD/$out/peer-runtime" RUNTIME_SUBDIRECTORY=bench RUNTIME_WATCH_ROOT=false \
+		USE_STATSD=false LOG_LEVEL=warn REDIS_SOCKET_TYPE=tcp REDIS_URL=127.0.0.1:"$REDIS_PORT" \
+		HOST=127.0.0.1 PORT=18093 DEBUG_HOST=127.0.0.1 DEBUG_PORT=18094 GRPC_HOST=127.0.0.1 GRPC_PORT=18092 \
+		"$PEER_BIN" >"$out/peer.log" 2>&1 &
+	pids+=($!); peer_pid=$!
+	wait_port 127.0.0.1:18092
+}
+
 start_emptyrls() {
 	go build -o "$out/emptyrls" ./scripts/emptyrls
 	"$out/emptyrls" -addr 127.0.0.1:18091 &
@@ -86,7 +108,7 @@ start_emptyrls() {
 # per-call details and the request data); every call must be OK.
 run() {
 	local addr=$1 o=$2; shift 2
-	( "$ghz" --insecure --call envoy.service.ratelimit.v3.RateLimitService.ShouldRateLimit \
+	( "$ghz" --insecure --protoset "$out/rls.protoset" --call envoy.service.ratelimit.v3.RateLimitService.ShouldRateLimit \
 		-D "$out/rls-data.json" --duration-stop=wait -O json -o "$o.full" "$@" "$addr"
 		times >"$o.times" ) # line 2: user and system CPU of ghz itself
 	jq 'del(.details, .options.data)' "$o.full" >"$o" && rm "$o.full"
@@ -133,6 +155,11 @@ machine() { awk '/^cpu / {print $2+$3+$4+$7+$8+$9, $5+$6}' /proc/stat; }
 start_redis "$REDIS_PORT"
 start_emptyrls
 start_leash_grpc redis
+peer_pid=
+if [ -n "${PEER_BIN:-}" ]; then
+	start_peer
+	run 127.0.0.1:18092 "$out/grpc-warm.json" -c "$CONC" -z 3s
+fi
 
 echo "== 1. ghz -c $CONC -z $DURATION: leash (Redis store) vs empty RateLimitService, $ROUNDS rounds"
 run 127.0.0.1:18081 "$out/grpc-warm.json" -c "$CONC" -z 3s # warm-up: connections, counters, GC heap
@@ -142,11 +169,19 @@ for i in $(seq "$ROUNDS"); do
 	e_line=$(saturate "$out/grpc-empty-$i.json" 127.0.0.1:18091 "$empty_pid")
 	l_line=$(saturate "$out/grpc-leash-$i.json" 127.0.0.1:18081 "$leash_pid" "$redis_pid")
 	printf 'round %d  empty: %s\n         leash(redis): %s\n' "$i" "$e_line" "$l_line" | tee -a "$out/grpc-rounds.txt"
+	if [ -n "$peer_pid" ]; then
+		p_line=$(saturate "$out/grpc-peer-$i.json" 127.0.0.1:18092 "$peer_pid" "$redis_pid")
+		printf '         peer(redis):  %s\n' "$p_line" | tee -a "$out/grpc-rounds.txt"
+	fi
 done
 check_allowed
 e=$(for i in $(seq "$ROUNDS"); do rps "$out/grpc-empty-$i.json"; done | median)
 l=$(for i in $(seq "$ROUNDS"); do rps "$out/grpc-leash-$i.json"; done | median)
 awk -v l="$l" -v e="$e" 'BEGIN {printf "median: empty %.0f rps, leash(redis) %.0f rps, ratio %.1f%%\n", e, l, 100*l/e}'
+if [ -n "$peer_pid" ]; then
+	p=$(for i in $(seq "$ROUNDS"); do rps "$out/grpc-peer-$i.json"; done | median)
+	awk -v l="$l" -v p="$p" 'BEGIN {printf "median: peer(redis) %.0f rps, leash/peer %.2fx\n", p, l/p}'
+fi
 
 if [ -n "${PROFILE:-}" ]; then
 	echo "-- CPU profile of leash (Redis store) under ghz -c $CONC, 10 s: $out/leash-grpc.pprof"
@@ -178,6 +213,7 @@ cpu_per_decision() {
 }
 cpu_per_decision leash-redis 127.0.0.1:18081 "$leash_pid" "$redis_pid"
 check_allowed
+[ -n "$peer_pid" ] && cpu_per_decision peer-redis 127.0.0.1:18092 "$peer_pid" "$redis_pid"
 stop_leash
 start_leash_grpc memory
 cpu_per_decision leash-memory 127.0.0.1:18081 "$leash_pid"

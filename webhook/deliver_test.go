@@ -18,6 +18,7 @@ import (
 
 	"github.com/leashd/leash/engine"
 	"github.com/leashd/leash/engine/memstore"
+	"github.com/leashd/leash/internal/testkit"
 	"github.com/leashd/leash/webhook"
 	"github.com/leashd/leash/webhook/ssrf"
 )
@@ -184,21 +185,9 @@ func (f *fixture) outboxLen(t *testing.T) int64 {
 	return n
 }
 
-// waitFor polls cond for up to 10 s.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
-
 func (f *fixture) waitOutcomes(t *testing.T, want ...webhook.Outcome) {
 	t.Helper()
-	waitFor(t, "outcomes "+strings.Join(outcomeStrings(want), ","), func() bool { return len(f.outcomeList()) >= len(want) })
+	testkit.Eventually(t, "outcomes "+strings.Join(outcomeStrings(want), ","), 10*time.Second, func() bool { return len(f.outcomeList()) >= len(want) })
 	if got := f.outcomeList(); !slices.Equal(got, want) {
 		t.Fatalf("outcomes %v, want %v", got, want)
 	}
@@ -493,7 +482,7 @@ func TestShutdownRequeues(t *testing.T) {
 	d := webhook.New(webhook.Options{Store: store, Policy: testPolicy, PollInterval: 10 * time.Millisecond,
 		ShutdownGrace: 100 * time.Millisecond, Logger: slog.New(slog.DiscardHandler)})
 	go func() { d.Run(runCtx); close(done) }()
-	waitFor(t, "the delivery to start", func() bool { return len(rc.deliveries()) == 1 })
+	testkit.Eventually(t, "the delivery to start", 10*time.Second, func() bool { return len(rc.deliveries()) == 1 })
 	stopped := time.Now()
 	cancel()
 	select {

@@ -1,93 +1,30 @@
 // Package webhook delivers Leash's webhook events (spec §8) from the store's outbox
-// (Deliverer, deliver.go) and holds what deliveries and their receivers share: the
-// Leash-Signature header. A receiver in Go verifies a delivery with Verify:
-//
-//	body, _ := io.ReadAll(r.Body)
-//	if err := webhook.Verify(secret, r.Header.Get("Leash-Signature"), body, 5*time.Minute); err != nil {
-//		http.Error(w, "bad signature", http.StatusBadRequest)
-//		return
-//	}
-//
-// The header is "t=<unix seconds>,v1=<hex>", where <hex> is HMAC-SHA256 keyed with the
-// bytes of the secret string exactly as PUT /v1/webhook returned it, over "<t>.<body>".
-// The same check in a shell, with the header's t and the raw body in body.json:
-//
-//	printf '%s.' "$t" | cat - body.json | openssl dgst -sha256 -hmac "$secret" -hex
+// (Deliverer, deliver.go). The Leash-Signature header it sends is made by package
+// webhook/signature, which receivers import to verify deliveries without compiling the
+// engine; the names below forward to it.
 package webhook
 
 import (
-	"crypto/hmac"
-	"crypto/sha256"
-	"encoding/hex"
-	"errors"
-	"strconv"
-	"strings"
 	"time"
+
+	"github.com/leashd/leash/webhook/signature"
 )
 
 // SignatureHeader is the header that carries a delivery's signature.
-const SignatureHeader = "Leash-Signature"
+const SignatureHeader = signature.Header
 
-// Errors Verify returns.
+// Errors Verify returns (the same values as package signature's).
 var (
-	ErrNoSignature  = errors.New("webhook: no t= and v1= in the signature header")
-	ErrBadSignature = errors.New("webhook: signature does not match the body")
-	ErrExpired      = errors.New("webhook: signature timestamp outside the tolerance")
+	ErrNoSignature  = signature.ErrNoSignature
+	ErrBadSignature = signature.ErrBadSignature
+	ErrExpired      = signature.ErrExpired
 )
 
-// Sign returns the Leash-Signature header value for body sent at t.
-func Sign(secret string, t time.Time, body []byte) string {
-	ts := strconv.FormatInt(t.Unix(), 10)
-	return "t=" + ts + ",v1=" + hex.EncodeToString(mac(secret, ts, body))
-}
+// Sign returns the Leash-Signature header value for body sent at t (signature.Sign).
+func Sign(secret string, t time.Time, body []byte) string { return signature.Sign(secret, t, body) }
 
-// Verify checks header against body and secret: one v1 value must be the HMAC of
-// "<t>.<body>", and t must be within tolerance of now (0: any age).
+// Verify checks a delivery's header against its body (signature.Verify); a receiver
+// should import webhook/signature instead, which does not compile the engine.
 func Verify(secret, header string, body []byte, tolerance time.Duration) error {
-	return verifyAt(secret, header, body, tolerance, time.Now())
-}
-
-func verifyAt(secret, header string, body []byte, tolerance time.Duration, now time.Time) error {
-	var ts string
-	var sigs [][]byte
-	for part := range strings.SplitSeq(header, ",") {
-		k, v, ok := strings.Cut(strings.TrimSpace(part), "=")
-		if !ok {
-			continue
-		}
-		switch k {
-		case "t":
-			ts = v
-		case "v1":
-			if b, err := hex.DecodeString(v); err == nil {
-				sigs = append(sigs, b)
-			}
-		}
-	}
-	sec, err := strconv.ParseInt(ts, 10, 64)
-	if err != nil || len(sigs) == 0 {
-		return ErrNoSignature
-	}
-	want := mac(secret, ts, body)
-	matched := false
-	for _, s := range sigs {
-		matched = matched || hmac.Equal(s, want)
-	}
-	if !matched {
-		return ErrBadSignature
-	}
-	if tolerance > 0 {
-		if d := now.Sub(time.Unix(sec, 0)); d > tolerance || d < -tolerance {
-			return ErrExpired
-		}
-	}
-	return nil
-}
-
-func mac(secret, ts string, body []byte) []byte {
-	m := hmac.New(sha256.New, []byte(secret))
-	m.Write([]byte(ts))
-	m.Write([]byte{'.'})
-	m.Write(body)
-	return m.Sum(nil)
+	return signature.Verify(secret, header, body, tolerance)
 }

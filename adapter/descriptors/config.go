@@ -2,6 +2,7 @@ package descriptors
 
 import (
 	"slices"
+	"strconv"
 	"strings"
 
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
@@ -24,6 +25,7 @@ type Limit struct {
 type Rule struct {
 	Domain         string
 	File, Path     string           // where it was defined, for logs and errors
+	Line           int              // the YAML line of Path; 0 when unknown (an xDS resource)
 	Descriptor     []Entry          // configured keys and values from the top level down (patterns as written, "" for a bare key)
 	MetricKey      string           // the rule's key path for metrics: each level's key, or key_value, joined by "."
 	Limits         []Limit          // from rate_limit or rate_limits; empty when Unlimited
@@ -70,6 +72,7 @@ type Config struct {
 type domain struct {
 	name  string
 	file  string
+	line  int // of its domain key, 0 when unknown
 	top   level
 	rules []*Rule
 }
@@ -273,6 +276,29 @@ func (c *Config) File(domain string) string {
 		return ""
 	}
 	return c.domains[domain].file
+}
+
+// Where returns the file that defines domain and, when known, the line of its domain key:
+// "file:line" or "file".
+func (c *Config) Where(domain string) string {
+	if c == nil || c.domains[domain] == nil {
+		return ""
+	}
+	d := c.domains[domain]
+	if d.line > 0 {
+		return d.file + ":" + strconv.Itoa(d.line)
+	}
+	return d.file
+}
+
+// Where returns the rule's place for error messages: "file:line: path", without the line
+// when unknown.
+func (r *Rule) Where() string {
+	s := r.File
+	if r.Line > 0 {
+		s += ":" + strconv.Itoa(r.Line)
+	}
+	return s + ": " + r.Path
 }
 
 // Files returns the files the configuration was loaded from, in load order.

@@ -33,10 +33,18 @@
 // one level, a bad unit, a requests_per_unit out of range (a missing one is 0),
 // "unlimited" together with a unit or requests_per_unit, a replaces entry naming a
 // limit that no descriptor of the domain defines (or its own limit), and one domain
-// in two files are all errors. Every error is an *Error naming the file and the path
-// inside it, for example
+// in two files are all errors. Every error is an *Error naming the file, the YAML line
+// and the path inside it, for example
 //
-//	ratelimit/config.yaml: descriptors[0].descriptors[1].rate_limit.unit: unknown unit "fortnight"
+//	ratelimit/config.yaml:9: descriptors[0].descriptors[1].rate_limit.unit: unknown unit "fortnight"
+//
+// # xDS resources
+//
+// FromResources builds a Config from xDS RateLimitConfig resources: each is rendered as
+// the file of the same content and built by the same code as a file, so it is valid
+// exactly when that file would be. Its errors name "xds:" and the resource name in place
+// of a file, and no line. Merge combines the files' Config with the resources', refusing
+// a domain from both as a domain in two files is refused.
 //
 // # Extensions
 //

@@ -16,8 +16,9 @@ const maxFileSize = 4 << 20
 
 // source is one file's name and contents.
 type source struct {
-	name string
-	data []byte
+	name    string
+	data    []byte
+	noLines bool // generated text (an xDS resource): errors name no line
 }
 
 // Load reads descriptor files and folders (see the package documentation for the folder
@@ -114,32 +115,76 @@ func ioMsg(err error) string {
 	return err.Error()
 }
 
-// build parses sources into a Config.
+// build parses sources into a Config: the one builder of files and xDS resources alike.
 func build(srcs []source) (*Config, error) {
 	c := &Config{domains: make(map[string]*domain)}
 	var errs []error
 	for _, src := range srcs {
-		d, ferrs := parseFile(src.name, src.data)
+		d, ferrs := parseFile(src.name, src.data, src.noLines)
 		if len(ferrs) > 0 {
 			errs = append(errs, ferrs...)
-		} else if prev := c.domains[d.name]; prev != nil {
-			errs = append(errs, &Error{File: src.name, Path: "domain",
-				Msg: fmt.Sprintf("duplicate domain %q: %s defines it too", d.name, prev.file)})
-		} else {
-			c.domains[d.name] = d
-			c.names = append(c.names, d.name)
+		} else if err := c.add(d); err != nil {
+			errs = append(errs, err)
 		}
 		c.files = append(c.files, src.name)
 		if len(errs) >= maxErrors {
 			break
 		}
 	}
-	switch {
-	case len(errs) == 1:
-		return nil, errs[0]
-	case len(errs) > 1:
-		return nil, errors.Join(errs[:min(len(errs), maxErrors)]...)
+	if err := joinErrors(errs); err != nil {
+		return nil, err
 	}
 	slices.Sort(c.names)
 	return c, nil
+}
+
+// add puts d into c, refusing a domain c already has.
+func (c *Config) add(d *domain) error {
+	if prev := c.domains[d.name]; prev != nil {
+		return &Error{File: d.file, Line: d.line, Path: "domain",
+			Msg: fmt.Sprintf("duplicate domain %q: %s defines it too", d.name, prev.file)}
+	}
+	c.domains[d.name] = d
+	c.names = append(c.names, d.name)
+	return nil
+}
+
+// joinErrors returns nil, the one error, or up to maxErrors of them joined.
+func joinErrors(errs []error) error {
+	switch {
+	case len(errs) == 0:
+		return nil
+	case len(errs) == 1:
+		return errs[0]
+	}
+	return errors.Join(errs[:min(len(errs), maxErrors)]...)
+}
+
+// Merge returns one Config holding the domains of every non-nil config given, refusing a
+// domain that two of them define exactly as a domain in two files is refused (the error
+// names the later source). It returns nil when every config is nil.
+func Merge(cs ...*Config) (*Config, error) {
+	var out *Config
+	var errs []error
+	for _, c := range cs {
+		if c == nil {
+			continue
+		}
+		if out == nil {
+			out = &Config{domains: make(map[string]*domain)}
+		}
+		for _, name := range c.names {
+			if err := out.add(c.domains[name]); err != nil {
+				errs = append(errs, err)
+			}
+		}
+		out.files = append(out.files, c.files...)
+	}
+	if err := joinErrors(errs); err != nil {
+		return nil, err
+	}
+	if out != nil {
+		slices.Sort(out.names)
+	}
+	return out, nil
 }

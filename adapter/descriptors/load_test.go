@@ -140,10 +140,10 @@ func TestLoadErrors(t *testing.T) {
 		paths []string
 		want  string
 	}{
-		{"duplicate domain", []string{a, b}, b + `: domain: duplicate domain "shared": ` + a + " defines it too"},
-		{"duplicate domain in a folder", []string{dir}, b + `: domain: duplicate domain "shared"`},
+		{"duplicate domain", []string{a, b}, b + `:1: domain: duplicate domain "shared": ` + a + " defines it too"},
+		{"duplicate domain in a folder", []string{dir}, b + `:1: domain: duplicate domain "shared"`},
 		{"missing path", []string{filepath.Join(dir, "nope.yaml")}, filepath.Join(dir, "nope.yaml") + ": stat: no such file or directory"},
-		{"bad file in a folder", []string{filepath.Join(dir, "bad")}, bad + `: descriptors[0].rate_limit.unit: unknown unit "ever"`},
+		{"bad file in a folder", []string{filepath.Join(dir, "bad")}, bad + `:2: descriptors[0].rate_limit.unit: unknown unit "ever"`},
 		{"too large", []string{big}, big + ": larger than 4 MiB"},
 		{"dangling link", []string{filepath.Dir(dangling)}, dangling + ": stat: no such file or directory"},
 	} {
@@ -166,7 +166,7 @@ func TestLoadErrorsAcrossFiles(t *testing.T) {
 	if err == nil {
 		t.Fatal("no error")
 	}
-	for _, want := range []string{filepath.Join(dir, "a.yaml") + ": bogus: unknown key", filepath.Join(dir, "b.yaml") + ": domain: a domain is required"} {
+	for _, want := range []string{filepath.Join(dir, "a.yaml") + ":2: bogus: unknown key", filepath.Join(dir, "b.yaml") + ":1: domain: a domain is required"} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("%v\ndoes not contain %q", err, want)
 		}

@@ -65,11 +65,39 @@ type parser struct {
 	file   string
 	errs   []error
 	budget int
+	lines  map[string]int // path → the YAML line it starts at; nil: errors name no line
 }
 
 func (p *parser) errorf(path, format string, args ...any) {
 	if len(p.errs) < maxErrors {
-		p.errs = append(p.errs, &Error{File: p.file, Path: path, Msg: fmt.Sprintf(format, args...)})
+		p.errs = append(p.errs, &Error{File: p.file, Line: p.lineOf(path), Path: path, Msg: fmt.Sprintf(format, args...)})
+	}
+}
+
+// mark records the line a path starts at, unless one is known (a key written in a mapping
+// wins over one merged into it).
+func (p *parser) mark(path string, n *yaml.Node) {
+	if p.lines != nil && n != nil && n.Line > 0 {
+		if _, ok := p.lines[path]; !ok {
+			p.lines[path] = n.Line
+		}
+	}
+}
+
+// lineOf returns the line of path, or of its nearest enclosing path that has one.
+func (p *parser) lineOf(path string) int {
+	if p.lines == nil {
+		return 0
+	}
+	for {
+		if l, ok := p.lines[path]; ok {
+			return l
+		}
+		i := strings.LastIndexAny(path, ".[")
+		if i < 0 {
+			return p.lines[""]
+		}
+		path = path[:i]
 	}
 }
 
@@ -165,6 +193,10 @@ func (p *parser) fields(n *yaml.Node, path string, pl place, out map[string]*yam
 			continue
 		}
 		name, kp := k.Value, join(path, k.Value)
+		if own[name] {
+			delete(p.lines, kp) // a duplicate key: report its own line
+		}
+		p.mark(kp, k)
 		switch {
 		case !slices.Contains(allowedKeys[pl], name):
 			p.errorf(kp, "unknown key %q%s", name, hint(pl, name))
@@ -259,6 +291,9 @@ func (p *parser) list(n *yaml.Node, path string) []*yaml.Node {
 		p.errorf(path, "must be a list, not %s", describe(n))
 		return nil
 	}
+	for i, item := range n.Content {
+		p.mark(fmt.Sprintf("%s[%d]", path, i), item)
+	}
 	return n.Content
 }
 
@@ -295,19 +330,30 @@ type builder struct {
 	replaces []pendingReplace
 }
 
-// parseFile reads one descriptor file; errs holds *Error values.
-func parseFile(name string, data []byte) (*domain, []error) {
+// parseFile reads one descriptor file; errs holds *Error values, with the YAML line of
+// each unless noLines (generated text, whose lines mean nothing to the reader).
+func parseFile(name string, data []byte, noLines bool) (*domain, []error) {
 	// Without aliases a file has fewer nodes than bytes and each is visited at most
 	// twice; the budget stops aliases from expanding much beyond that.
 	p := &parser{file: name, budget: nodeBudget + 2*len(data)}
+	if !noLines {
+		p.lines = map[string]int{}
+	}
 	docs, err := decodeYAML(data)
 	if err != nil {
-		p.errorf("", "%s", strings.TrimPrefix(err.Error(), "yaml: "))
-		return nil, p.errs
+		msg := strings.TrimPrefix(err.Error(), "yaml: ")
+		e := &Error{File: name, Msg: msg}
+		if at, rest, ok := strings.Cut(msg, ": "); ok && !noLines {
+			if l, err := strconv.Atoi(strings.TrimPrefix(at, "line ")); err == nil && strings.HasPrefix(at, "line ") {
+				e.Line, e.Msg = l, rest
+			}
+		}
+		return nil, []error{e}
 	}
 	var root *yaml.Node
 	if len(docs) > 0 && len(docs[0].Content) > 0 {
 		root = docs[0].Content[0]
+		p.mark("", root)
 	}
 	if len(docs) > 1 && len(docs[1].Content) > 0 && !isNull(docs[1].Content[0]) {
 		p.errorf("", "holds more than one YAML document; a file defines one domain")
@@ -328,6 +374,7 @@ func parseFile(name string, data []byte) (*domain, []error) {
 		p.errorf("domain", "%q is not a valid Leash namespace: use 1 to %d characters of A-Z, a-z, 0-9, '.', '_' and '-', starting with a letter or digit", s, engine.MaxNamespace)
 	} else {
 		b.dom.name = s
+		b.dom.line = p.lines["domain"]
 	}
 	b.dom.top = level{}
 	b.descriptors(p.list(m["descriptors"], "descriptors"), "descriptors", b.dom.top, nil, 0)
@@ -426,6 +473,7 @@ func (b *builder) rule(m map[string]*yaml.Node, dp string, desc []Entry) *Rule {
 	r := &Rule{
 		File:           b.file,
 		Path:           dp,
+		Line:           b.lines[dp],
 		Descriptor:     desc,
 		ShadowMode:     b.boolean(m["shadow_mode"], dp+".shadow_mode"),
 		QuotaMode:      b.boolean(m["quota_mode"], dp+".quota_mode"),

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 )
@@ -186,7 +187,7 @@ descriptors:
 			"descriptors[0].rate_limits[0].unlimited", "unlimited goes in rate_limit"},
 		{"rate_limits entry with a bad unit", "domain: d\ndescriptors: [{key: a, rate_limits: [{unit: hour, requests_per_unit: 1}, {unit: hours, requests_per_unit: 1}]}]",
 			"descriptors[0].rate_limits[1].unit", `unknown unit "hours"`},
-		{"YAML syntax", "domain: d\ndescriptors:\n  - key: a\n   value: b\n", "", "line"},
+		{"YAML syntax", "domain: d\ndescriptors:\n  - key: a\n   value: b\n", "", "did not find expected"},
 		{"two documents", "domain: a\n---\ndomain: b\n", "", "more than one YAML document"},
 		{"top level a list", "- domain: d\n", "", "must be a mapping, not a list"},
 		{"non-string key", "domain: d\n? [a]\n: b\n", "", "has a key that is a list"},
@@ -204,13 +205,14 @@ descriptors:
 			if !errors.As(err, &e) {
 				t.Fatalf("error %T %v is not an *Error", err, err)
 			}
-			prefix := file + ": "
+			prefix := regexp.QuoteMeta(file) + `(:[1-9][0-9]*)?: `
 			if tc.path != "" {
-				prefix += tc.path + ": "
+				prefix += regexp.QuoteMeta(tc.path) + ": "
 			}
+			re := regexp.MustCompile("^" + prefix)
 			found := false
 			for _, line := range strings.Split(err.Error(), "\n") {
-				if strings.HasPrefix(line, prefix) && strings.Contains(line, tc.msg) {
+				if re.MatchString(line) && strings.Contains(line, tc.msg) {
 					found = true
 				}
 			}
@@ -244,12 +246,43 @@ func aliasBomb() string {
 
 // The example error from the package documentation, word for word.
 func TestErrorFormat(t *testing.T) {
-	e := &Error{File: "ratelimit/config.yaml", Path: "descriptors[0].descriptors[1].rate_limit.unit", Msg: `unknown unit "fortnight"`}
-	if got, want := e.Error(), `ratelimit/config.yaml: descriptors[0].descriptors[1].rate_limit.unit: unknown unit "fortnight"`; got != want {
+	e := &Error{File: "ratelimit/config.yaml", Line: 9, Path: "descriptors[0].descriptors[1].rate_limit.unit", Msg: `unknown unit "fortnight"`}
+	if got, want := e.Error(), `ratelimit/config.yaml:9: descriptors[0].descriptors[1].rate_limit.unit: unknown unit "fortnight"`; got != want {
 		t.Errorf("got %q, want %q", got, want)
 	}
 	if got := (&Error{File: "f.yaml", Msg: "m"}).Error(); got != "f.yaml: m" {
 		t.Errorf("got %q", got)
+	}
+	if got := (&Error{File: "f.yaml", Line: 7, Path: "domain", Msg: "m"}).Error(); got != "f.yaml:7: domain: m" {
+		t.Errorf("got %q", got)
+	}
+}
+
+// Errors name the YAML line of the path they report: the key's own line, a list item's
+// line, or the nearest enclosing one for a key that is missing.
+func TestErrorLines(t *testing.T) {
+	for _, tc := range []struct {
+		name, yaml string
+		line       int
+		path       string
+	}{
+		{"bad unit", "domain: d\ndescriptors:\n  - key: a\n    rate_limit:\n      unit: fortnight\n      requests_per_unit: 1\n", 5, "descriptors[0].rate_limit.unit"},
+		{"missing unit", "domain: d\ndescriptors:\n  - key: a\n  - key: b\n    rate_limit:\n      requests_per_unit: 1\n", 5, "descriptors[1].rate_limit"},
+		{"missing key", "domain: d\ndescriptors:\n  - key: a\n  - value: b\n", 4, "descriptors[1]"},
+		{"duplicate key", "domain: d\ndescriptors:\n  - key: a\n    key: b\n", 4, "descriptors[0].key"},
+		{"missing domain", "\n\ndescriptors: []\n", 3, "domain"},
+		{"YAML syntax", "domain: d\ndescriptors:\n  - key: a\n   - key: b\n", 2, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := loadString(t, tc.yaml)
+			var e *Error
+			if !errors.As(err, &e) {
+				t.Fatalf("error %v is not an *Error", err)
+			}
+			if e.Line != tc.line || e.Path != tc.path {
+				t.Errorf("error %q at line %d path %q, want line %d path %q", err, e.Line, e.Path, tc.line, tc.path)
+			}
+		})
 	}
 }
 

@@ -104,6 +104,9 @@ func errAttrs(err error) []any {
 	var e *Error
 	if errors.As(err, &e) {
 		attrs = append(attrs, "file", e.File)
+		if e.Line > 0 {
+			attrs = append(attrs, "line", e.Line)
+		}
 		if e.Path != "" {
 			attrs = append(attrs, "path", e.Path)
 		}

@@ -12,6 +12,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/leashd/leash/internal/testkit"
 )
 
 // logBuffer collects log output safely across goroutines.
@@ -139,18 +141,6 @@ func (h *watchHarness) waitLog(s string, within time.Duration) {
 	}
 }
 
-// replaceFile writes a file the way editors and config tools do: a new file renamed over the old.
-func replaceFile(t *testing.T, path, content string) {
-	t.Helper()
-	tmp := filepath.Join(filepath.Dir(path), ".tmp-"+filepath.Base(path))
-	if err := os.WriteFile(tmp, []byte(content), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		t.Fatal(err)
-	}
-}
-
 func limitOf(t *testing.T, c *Config, domain string) int64 {
 	t.Helper()
 	m, ok := c.Match(domain, e("k", "v"))
@@ -171,7 +161,7 @@ func TestWatchAppliesValidChange(t *testing.T) {
 	file := writeFile(t, dir, "rl.yaml", limitFile("d", 1))
 	h := startWatch(t, []string{dir}, 0)
 
-	replaceFile(t, file, limitFile("d", 2))
+	testkit.ReplaceFile(t, file, limitFile("d", 2))
 	if got := limitOf(t, h.next(2*time.Second), "d"); got != 2 {
 		t.Errorf("applied limit %d, want 2", got)
 	}
@@ -192,10 +182,10 @@ func TestWatchKeepsOldOnInvalidChange(t *testing.T) {
 	file := writeFile(t, dir, "rl.yaml", limitFile("d", 1))
 	h := startWatch(t, []string{dir}, 100*time.Millisecond)
 
-	replaceFile(t, file, "domain: d\ndescriptors: [{key: k, rate_limit: {unit: fortnight, requests_per_unit: 1}}]\n")
+	testkit.ReplaceFile(t, file, "domain: d\ndescriptors: [{key: k, rate_limit: {unit: fortnight, requests_per_unit: 1}}]\n")
 	h.waitLog(`unknown unit \"fortnight\"`, 2*time.Second)
 	logs := h.logs.String()
-	for _, want := range []string{"level=ERROR", "the previous one stays in force", "file=" + file, "path=descriptors[0].rate_limit.unit", file + ": descriptors[0].rate_limit.unit"} {
+	for _, want := range []string{"level=ERROR", "the previous one stays in force", "file=" + file, "path=descriptors[0].rate_limit.unit", file + ":2: descriptors[0].rate_limit.unit", "line=2"} {
 		if !strings.Contains(logs, want) {
 			t.Errorf("log lacks %q:\n%s", want, logs)
 		}
@@ -208,7 +198,7 @@ func TestWatchKeepsOldOnInvalidChange(t *testing.T) {
 		t.Errorf("apply called %d times", h.applyCalls())
 	}
 
-	replaceFile(t, file, limitFile("d", 5))
+	testkit.ReplaceFile(t, file, limitFile("d", 5))
 	if got := limitOf(t, h.next(2*time.Second), "d"); got != 5 {
 		t.Errorf("applied limit %d, want 5", got)
 	}
@@ -222,7 +212,7 @@ func TestWatchKeepsOldOnApplyError(t *testing.T) {
 	h := startWatch(t, []string{dir}, 100*time.Millisecond)
 	h.setFail(errors.New("algorithm not on the plan"))
 
-	replaceFile(t, file, limitFile("d", 2))
+	testkit.ReplaceFile(t, file, limitFile("d", 2))
 	h.waitLog("algorithm not on the plan", 2*time.Second)
 	h.quiet(500 * time.Millisecond)
 	if n := strings.Count(h.logs.String(), "algorithm not on the plan"); n != 1 {

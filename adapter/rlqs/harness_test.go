@@ -94,7 +94,8 @@ func startInstance(t *testing.T, store engine.Store, st setup, addr string) *ins
 	o := st.opts
 	o.Engine, o.Demand, o.Accounts, o.Config, o.Logger = eng, store, eng.Account, rls.Config, log
 	quota := rlqs.NewService(o)
-	srv, _ := adapter.NewServerWith(rls, nil, adapter.Limits{}, quota)
+	srv, hs := adapter.NewServerWith(rls, nil, adapter.Limits{})
+	adapter.RegisterQuota(srv, hs, quota)
 	if addr == "" {
 		addr = "127.0.0.1:0"
 	}

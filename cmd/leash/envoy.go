@@ -14,47 +14,31 @@ import (
 	"github.com/leashd/leash/adapter/descriptors"
 	"github.com/leashd/leash/config"
 	"github.com/leashd/leash/engine"
+	"github.com/leashd/leash/internal/setup"
 )
-
-// envoyConfig loads the descriptor files named by cfg and the domain routing.
-func envoyConfig(cfg *config.Config) (*adapter.Config, error) {
-	ec := &adapter.Config{Routing: routing(cfg)}
-	if len(cfg.Envoy.ConfigPaths) > 0 {
-		d, err := descriptors.Load(cfg.Envoy.ConfigPaths...)
-		if err != nil {
-			return nil, err
-		}
-		ec.Descriptors = d
-	}
-	return ec, nil
-}
-
-func routing(cfg *config.Config) adapter.Routing {
-	r := adapter.Routing{DefaultAccount: cfg.Envoy.DefaultAccount, Domains: make(map[string]string, len(cfg.Envoy.Domains))}
-	for d, v := range cfg.Envoy.Domains {
-		r.Domains[d] = v.Account
-	}
-	return r
-}
 
 // envoyReloader applies reloads of the main config and of the descriptor files to the
 // engine and the Envoy service together, so accounts, routing and descriptors are always
 // checked against each other (spec §9.11, §10.4); an invalid change keeps all three.
+// Descriptors come from the files and from xDS (spec §9.14); the service runs on both
+// together, and a domain may come from only one of them.
 type envoyReloader struct {
-	ctx  context.Context // ends the descriptor watcher
-	eng  *engine.Engine
-	svc  *adapter.Service
-	log  *slog.Logger
-	mu   sync.Mutex
-	cfg  *adapter.Config
-	keys []string // envoy.config_paths being watched
+	ctx   context.Context // ends the descriptor watcher
+	eng   *engine.Engine
+	svc   *adapter.Service
+	log   *slog.Logger
+	mu    sync.Mutex
+	cfg   *adapter.Config
+	files *descriptors.Config // the descriptor files' domains in force
+	xds   *descriptors.Config // the xDS domains in force; nil before any update
+	keys  []string            // envoy.config_paths being watched
 
 	stopWatch context.CancelFunc
 	wg        sync.WaitGroup
 }
 
 func newEnvoyReloader(ctx context.Context, eng *engine.Engine, svc *adapter.Service, cfg *adapter.Config, paths []string, log *slog.Logger) *envoyReloader {
-	r := &envoyReloader{ctx: ctx, eng: eng, svc: svc, cfg: cfg, log: log}
+	r := &envoyReloader{ctx: ctx, eng: eng, svc: svc, cfg: cfg, files: cfg.Descriptors, log: log}
 	r.watch(paths)
 	return r
 }
@@ -83,13 +67,27 @@ func (r *envoyReloader) watch(paths []string) {
 func (r *envoyReloader) applyDescriptors(d *descriptors.Config) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	next := &adapter.Config{Descriptors: d, Routing: r.cfg.Routing}
-	if err := next.Validate(r.eng.Directory()); err != nil {
+	next, err := adapter.Compose(d, r.xds, r.cfg.Routing, r.eng.Directory())
+	if err != nil {
 		return err
 	}
-	r.cfg = next
+	r.cfg, r.files = next, d
 	r.svc.SetConfig(next)
 	r.log.Info("envoy descriptors reloaded", "domains", len(d.Domains()))
+	return nil
+}
+
+// applyXDS is the xDS client's Apply: the management server's domains replace the
+// previous xDS domains (spec §9.14); an error is the NACK's text.
+func (r *envoyReloader) applyXDS(x *descriptors.Config) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	next, err := adapter.Compose(r.files, x, r.cfg.Routing, r.eng.Directory())
+	if err != nil {
+		return err
+	}
+	r.cfg, r.xds = next, x
+	r.svc.SetConfig(next)
 	return nil
 }
 
@@ -102,23 +100,24 @@ func (r *envoyReloader) applyConfig(c *config.Config) {
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	next := &adapter.Config{Descriptors: r.cfg.Descriptors, Routing: routing(c)}
+	files := r.files
 	pathsChanged := !slices.Equal(c.Envoy.ConfigPaths, r.keys)
 	if pathsChanged {
-		next.Descriptors = nil
+		files = nil
 		if len(c.Envoy.ConfigPaths) > 0 {
-			if next.Descriptors, err = descriptors.Load(c.Envoy.ConfigPaths...); err != nil {
+			if files, err = descriptors.Load(c.Envoy.ConfigPaths...); err != nil {
 				r.log.Error("config reload: envoy descriptors rejected; keeping the running config", "err", err)
 				return
 			}
 		}
 	}
-	if err := next.Validate(d); err != nil {
+	next, err := adapter.Compose(files, r.xds, setup.Routing(c), d)
+	if err != nil {
 		r.log.Error("config reload: envoy config rejected; keeping the running config", "err", err)
 		return
 	}
 	r.eng.SetDirectory(d)
-	r.cfg = next
+	r.cfg, r.files = next, files
 	r.svc.SetConfig(next)
 	if pathsChanged {
 		r.watch(c.Envoy.ConfigPaths)

@@ -11,59 +11,13 @@ import (
 	"testing"
 	"time"
 
-	rlcommon "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
-	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
-	"google.golang.org/grpc"
+	"github.com/leashd/leash/internal/leashproc"
+	"github.com/leashd/leash/internal/testkit"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/status"
 )
-
-// writeAtomic replaces path's content the way editors and ConfigMaps do.
-func writeAtomic(t *testing.T, path, body string) {
-	t.Helper()
-	tmp := filepath.Join(filepath.Dir(path), "."+filepath.Base(path)+".tmp")
-	if err := os.WriteFile(tmp, []byte(body), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		t.Fatal(err)
-	}
-}
-
-type rlsClient struct {
-	rlsv3.RateLimitServiceClient
-	health healthpb.HealthClient
-}
-
-func dialRLS(t *testing.T, addr string) rlsClient {
-	t.Helper()
-	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = conn.Close() })
-	return rlsClient{rlsv3.NewRateLimitServiceClient(conn), healthpb.NewHealthClient(conn)}
-}
-
-func rlsReq(domain string, d *rlcommon.RateLimitDescriptor) *rlsv3.RateLimitRequest {
-	return &rlsv3.RateLimitRequest{Domain: domain, Descriptors: []*rlcommon.RateLimitDescriptor{d}}
-}
-
-func entry(k, v string) *rlcommon.RateLimitDescriptor {
-	return &rlcommon.RateLimitDescriptor{Entries: []*rlcommon.RateLimitDescriptor_Entry{{Key: k, Value: v}}}
-}
-
-func (c rlsClient) status(t *testing.T, d *rlcommon.RateLimitDescriptor) *rlsv3.RateLimitResponse_DescriptorStatus {
-	t.Helper()
-	resp, err := c.ShouldRateLimit(context.Background(), rlsReq("edge", d))
-	if err != nil {
-		t.Fatalf("ShouldRateLimit: %v", err)
-	}
-	return resp.Statuses[0]
-}
 
 // TestEnvoyEndpoint: a leash process with descriptor files serves gRPC; a /v1/limit call
 // and a gRPC call spend the same counter; descriptor edits apply without a restart and a
@@ -75,37 +29,39 @@ func TestEnvoyEndpoint(t *testing.T) {
 		t.Fatal(err)
 	}
 	descFile := filepath.Join(descDir, "edge.yaml")
-	writeAtomic(t, descFile, "domain: edge\ndescriptors:\n  - key: user\n    rate_limit: {unit: minute, requests_per_unit: 2}\n")
+	testkit.ReplaceFile(t, descFile, "domain: edge\ndescriptors:\n  - key: user\n    rate_limit: {unit: minute, requests_per_unit: 2}\n")
 	cfgFile := filepath.Join(dir, "leash.yaml")
-	writeAtomic(t, cfgFile, fmt.Sprintf(`accounts:
+	testkit.ReplaceFile(t, cfgFile, fmt.Sprintf(`accounts:
   - {id: acme, plan: pro, api_keys: [k]}
 envoy:
   config_paths: [%s]
   domains: {edge: {account: acme}}
 `, descDir))
-	p := startLeashArgs(t, []string{"--config", cfgFile})
-	if p.grpc == "" {
+	p := leashproc.Start(t, binary, []string{"--config", cfgFile})
+	if p.GRPC == "" {
 		t.Fatal("no gRPC address in the start-up log")
 	}
-	c := dialRLS(t, p.grpc)
-	if st, err := c.health.Check(context.Background(), &healthpb.HealthCheckRequest{Service: "envoy.service.ratelimit.v3.RateLimitService"}); err != nil || st.Status != healthpb.HealthCheckResponse_SERVING {
+	c := leashproc.DialRLS(t, p.GRPC)
+	if st, err := c.Health.Check(context.Background(), &healthpb.HealthCheckRequest{Service: "envoy.service.ratelimit.v3.RateLimitService"}); err != nil || st.Status != healthpb.HealthCheckResponse_SERVING {
 		t.Fatalf("health = %v %v", st, err)
 	}
 
 	// One counter, two endpoints: the descriptor user=alice is key "user=alice" in namespace "edge".
-	if st := c.status(t, entry("user", "alice")); st.Code != rlsv3.RateLimitResponse_OK || st.LimitRemaining != 1 {
+	if st := c.Status(t, "edge", leashproc.Entry("user", "alice")); st.Code != rlsv3.RateLimitResponse_OK || st.LimitRemaining != 1 {
 		t.Fatalf("first gRPC call: %v", st)
 	}
-	code, out := call(t, "POST", "http://"+p.http+"/v1/limit", "k",
+	code, out := leashproc.Call(t, "POST", "http://"+p.HTTP+"/v1/limit", "k",
 		`{"namespace":"edge","key":"user=alice","algorithm":"fixed_window","limit":2,"window_ms":60000}`)
 	if code != 200 || out["allowed"] != true || out["remaining"] != float64(0) {
 		t.Fatalf("/v1/limit on the descriptor's counter: %d %v", code, out)
 	}
-	if st := c.status(t, entry("user", "alice")); st.Code != rlsv3.RateLimitResponse_OVER_LIMIT {
+	if st := c.Status(t, "edge", leashproc.Entry("user", "alice")); st.Code != rlsv3.RateLimitResponse_OVER_LIMIT {
 		t.Fatalf("gRPC after /v1/limit spent the counter: %v", st)
 	}
 
-	limitOf := func() uint32 { return c.status(t, entry("user", "probe")).GetCurrentLimit().GetRequestsPerUnit() }
+	limitOf := func() uint32 {
+		return c.Status(t, "edge", leashproc.Entry("user", "probe")).GetCurrentLimit().GetRequestsPerUnit()
+	}
 	waitFor := func(what string, cond func() bool) {
 		t.Helper()
 		deadline := time.Now().Add(3 * time.Second)
@@ -117,26 +73,26 @@ envoy:
 		}
 	}
 	// A valid edit applies without a restart.
-	writeAtomic(t, descFile, "domain: edge\ndescriptors:\n  - key: user\n    rate_limit: {unit: minute, requests_per_unit: 500}\n")
+	testkit.ReplaceFile(t, descFile, "domain: edge\ndescriptors:\n  - key: user\n    rate_limit: {unit: minute, requests_per_unit: 500}\n")
 	waitFor("new limit served", func() bool { return limitOf() == 500 })
 	// A broken edit is logged and the running config stays.
-	writeAtomic(t, descFile, "domain: edge\ndescriptors:\n  - key: user\n    rate_limit: {unit: fortnight, requests_per_unit: 1}\n")
+	testkit.ReplaceFile(t, descFile, "domain: edge\ndescriptors:\n  - key: user\n    rate_limit: {unit: fortnight, requests_per_unit: 1}\n")
 	time.Sleep(2 * time.Second)
 	if got := limitOf(); got != 500 {
 		t.Fatalf("a broken descriptor file changed the limit to %d", got)
 	}
 	// An algorithm the account's plan lacks is rejected on reload too (pro has token_bucket; free does not).
-	writeAtomic(t, cfgFile, fmt.Sprintf(`accounts:
+	testkit.ReplaceFile(t, cfgFile, fmt.Sprintf(`accounts:
   - {id: acme, plan: free, api_keys: [k]}
 envoy:
   config_paths: [%s]
   domains: {edge: {account: acme}}
 `, descDir))
 	waitFor("plan free applied", func() bool {
-		code, _ := call(t, "POST", "http://"+p.http+"/v1/limit", "k", `{"namespace":"n","key":"k","algorithm":"token_bucket","limit":5,"window_ms":1000}`)
+		code, _ := leashproc.Call(t, "POST", "http://"+p.HTTP+"/v1/limit", "k", `{"namespace":"n","key":"k","algorithm":"token_bucket","limit":5,"window_ms":1000}`)
 		return code == 403
 	})
-	writeAtomic(t, descFile, "domain: edge\ndescriptors:\n  - key: user\n    rate_limit: {unit: minute, requests_per_unit: 7, algorithm: token_bucket}\n")
+	testkit.ReplaceFile(t, descFile, "domain: edge\ndescriptors:\n  - key: user\n    rate_limit: {unit: minute, requests_per_unit: 7, algorithm: token_bucket}\n")
 	time.Sleep(2 * time.Second)
 	if got := limitOf(); got != 500 {
 		t.Fatalf("a descriptor file whose algorithm is not on the plan was applied: limit %d", got)
@@ -148,9 +104,9 @@ envoy:
 func TestBadDescriptorFileStopsStart(t *testing.T) {
 	dir := t.TempDir()
 	desc := filepath.Join(dir, "bad.yaml")
-	writeAtomic(t, desc, "domain: edge\ndescriptors:\n  - key: user\n    rate_limit: {unit: fortnight, requests_per_unit: 1}\n")
+	testkit.ReplaceFile(t, desc, "domain: edge\ndescriptors:\n  - key: user\n    rate_limit: {unit: fortnight, requests_per_unit: 1}\n")
 	cfg := filepath.Join(dir, "leash.yaml")
-	writeAtomic(t, cfg, fmt.Sprintf("accounts:\n  - {id: acme, plan: pro, api_keys: [k]}\nenvoy:\n  config_paths: [%s]\n  default_account: acme\n", desc))
+	testkit.ReplaceFile(t, cfg, fmt.Sprintf("accounts:\n  - {id: acme, plan: pro, api_keys: [k]}\nenvoy:\n  config_paths: [%s]\n  default_account: acme\n", desc))
 	cmd := exec.Command(binary, "serve", "--config", cfg)
 	cmd.Env = append(os.Environ(), "LEASH_HTTP_ADDR=127.0.0.1:0", "LEASH_ADMIN_ADDR=127.0.0.1:0", "LEASH_GRPC_ADDR=127.0.0.1:0")
 	var stderr bytes.Buffer
@@ -163,19 +119,12 @@ func TestBadDescriptorFileStopsStart(t *testing.T) {
 	}
 }
 
-// overrideDescriptor always needs a counter: its limit comes with the request.
-func overrideDescriptor() *rlcommon.RateLimitDescriptor {
-	d := entry("client", "c1")
-	d.Limit = &rlcommon.RateLimitDescriptor_RateLimitOverride{RequestsPerUnit: 100, Unit: typev3.RateLimitUnit_MINUTE}
-	return d
-}
-
 // checkEnvoyUnavailable asserts the gRPC endpoint answers UNAVAILABLE promptly and health
 // turns NOT_SERVING while the store is down.
-func checkEnvoyUnavailable(t *testing.T, c rlsClient) {
+func checkEnvoyUnavailable(t *testing.T, c leashproc.RLSClient) {
 	t.Helper()
 	start := time.Now()
-	_, err := c.ShouldRateLimit(context.Background(), rlsReq("n", overrideDescriptor()))
+	_, err := c.ShouldRateLimit(context.Background(), leashproc.Request("n", leashproc.Counted()))
 	if status.Code(err) != codes.Unavailable {
 		t.Fatalf("gRPC with the store down: %v, want UNAVAILABLE", err)
 	}
@@ -187,7 +136,7 @@ func checkEnvoyUnavailable(t *testing.T, c rlsClient) {
 	}
 	deadline := time.Now().Add(5 * time.Second)
 	for {
-		st, err := c.health.Check(context.Background(), &healthpb.HealthCheckRequest{})
+		st, err := c.Health.Check(context.Background(), &healthpb.HealthCheckRequest{})
 		if err == nil && st.Status == healthpb.HealthCheckResponse_NOT_SERVING {
 			return
 		}

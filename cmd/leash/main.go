@@ -1,11 +1,15 @@
 // Command leash is the Leash rate-limit and concurrency-lease service.
 //
-//	leash serve [--config FILE]...   serve /v1, the admin listener and (later) Envoy gRPC
+//	leash serve [--config FILE]...   serve /v1, the admin listener and Envoy gRPC
+//	leash check-config [--config FILE]... [DESCRIPTOR_PATH]...
+//	                                 check the config and descriptor files as serve would
 //	leash keys new                   print a fresh API key and its SHA-256 config line
 //	leash version                    print the version
+//	leash limit|reset|lease|rules|stats|webhook ...   call the /v1 API (package cli)
 package main
 
 import (
+	"context"
 	"crypto/rand"
 	"encoding/base64"
 	"encoding/hex"
@@ -15,6 +19,9 @@ import (
 	"os"
 	"runtime/debug"
 	"strings"
+
+	"github.com/leashd/leash/cli"
+	"github.com/leashd/leash/internal/setup"
 )
 
 // version is set at build time with -ldflags "-X main.version=...".
@@ -22,9 +29,12 @@ var version = ""
 
 const usageText = `usage:
   leash serve [--config FILE]...   start the service (no config: memory store, dev account)
+  leash check-config [--config FILE]... [DESCRIPTOR_PATH]...
+                                   check config and descriptor files as serve would load
+                                   them; exit 0 valid, 1 invalid, 2 bad usage
   leash keys new                   print a new API key and the line to put in the config
   leash version                    print the version
-`
+` + cli.Usage
 
 func main() {
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
@@ -34,6 +44,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
 		fmt.Fprint(stderr, usageText)
 		return 2
+	}
+	if cli.Handles(args[0]) {
+		return cli.Run(context.Background(), args, os.Getenv, stdout, stderr)
 	}
 	switch args[0] {
 	case "serve":
@@ -49,6 +62,12 @@ func run(args []string, stdout, stderr io.Writer) int {
 			return 2
 		}
 		return serve(paths, os.Environ(), stdout, stderr)
+	case "check-config":
+		paths, descs, ok := parseCheckArgs(args[1:], stderr)
+		if !ok {
+			return 2
+		}
+		return checkConfig(paths, descs, os.Environ(), stdout, stderr)
 	case "keys":
 		if len(args) != 2 || args[1] != "new" {
 			fmt.Fprint(stderr, usageText)
@@ -68,6 +87,45 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	fmt.Fprintf(stderr, "leash: unknown command %q\n%s", args[0], usageText)
 	return 2
+}
+
+// parseCheckArgs reads check-config's arguments: --config flags and descriptor paths, in
+// any order ("--" ends the flags).
+func parseCheckArgs(args []string, stderr io.Writer) (configs, descs []string, ok bool) {
+	fs := flag.NewFlagSet("check-config", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Var((*listFlag)(&configs), "config", "Leash config file (YAML); repeat to layer files, as for serve")
+	for {
+		if err := fs.Parse(args); err != nil {
+			return nil, nil, false
+		}
+		if fs.NArg() == 0 {
+			return configs, descs, true
+		}
+		rest := fs.Args()
+		if len(args) > len(rest) && args[len(args)-len(rest)-1] == "--" {
+			return configs, append(descs, rest...), true
+		}
+		descs, args = append(descs, rest[0]), rest[1:]
+	}
+}
+
+// checkConfig is `leash check-config` (spec §9.16): every problem on stderr, one a line.
+func checkConfig(configs, descs, environ []string, stdout, stderr io.Writer) int {
+	res := setup.Check(configs, descs, environ)
+	if len(res.Errors) > 0 {
+		for _, err := range res.Errors {
+			fmt.Fprintln(stderr, err)
+		}
+		fmt.Fprintf(stderr, "leash check-config: invalid (%d problem(s))\n", len(res.Errors))
+		return 1
+	}
+	fmt.Fprintf(stdout, "leash check-config: valid: %d account(s), %d domain(s)", res.Accounts, len(res.Domains))
+	if len(res.Domains) > 0 {
+		fmt.Fprintf(stdout, ": %s", strings.Join(res.Domains, ", "))
+	}
+	fmt.Fprintln(stdout)
+	return 0
 }
 
 // listFlag collects a repeated string flag.

@@ -17,12 +17,13 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/leashd/leash/engine/redisstore"
+	"github.com/leashd/leash/internal/leashproc"
+	"github.com/leashd/leash/internal/testkit"
 )
 
 var binary string
@@ -30,19 +31,7 @@ var binary string
 func TestMain(m *testing.M) {
 	// The tests' own go-redis clients (samplers) must not print every failed dial.
 	redisstore.RouteDriverLogs(slog.New(slog.DiscardHandler))
-	dir, err := os.MkdirTemp("", "leash-bin")
-	if err != nil {
-		panic(err)
-	}
-	binary = filepath.Join(dir, "leash")
-	out, err := exec.Command("go", "build", "-race", "-o", binary, ".").CombinedOutput()
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "build leash: %v\n%s", err, out)
-		os.Exit(1)
-	}
-	code := m.Run()
-	os.RemoveAll(dir)
-	os.Exit(code)
+	os.Exit(leashproc.Main(m, &binary))
 }
 
 func TestVersionAndKeys(t *testing.T) {
@@ -104,147 +93,25 @@ func TestBadConfigFailsBeforeListening(t *testing.T) {
 	}
 }
 
-// syncBuffer is a bytes.Buffer safe to read while a process writes into it.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
-// proc is a running `leash serve`.
-type proc struct {
-	cmd        *exec.Cmd
-	stdout     *syncBuffer
-	mu         sync.Mutex
-	logs       []map[string]any
-	raw        []string // stderr lines that are not JSON log records (panics, race reports)
-	http, adm  string
-	grpc       string // "" when gRPC is disabled
-	exited     chan error
-	stdoutDone chan struct{}
-}
-
-func startLeash(t *testing.T, env ...string) *proc {
-	t.Helper()
-	return startLeashArgs(t, nil, env...)
-}
-
-func startLeashArgs(t *testing.T, args []string, env ...string) *proc {
-	t.Helper()
-	return startLeashBinary(t, binary, args, env...)
-}
-
-// startLeashBinary starts `bin serve args...` with env on loopback ports.
-func startLeashBinary(t *testing.T, bin string, args []string, env ...string) *proc {
-	t.Helper()
-	p := &proc{stdout: new(syncBuffer), exited: make(chan error, 1)}
-	p.cmd = exec.Command(bin, append([]string{"serve"}, args...)...)
-	p.cmd.Env = append(os.Environ(), append([]string{"LEASH_HTTP_ADDR=127.0.0.1:0", "LEASH_ADMIN_ADDR=127.0.0.1:0", "LEASH_GRPC_ADDR=127.0.0.1:0"}, env...)...)
-	p.cmd.Stdout = p.stdout
-	stderr, err := p.cmd.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := p.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	ready := make(chan struct{})
-	go func() {
-		sc := bufio.NewScanner(stderr)
-		for sc.Scan() {
-			var rec map[string]any
-			if json.Unmarshal(sc.Bytes(), &rec) != nil {
-				p.mu.Lock()
-				p.raw = append(p.raw, sc.Text())
-				p.mu.Unlock()
-				continue
-			}
-			p.mu.Lock()
-			p.logs = append(p.logs, rec)
-			p.mu.Unlock()
-			if rec["msg"] == "leash serving" {
-				p.http, p.adm, p.grpc = rec["http"].(string), rec["admin"].(string), rec["grpc"].(string)
-				close(ready)
-			}
-		}
-	}()
-	go func() { p.exited <- p.cmd.Wait() }()
-	t.Cleanup(func() {
-		p.cmd.Process.Kill()
-		if t.Failed() {
-			p.mu.Lock()
-			t.Logf("leash stderr (non-JSON lines):\n%s", strings.Join(p.raw, "\n"))
-			p.mu.Unlock()
-		}
-	})
-	select {
-	case <-ready:
-	case err := <-p.exited:
-		t.Fatalf("leash exited at start: %v", err)
-	case <-time.After(20 * time.Second):
-		t.Fatal("leash did not start")
-	}
-	return p
-}
-
-func (p *proc) hasLog(msg string) bool {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	for _, r := range p.logs {
-		if r["msg"] == msg {
-			return true
-		}
-	}
-	return false
-}
-
-func call(t *testing.T, method, url, key, body string) (int, map[string]any) {
-	t.Helper()
-	req, _ := http.NewRequest(method, url, strings.NewReader(body))
-	if key != "" {
-		req.Header.Set("Authorization", "Bearer "+key)
-	}
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	var out map[string]any
-	json.NewDecoder(resp.Body).Decode(&out)
-	return resp.StatusCode, out
-}
-
 func TestServeWithoutConfig(t *testing.T) {
-	p := startLeash(t, "LEASH_DEV_API_KEY=dev-key-123")
-	base := "http://" + p.http
-	code, out := call(t, "POST", base+"/v1/limit", "dev-key-123", `{"namespace":"demo","key":"u1","limit":1,"window_ms":60000,"algorithm":"token_bucket"}`)
+	p := leashproc.Start(t, binary, nil, "LEASH_DEV_API_KEY=dev-key-123")
+	base := "http://" + p.HTTP
+	code, out := leashproc.Call(t, "POST", base+"/v1/limit", "dev-key-123", `{"namespace":"demo","key":"u1","limit":1,"window_ms":60000,"algorithm":"token_bucket"}`)
 	if code != 200 || out["allowed"] != true {
 		t.Fatalf("first check = %d %v", code, out)
 	}
-	code, out = call(t, "POST", base+"/v1/limit", "dev-key-123", `{"namespace":"demo","key":"u1","limit":1,"window_ms":60000,"algorithm":"token_bucket"}`)
+	code, out = leashproc.Call(t, "POST", base+"/v1/limit", "dev-key-123", `{"namespace":"demo","key":"u1","limit":1,"window_ms":60000,"algorithm":"token_bucket"}`)
 	if code != 200 || out["allowed"] != false {
 		t.Fatalf("second check = %d %v", code, out)
 	}
-	if code, _ := call(t, "POST", base+"/v1/leases", "dev-key-123", `{"namespace":"demo","key":"u1","limit":1,"window_ms":1000}`); code != 200 {
+	if code, _ := leashproc.Call(t, "POST", base+"/v1/leases", "dev-key-123", `{"namespace":"demo","key":"u1","limit":1,"window_ms":1000}`); code != 200 {
 		t.Fatalf("dev account (plan scale) must have leases: %d", code)
 	}
-	if code, _ := call(t, "POST", base+"/v1/limit", "wrong", `{}`); code != 401 {
+	if code, _ := leashproc.Call(t, "POST", base+"/v1/limit", "wrong", `{}`); code != 401 {
 		t.Fatalf("wrong key = %d", code)
 	}
 	for path, want := range map[string]int{"/healthz": 200, "/readyz": 200, "/metrics": 200} {
-		resp, err := http.Get("http://" + p.adm + path)
+		resp, err := http.Get("http://" + p.Admin + path)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -257,23 +124,21 @@ func TestServeWithoutConfig(t *testing.T) {
 			t.Fatalf("metrics lack the denied decision:\n%s", b)
 		}
 	}
-	if strings.Contains(p.stdout.String(), "dev-key-123") {
+	if strings.Contains(p.Stdout.String(), "dev-key-123") {
 		t.Fatal("a key taken from the environment must not be printed")
 	}
 }
 
 func TestServePrintsGeneratedDevKeyOnce(t *testing.T) {
-	p := startLeash(t)
-	m := regexp.MustCompile(`lsh_[A-Za-z0-9_-]{43}`).FindAllString(p.stdout.String(), -1)
+	p := leashproc.Start(t, binary, nil)
+	m := regexp.MustCompile(`lsh_[A-Za-z0-9_-]{43}`).FindAllString(p.Stdout.String(), -1)
 	if len(m) == 0 {
-		t.Fatalf("no dev key printed: %q", p.stdout.String())
+		t.Fatalf("no dev key printed: %q", p.Stdout.String())
 	}
-	if code, _ := call(t, "POST", "http://"+p.http+"/v1/limit", m[0], `{"namespace":"d","key":"k","limit":1,"window_ms":1000}`); code != 200 {
+	if code, _ := leashproc.Call(t, "POST", "http://"+p.HTTP+"/v1/limit", m[0], `{"namespace":"d","key":"k","limit":1,"window_ms":1000}`); code != 200 {
 		t.Fatalf("printed key rejected: %d", code)
 	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	for _, r := range p.logs {
+	for _, r := range p.Logs() {
 		if b, _ := json.Marshal(r); strings.Contains(string(b), m[0]) {
 			t.Fatalf("the key appears in a log line: %s", b)
 		}
@@ -283,9 +148,9 @@ func TestServePrintsGeneratedDevKeyOnce(t *testing.T) {
 // TestGracefulShutdown: a request in flight when SIGTERM arrives completes, /readyz turns
 // 503 during the drain delay, and the process exits 0 after flushing usage.
 func TestGracefulShutdown(t *testing.T) {
-	p := startLeash(t, "LEASH_DEV_API_KEY=k", "LEASH_SHUTDOWN_DRAIN_DELAY=700ms")
+	p := leashproc.Start(t, binary, nil, "LEASH_DEV_API_KEY=k", "LEASH_SHUTDOWN_DRAIN_DELAY=700ms")
 	body := `{"namespace":"demo","key":"slow","limit":5,"window_ms":60000}`
-	conn, err := net.Dial("tcp", p.http)
+	conn, err := net.Dial("tcp", p.HTTP)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -293,11 +158,11 @@ func TestGracefulShutdown(t *testing.T) {
 	fmt.Fprintf(conn, "POST /v1/limit HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer k\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", len(body), body[:10])
 	time.Sleep(100 * time.Millisecond)
 	sent := time.Now()
-	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+	if err := p.Cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
 	time.Sleep(200 * time.Millisecond)
-	resp, err := http.Get("http://" + p.adm + "/readyz")
+	resp, err := http.Get("http://" + p.Admin + "/readyz")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -306,7 +171,7 @@ func TestGracefulShutdown(t *testing.T) {
 		t.Fatalf("readyz while draining = %d", resp.StatusCode)
 	}
 	time.Sleep(800 * time.Millisecond) // past the drain delay: the listener is closed now
-	if c, err := net.DialTimeout("tcp", p.http, time.Second); err == nil {
+	if c, err := net.DialTimeout("tcp", p.HTTP, time.Second); err == nil {
 		c.Close()
 		t.Fatal("new connections are still accepted after the drain delay")
 	}
@@ -319,7 +184,7 @@ func TestGracefulShutdown(t *testing.T) {
 		t.Fatalf("in-flight request = %d", r.StatusCode)
 	}
 	select {
-	case err := <-p.exited:
+	case err := <-p.Exited:
 		var ee *exec.ExitError
 		if errors.As(err, &ee) || err != nil {
 			t.Fatalf("exit: %v", err)
@@ -330,7 +195,7 @@ func TestGracefulShutdown(t *testing.T) {
 	if time.Since(sent) > 10*time.Second {
 		t.Fatal("shutdown took longer than 10 s")
 	}
-	if !p.hasLog("stopped") {
+	if !p.HasLog("stopped") {
 		t.Fatal("no final log line")
 	}
 }
@@ -339,19 +204,11 @@ func TestGracefulShutdown(t *testing.T) {
 // stops working within 2 s, without a restart (spec §10.4); an invalid edit is ignored.
 func TestConfigReloadAppliesAccounts(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "leash.yaml")
-	write := func(body string) {
-		tmp := path + ".tmp"
-		if err := os.WriteFile(tmp, []byte(body), 0o600); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.Rename(tmp, path); err != nil { // atomic, as editors and ConfigMaps do
-			t.Fatal(err)
-		}
-	}
+	write := func(body string) { testkit.ReplaceFile(t, path, body) }
 	write("accounts:\n  - {id: acme, plan: pro, api_keys: [key-one]}\n")
-	p := startLeashArgs(t, []string{"--config", path})
+	p := leashproc.Start(t, binary, []string{"--config", path})
 	check := func(key string) int {
-		code, _ := call(t, "POST", "http://"+p.http+"/v1/limit", key, `{"namespace":"n","key":"k","limit":100,"window_ms":1000}`)
+		code, _ := leashproc.Call(t, "POST", "http://"+p.HTTP+"/v1/limit", key, `{"namespace":"n","key":"k","limit":100,"window_ms":1000}`)
 		return code
 	}
 	waitFor := func(what string, cond func() bool) {

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/leashd/leash/internal/leashproc"
 	"github.com/leashd/leash/internal/redistest"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 )
@@ -16,20 +17,20 @@ import (
 // when Redis stops, and recovers without a restart when it returns.
 func TestServeOnRedis(t *testing.T) {
 	r := redistest.StartServer(t, false)
-	p := startLeash(t, "LEASH_DEV_API_KEY=k", "LEASH_STORE_BACKEND=redis",
+	p := leashproc.Start(t, binary, nil, "LEASH_DEV_API_KEY=k", "LEASH_STORE_BACKEND=redis",
 		"LEASH_STORE_REDIS_URL="+r.URL(),
 		"LEASH_STORE_REDIS_READ_TIMEOUT=300ms", "LEASH_STORE_REDIS_DIAL_TIMEOUT=300ms")
-	base := "http://" + p.http
+	base := "http://" + p.HTTP
 	body := `{"namespace":"n","key":"k","algorithm":"fixed_window","limit":2,"window_ms":60000}`
 	for i, want := range []bool{true, true, false} {
-		code, out := call(t, "POST", base+"/v1/limit", "k", body)
+		code, out := leashproc.Call(t, "POST", base+"/v1/limit", "k", body)
 		if code != 200 || out["allowed"] != want {
 			t.Fatalf("check %d = %d %v", i, code, out)
 		}
 	}
 
-	c := dialRLS(t, p.grpc)
-	if _, err := c.ShouldRateLimit(context.Background(), rlsReq("n", overrideDescriptor())); err != nil {
+	c := leashproc.DialRLS(t, p.GRPC)
+	if _, err := c.ShouldRateLimit(context.Background(), leashproc.Request("n", leashproc.Counted())); err != nil {
 		t.Fatalf("gRPC on Redis: %v", err)
 	}
 
@@ -53,7 +54,7 @@ func TestServeOnRedis(t *testing.T) {
 	if d := time.Since(start); d > 2*time.Second {
 		t.Fatalf("503 took %v", d)
 	}
-	if resp, err := http.Get("http://" + p.adm + "/readyz"); err != nil || resp.StatusCode != 503 {
+	if resp, err := http.Get("http://" + p.Admin + "/readyz"); err != nil || resp.StatusCode != 503 {
 		t.Fatalf("readyz with Redis down: %v %v", resp.StatusCode, err)
 	}
 
@@ -62,7 +63,7 @@ func TestServeOnRedis(t *testing.T) {
 	}
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		code, out := call(t, "POST", base+"/v1/limit", "k", `{"namespace":"n","key":"fresh","limit":2,"window_ms":60000}`)
+		code, out := leashproc.Call(t, "POST", base+"/v1/limit", "k", `{"namespace":"n","key":"fresh","limit":2,"window_ms":60000}`)
 		if code == 200 && out["allowed"] == true {
 			break
 		}
@@ -71,11 +72,11 @@ func TestServeOnRedis(t *testing.T) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	if resp, err := http.Get("http://" + p.adm + "/readyz"); err != nil || resp.StatusCode != 200 {
+	if resp, err := http.Get("http://" + p.Admin + "/readyz"); err != nil || resp.StatusCode != 200 {
 		t.Fatalf("readyz after recovery: %v %v", resp.StatusCode, err)
 	}
 	for {
-		st, err := c.health.Check(context.Background(), &healthpb.HealthCheckRequest{})
+		st, err := c.Health.Check(context.Background(), &healthpb.HealthCheckRequest{})
 		if err == nil && st.Status == healthpb.HealthCheckResponse_SERVING {
 			break
 		}
@@ -84,7 +85,7 @@ func TestServeOnRedis(t *testing.T) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	if _, err := c.ShouldRateLimit(context.Background(), rlsReq("n", overrideDescriptor())); err != nil {
+	if _, err := c.ShouldRateLimit(context.Background(), leashproc.Request("n", leashproc.Counted())); err != nil {
 		t.Fatalf("gRPC after recovery: %v", err)
 	}
 }

@@ -17,6 +17,9 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/status"
+
+	"github.com/leashd/leash/internal/leashproc"
+	"github.com/leashd/leash/internal/testkit"
 )
 
 // TestRLQSEndpoint: a leash process serves the Rate Limit Quota Service on its gRPC
@@ -26,11 +29,11 @@ import (
 func TestRLQSEndpoint(t *testing.T) {
 	dir := t.TempDir()
 	desc := filepath.Join(dir, "edge.yaml")
-	writeAtomic(t, desc, "domain: edge\ndescriptors:\n  - key: user\n    rate_limit: {unit: minute, requests_per_unit: 100}\n")
+	testkit.ReplaceFile(t, desc, "domain: edge\ndescriptors:\n  - key: user\n    rate_limit: {unit: minute, requests_per_unit: 100}\n")
 	cfg := filepath.Join(dir, "leash.yaml")
-	writeAtomic(t, cfg, fmt.Sprintf("accounts:\n  - {id: acme, plan: pro, api_keys: [k]}\nenvoy:\n  config_paths: [%s]\n  domains: {edge: {account: acme}}\n", desc))
-	p := startLeashArgs(t, []string{"--config", cfg}, "LEASH_SHUTDOWN_DRAIN_DELAY=0s")
-	conn, err := grpc.NewClient(p.grpc, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	testkit.ReplaceFile(t, cfg, fmt.Sprintf("accounts:\n  - {id: acme, plan: pro, api_keys: [k]}\nenvoy:\n  config_paths: [%s]\n  domains: {edge: {account: acme}}\n", desc))
+	p := leashproc.Start(t, binary, []string{"--config", cfg}, "LEASH_SHUTDOWN_DRAIN_DELAY=0s")
+	conn, err := grpc.NewClient(p.GRPC, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -58,12 +61,12 @@ func TestRLQSEndpoint(t *testing.T) {
 		t.Fatalf("assignment %v", resp)
 	}
 	// The report spent 40 of the descriptor's counter, key "user=alice" in namespace edge.
-	code, out := call(t, "POST", "http://"+p.http+"/v1/limit", "k",
+	code, out := leashproc.Call(t, "POST", "http://"+p.HTTP+"/v1/limit", "k",
 		`{"namespace":"edge","key":"user=alice","algorithm":"fixed_window","limit":100,"window_ms":60000}`)
 	if code != 200 || out["remaining"] != float64(59) {
 		t.Fatalf("/v1/limit after the report: %d %v", code, out)
 	}
-	mresp, err := http.Get("http://" + p.adm + "/metrics")
+	mresp, err := http.Get("http://" + p.Admin + "/metrics")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -76,7 +79,7 @@ func TestRLQSEndpoint(t *testing.T) {
 		}
 	}
 	start := time.Now()
-	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+	if err := p.Cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
 	for {
@@ -87,7 +90,7 @@ func TestRLQSEndpoint(t *testing.T) {
 	if status.Code(err) != codes.Unavailable || time.Since(start) > 5*time.Second {
 		t.Fatalf("the stream ended with %v after %v, want UNAVAILABLE at once", err, time.Since(start))
 	}
-	if err := <-p.exited; err != nil {
+	if err := <-p.Exited; err != nil {
 		t.Fatalf("exit: %v", err)
 	}
 }

@@ -8,24 +8,31 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"net/http"
 	"os/signal"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
 	"github.com/leashd/leash/adapter"
 	"github.com/leashd/leash/adapter/rlqs"
+	"github.com/leashd/leash/adapter/xdsconfig"
 	"github.com/leashd/leash/admin"
 	"github.com/leashd/leash/config"
 	"github.com/leashd/leash/engine"
 	"github.com/leashd/leash/engine/memstore"
 	"github.com/leashd/leash/engine/redisstore"
 	"github.com/leashd/leash/httpapi"
+	"github.com/leashd/leash/internal/setup"
 	"github.com/leashd/leash/metrics"
+	"github.com/leashd/leash/tracing"
 	"github.com/leashd/leash/webhook"
 	"github.com/leashd/leash/webhook/ssrf"
 	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/health"
 )
@@ -52,12 +59,22 @@ func serve(paths, environ []string, stdout, stderr io.Writer) int {
 	defer stop()
 
 	m := metrics.New()
+	tr, err := newTracing(ctx, cfg.Tracing, log)
+	if err != nil {
+		log.Error("cannot set up tracing", "err", err)
+		return 1
+	}
+	defer shutdownTracing(context.Background(), tr, log) // early returns; a no-op after the one below
 	store, err := openStore(ctx, cfg, m, log)
 	if err != nil {
 		log.Error("cannot open the store", "backend", cfg.Store.Backend, "err", err)
 		return 1
 	}
-	istore := m.Instrument(store)
+	var tracer trace.Tracer
+	if tr != nil {
+		tracer = tr.Tracer()
+	}
+	istore := m.InstrumentTraced(store, tracer)
 	policy := ssrf.Policy{AllowHTTP: cfg.Webhooks.AllowHTTP, AllowPrivateTargets: cfg.Webhooks.AllowPrivateTargets}
 	wake := make(chan struct{}, 1) // an event was queued here: deliver without waiting for the poll
 	eng := engine.New(istore, dir, engine.Options{Logger: log, LocalCacheMaxEntries: cfg.Envoy.LocalCache.MaxEntries,
@@ -70,7 +87,7 @@ func serve(paths, environ []string, stdout, stderr io.Writer) int {
 				}
 			},
 		}})
-	envoyCfg, err := envoyConfig(cfg)
+	envoyCfg, err := setup.Envoy(cfg)
 	if err == nil {
 		err = envoyCfg.Validate(dir)
 	}
@@ -78,6 +95,14 @@ func serve(paths, environ []string, stdout, stderr io.Writer) int {
 		log.Error("invalid envoy config", "err", err)
 		_ = store.Close()
 		return 1
+	}
+	var xdsTLS *tls.Config
+	if x := cfg.Envoy.XDS; x.Address != "" && (x.TLS.CAFile != "" || x.TLS.CertFile != "" || x.TLS.KeyFile != "" || x.TLS.ServerName != "") {
+		if xdsTLS, err = xdsconfig.TLSConfig(x.TLS.CAFile, x.TLS.CertFile, x.TLS.KeyFile, x.TLS.ServerName); err != nil {
+			log.Error("invalid envoy.xds.tls", "err", err)
+			_ = store.Close()
+			return 1
+		}
 	}
 	envoyDecisions := m.Decisions("envoy")
 	m.LocalCache(eng.LocalCacheHits)
@@ -87,8 +112,10 @@ func serve(paths, environ []string, stdout, stderr io.Writer) int {
 		ResponseHeaders: e.ResponseHeaders,
 		HeaderNames:     adapter.HeaderNames{Limit: e.HeaderNames.Limit, Remaining: e.HeaderNames.Remaining, Reset: e.HeaderNames.Reset},
 		ShadowMode:      e.ShadowMode, QuotaMode: e.QuotaMode, DynamicMetadata: e.ResponseDynamicMetadata,
-		Rules:    m.Rules(),
-		Counters: adapter.Counters{Decision: envoyDecisions.Inc, ShadowDenial: m.ShadowDenial, GlobalShadow: m.GlobalShadow},
+		Rules: m.Rules(),
+		Counters: adapter.Counters{Decision: envoyDecisions.Inc, ShadowDenial: m.ShadowDenial, GlobalShadow: m.GlobalShadow,
+			HardCap: func(account string) { m.HardCapDenial("envoy", account) }},
+		Trace: tr != nil,
 	})
 	rq := m.RLQS()
 	quota := rlqs.NewService(rlqs.Options{
@@ -98,7 +125,8 @@ func serve(paths, environ []string, stdout, stderr io.Writer) int {
 		Counters: rlqs.Counters{Streams: rq.Streams, Buckets: rq.Buckets, Sent: rq.Sent, Reported: rq.Reported, Rejected: rq.Rejected},
 	})
 	adm := admin.New(admin.Options{Ping: eng.Ping, Gatherer: m.Registry, Pprof: cfg.Admin.Pprof})
-	api := httpapi.New(httpapi.Options{Engine: eng, Metrics: m, Logger: log})
+	m.Readiness(func() bool { return adm.Ready(context.Background()) })
+	api := httpapi.New(httpapi.Options{Engine: eng, Metrics: m, Logger: log, Tracing: tr})
 
 	// Bind every listener before serving, so a taken port is a start-up error.
 	httpLn, err := listen(cfg.HTTP.Addr, cfg.HTTP.TLS.CertFile, cfg.HTTP.TLS.KeyFile)
@@ -122,6 +150,19 @@ func serve(paths, environ []string, stdout, stderr io.Writer) int {
 		}
 		if err != nil {
 			log.Error("cannot listen", "listener", "grpc", "addr", cfg.GRPC.Addr, "err", err)
+			_ = adminLn.Close()
+			_ = httpLn.Close()
+			_ = store.Close()
+			return 1
+		}
+	}
+	var jsonLn net.Listener
+	if cfg.Envoy.JSONAddr != "" {
+		if jsonLn, err = net.Listen("tcp", cfg.Envoy.JSONAddr); err != nil {
+			log.Error("cannot listen", "listener", "json", "addr", cfg.Envoy.JSONAddr, "err", err)
+			if grpcLn != nil {
+				_ = grpcLn.Close()
+			}
 			_ = adminLn.Close()
 			_ = httpLn.Close()
 			_ = store.Close()
@@ -159,20 +200,78 @@ func serve(paths, environ []string, stdout, stderr io.Writer) int {
 	if len(paths) > 0 {
 		go config.Watch(watchCtx, paths, environ, reloader.applyConfig, log)
 	}
+	// Descriptor configs from the xDS management server (spec §9.14), stopped on shutdown.
+	xdsCtx, stopXDS := context.WithCancel(context.Background())
+	defer stopXDS()
+	xdsDone := make(chan struct{})
+	if x := cfg.Envoy.XDS; x.Address != "" {
+		updates := prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "leash_xds_updates_total",
+			Help: "Descriptor config updates from the xDS management server: applied (ACK) or refused (NACK).",
+		}, []string{"result"})
+		connected := prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "leash_xds_connected",
+			Help: "1 while a stream to the xDS management server delivers responses, else 0.",
+		})
+		m.MustRegister(updates, connected)
+		applied, refused := updates.WithLabelValues("applied"), updates.WithLabelValues("refused")
+		go func() {
+			defer close(xdsDone)
+			xdsconfig.Run(xdsCtx, xdsconfig.Options{Address: x.Address, NodeID: x.NodeID, TLS: xdsTLS, Apply: reloader.applyXDS, Logger: log,
+				Updated: func(ok bool) {
+					if ok {
+						applied.Inc()
+					} else {
+						refused.Inc()
+					}
+				},
+				Connected: func(up bool) {
+					if up {
+						connected.Set(1)
+					} else {
+						connected.Set(0)
+					}
+				},
+			})
+		}()
+	} else {
+		close(xdsDone)
+	}
 
-	serveErr := make(chan error, 3)
+	serveErr := make(chan error, 4)
 	go func() { serveErr <- httpSrv.Serve(httpLn) }()
 	go func() { serveErr <- adminSrv.Serve(adminLn) }()
+	// The peer's /json and /healthcheck (spec §9.15); /healthcheck fails while draining.
+	var draining atomic.Bool
+	var jsonSrv *http.Server
+	jsonAddr := ""
+	if jsonLn != nil {
+		jsonSrv = httpapi.NewServerWith(cfg.Envoy.JSONAddr, adapter.NewJSONHandler(svc, adapter.JSONOptions{
+			Logger: log,
+			Healthy: func(ctx context.Context) error {
+				if draining.Load() {
+					return errors.New("draining")
+				}
+				ctx, cancel := context.WithTimeout(ctx, admin.ReadyTimeout)
+				defer cancel()
+				return eng.Ping(ctx)
+			},
+		}), httpTimeouts(cfg.HTTP))
+		jsonSrv.ErrorLog = httpSrv.ErrorLog
+		go func() { serveErr <- jsonSrv.Serve(jsonLn) }()
+		jsonAddr = jsonLn.Addr().String()
+	}
 	grpcAddr := ""
 	var grpcSrv *grpc.Server
 	if grpcLn != nil {
 		var hs *health.Server
-		grpcSrv, hs = adapter.NewServerWith(svc, grpcTLSConfig, adapter.DefaultLimits(), quota)
+		grpcSrv, hs = adapter.NewServerWith(svc, grpcTLSConfig, adapter.DefaultLimits(), append(m.GRPC().ServerOptions(), tr.ServerOptions()...)...)
+		adapter.RegisterQuota(grpcSrv, hs, quota)
 		go adapter.WatchHealth(watchCtx, hs, eng.Ping, time.Second, cfg.Store.Redis.ReadTimeout, log)
 		go func() { serveErr <- grpcSrv.Serve(grpcLn) }()
 		grpcAddr = grpcLn.Addr().String()
 	}
-	log.Info("leash serving", "version", buildVersion(), "http", httpLn.Addr().String(), "grpc", grpcAddr,
+	log.Info("leash serving", "version", buildVersion(), "http", httpLn.Addr().String(), "grpc", grpcAddr, "json", jsonAddr,
 		"admin", adminLn.Addr().String(), "store", cfg.Store.Backend)
 
 	code := 0
@@ -188,6 +287,7 @@ func serve(paths, environ []string, stdout, stderr io.Writer) int {
 
 	// 1. /readyz turns 503 so load balancers stop routing here; keep serving meanwhile.
 	adm.Drain()
+	draining.Store(true)
 	time.Sleep(min(cfg.Shutdown.DrainDelay, time.Until(deadline)/2))
 	// 2. Close the listeners and let every request already received complete; webhook
 	// deliveries in flight get a grace period (the outbox keeps the rest).
@@ -205,8 +305,16 @@ func serve(paths, environ []string, stdout, stderr io.Writer) int {
 		log.Error("http drain incomplete", "err", err)
 		code = 1
 	}
+	if jsonSrv != nil {
+		if err := jsonSrv.Shutdown(sctx); err != nil {
+			log.Error("json drain incomplete", "err", err)
+			code = 1
+		}
+	}
 	drained.Wait()
 	<-delivered
+	stopXDS()
+	<-xdsDone
 	cancel()
 	// 3. Flush usage (the flush loop does a final flush when stopped).
 	stopFlush()
@@ -215,6 +323,8 @@ func serve(paths, environ []string, stdout, stderr io.Writer) int {
 		code = 1
 	}
 	actx, cancel := context.WithDeadline(context.Background(), deadline)
+	// 4. Flush the spans not yet exported (spec §12.8), then close the admin listener.
+	shutdownTracing(actx, tr, log)
 	_ = adminSrv.Shutdown(actx)
 	cancel()
 	if err := store.Close(); err != nil {
@@ -222,6 +332,34 @@ func serve(paths, environ []string, stdout, stderr io.Writer) int {
 	}
 	log.Info("stopped", "exit_code", code)
 	return code
+}
+
+// newTracing sets up OpenTelemetry traces from tracing.* (spec §12.8); nil when
+// tracing.exporter is none. Export failures are logged as warnings.
+func newTracing(ctx context.Context, c config.Tracing, log *slog.Logger) (*tracing.Tracing, error) {
+	tr, err := tracing.New(ctx, tracing.Options{Exporter: c.Exporter, Endpoint: c.Endpoint, Insecure: c.Insecure,
+		SamplingRatio: c.SamplingRatio, ServiceName: c.ServiceName, ServiceVersion: buildVersion()})
+	if err != nil || tr == nil {
+		return nil, err
+	}
+	// The SDK reports export failures through its process-wide handler; route them to
+	// the log.
+	otel.SetErrorHandler(otel.ErrorHandlerFunc(func(err error) { log.Warn("tracing", "err", err) }))
+	log.Info("tracing on", "exporter", c.Exporter, "endpoint", c.Endpoint, "sampling_ratio", c.SamplingRatio)
+	return tr, nil
+}
+
+// shutdownTracing flushes the spans not yet exported (within ctx, and at most 5 s) and
+// stops the tracer provider.
+func shutdownTracing(ctx context.Context, tr *tracing.Tracing, log *slog.Logger) {
+	if tr == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if err := tr.Shutdown(ctx); err != nil {
+		log.Warn("tracing shutdown: spans may be lost", "err", err)
+	}
 }
 
 // httpTimeouts are the /v1 listener's bounds on slow and idle clients (http.*_timeout).
@@ -245,11 +383,7 @@ func directory(cfg *config.Config, environ []string, stdout io.Writer, log *slog
 	} else {
 		log.Info("dev account uses the API key from " + config.DevAPIKeyEnv)
 	}
-	plan, ok := cfg.Plans["scale"]
-	if !ok {
-		return nil, errors.New("plan scale is missing")
-	}
-	return engine.NewDirectory([]engine.AccountSpec{{ID: config.DevAccountID, Plan: plan, KeyHashes: [][32]byte{engine.HashKey(key)}}})
+	return setup.Directory(cfg, engine.HashKey(key))
 }
 
 func openStore(ctx context.Context, cfg *config.Config, m *metrics.Metrics, log *slog.Logger) (engine.Store, error) {

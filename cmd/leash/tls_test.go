@@ -12,6 +12,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 
+	"github.com/leashd/leash/internal/leashproc"
 	"github.com/leashd/leash/internal/testcert"
 )
 
@@ -46,13 +47,13 @@ func newTestPKI(t *testing.T) *testPKI {
 // configured CA is served, none or another CA's is refused.
 func TestTLS(t *testing.T) {
 	pki := newTestPKI(t)
-	p := startLeash(t, "LEASH_DEV_API_KEY=k",
+	p := leashproc.Start(t, binary, nil, "LEASH_DEV_API_KEY=k",
 		"LEASH_HTTP_TLS_CERT_FILE="+pki.serverCert, "LEASH_HTTP_TLS_KEY_FILE="+pki.srvKey,
 		"LEASH_GRPC_TLS_CERT_FILE="+pki.serverCert, "LEASH_GRPC_TLS_KEY_FILE="+pki.srvKey,
 		"LEASH_GRPC_TLS_CLIENT_CA_FILE="+pki.caFile)
 
 	hc := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pki.pool}}}
-	resp, err := hc.Get("https://" + p.http + "/v1/namespaces/n/rules")
+	resp, err := hc.Get("https://" + p.HTTP + "/v1/namespaces/n/rules")
 	if err != nil {
 		t.Fatalf("HTTPS: %v", err)
 	}
@@ -63,14 +64,14 @@ func TestTLS(t *testing.T) {
 
 	try := func(certs []tls.Certificate) error {
 		creds := credentials.NewTLS(&tls.Config{RootCAs: pki.pool, Certificates: certs})
-		conn, err := grpc.NewClient(p.grpc, grpc.WithTransportCredentials(creds))
+		conn, err := grpc.NewClient(p.GRPC, grpc.WithTransportCredentials(creds))
 		if err != nil {
 			return err
 		}
 		defer conn.Close()
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
-		_, err = rlsv3.NewRateLimitServiceClient(conn).ShouldRateLimit(ctx, rlsReq("n", entry("k", "v")))
+		_, err = rlsv3.NewRateLimitServiceClient(conn).ShouldRateLimit(ctx, leashproc.Request("n", leashproc.Entry("k", "v")))
 		return err
 	}
 	if err := try([]tls.Certificate{pki.clientCert}); err != nil {

@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/leashd/leash/internal/testkit"
+
 	"github.com/leashd/leash/engine"
 	"github.com/leashd/leash/engine/storetest"
 )
@@ -36,9 +38,9 @@ var ctx = context.Background()
 
 const t0 = 1_800_057_600_000 // a multiple of one day
 
-func newTestStore(t *testing.T, opts Options) (*Store, *storetest.FakeClock) {
+func newTestStore(t *testing.T, opts Options) (*Store, *testkit.FakeClock) {
 	t.Helper()
-	clock := storetest.NewFakeClock(time.UnixMilli(t0))
+	clock := testkit.NewFakeClock(time.UnixMilli(t0))
 	opts.Clock = clock
 	s := New(opts)
 	t.Cleanup(func() { s.Close() })
@@ -407,7 +409,7 @@ func liveCounterBytes(tb testing.TB, n int) float64 {
 	var before, after runtime.MemStats
 	runtime.GC()
 	runtime.ReadMemStats(&before)
-	s := New(Options{MaxEntries: 2 * n, Clock: storetest.NewFakeClock(time.UnixMilli(t0))})
+	s := New(Options{MaxEntries: 2 * n, Clock: testkit.NewFakeClock(time.UnixMilli(t0))})
 	defer s.Close()
 	c := engine.Counter{Account: "acct-1234", Namespace: "api", Algorithm: engine.SlidingWindow, WindowMS: 60_000}
 	var buf [32]byte

@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/leashd/leash/internal/testkit"
+
 	"github.com/leashd/leash/engine"
 	"github.com/leashd/leash/engine/algo"
 )
@@ -46,7 +48,7 @@ func (m *model) spend(alg engine.Algorithm, now, limit, window, cost int64) algo
 // instants far in the future) and requires identical verdicts, remaining and reset.
 func TestScriptsMatchAlgo(t *testing.T) {
 	t.Parallel()
-	clock := newFakeClock(time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC))
+	clock := testkit.NewFakeClock(time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC))
 	s := singleStore(t, clock)
 	ctx := context.Background()
 	rng := rand.New(rand.NewPCG(1, 2))

@@ -1,7 +1,6 @@
 package redisstore
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"log/slog"
@@ -16,27 +15,10 @@ import (
 
 	"github.com/leashd/leash/engine"
 	"github.com/leashd/leash/internal/redistest"
+	"github.com/leashd/leash/internal/testkit"
 )
 
-// syncBuffer is a goroutine-safe log sink.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (w *syncBuffer) Write(p []byte) (int, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.b.Write(p)
-}
-
-func (w *syncBuffer) String() string {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.b.String()
-}
-
-func bufLogger(w *syncBuffer) *slog.Logger {
+func bufLogger(w *testkit.SyncBuffer) *slog.Logger {
 	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: slog.LevelDebug}))
 }
 
@@ -185,7 +167,7 @@ func TestStartupWaitsForRedis(t *testing.T) {
 	t.Parallel()
 	srv := redistest.StartServer(t, false)
 	srv.Stop()
-	var logs syncBuffer
+	var logs testkit.SyncBuffer
 	done := make(chan error, 1)
 	var s *Store
 	go func() {
@@ -271,7 +253,7 @@ func TestEvictionPolicyWarning(t *testing.T) {
 		warn   bool
 	}{{"allkeys-lru", true}, {"noeviction", false}, {"volatile-ttl", false}} {
 		srv := redistest.StartServer(t, false, "--maxmemory-policy", tc.policy)
-		var logs syncBuffer
+		var logs testkit.SyncBuffer
 		openStore(t, Options{URL: srv.URL(), Logger: bufLogger(&logs)})
 		if got := strings.Contains(logs.String(), "maxmemory-policy can evict"); got != tc.warn {
 			t.Fatalf("policy %s: warned = %v, want %v; logs:\n%s", tc.policy, got, tc.warn, logs.String())

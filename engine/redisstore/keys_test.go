@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/leashd/leash/internal/testkit"
+
 	"github.com/leashd/leash/engine"
 	"github.com/leashd/leash/internal/redistest"
 )
@@ -167,7 +169,7 @@ func TestTTLs(t *testing.T) {
 // applying it to one account first) is counted once; days and months are read back.
 func TestUsageIdempotent(t *testing.T) {
 	t.Parallel()
-	clock := newFakeClock(time.Date(2026, 12, 1, 0, 30, 0, 0, time.UTC))
+	clock := testkit.NewFakeClock(time.Date(2026, 12, 1, 0, 30, 0, 0, time.UTC))
 	s := singleStore(t, clock)
 	ctx := context.Background()
 	dec := engine.DayOf(clock.NowMS()) - 1 // 2026-11-30

@@ -121,35 +121,3 @@ func singleStore(t testing.TB, clock engine.Clock) *Store {
 	t.Helper()
 	return openStore(t, Options{URL: singleURL(t), Clock: clock})
 }
-
-// fakeClock is a settable engine.Clock for tests of this package.
-type fakeClock struct {
-	mu sync.Mutex
-	ms int64
-}
-
-func newFakeClock(t time.Time) *fakeClock { return &fakeClock{ms: t.UnixMilli()} }
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return time.UnixMilli(c.ms).UTC()
-}
-
-func (c *fakeClock) SetMS(ms int64) {
-	c.mu.Lock()
-	c.ms = ms
-	c.mu.Unlock()
-}
-
-func (c *fakeClock) NowMS() int64 {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.ms
-}
-
-func (c *fakeClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	c.ms += d.Milliseconds()
-	c.mu.Unlock()
-}

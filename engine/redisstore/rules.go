@@ -31,6 +31,10 @@ const (
 	pollInterval   = 250 * time.Millisecond
 	maxStaleness   = 750 * time.Millisecond
 	maxRuleEntries = 100_000
+	// maxRuleWeight bounds the cache's overrides too (spec §6.7): an entry weighs 1 plus
+	// its rules' overrides, so a few namespaces with 1,000 overrides each cannot make the
+	// cache hold 100,000 times that.
+	maxRuleWeight = 1_000_000
 )
 
 type ruleKey struct{ account, namespace string }
@@ -40,11 +44,23 @@ type ruleEntry struct {
 	ver   int64
 }
 
+// weight is what an entry counts toward maxRuleWeight.
+func (e *ruleEntry) weight() int {
+	w := 1
+	for _, r := range [2]*engine.Rule{e.rules.Rate, e.rules.Concurrent} {
+		if r != nil {
+			w += r.Overrides.Len()
+		}
+	}
+	return w
+}
+
 type ruleCache struct {
 	s *Store
 
 	mu      sync.RWMutex
 	entries map[ruleKey]ruleEntry
+	weight  int   // the entries' total weight
 	ver     int64 // the rules version last seen
 
 	polledAt atomic.Int64 // Unix ns when the last successful poll started
@@ -100,7 +116,7 @@ func (c *ruleCache) observe(v int64, exact bool) {
 	c.mu.Lock()
 	if v != c.ver && (exact || v > c.ver) {
 		c.ver = v
-		clear(c.entries)
+		c.clearLocked()
 	}
 	c.mu.Unlock()
 }
@@ -120,7 +136,7 @@ func (c *ruleCache) get(k ruleKey) (engine.Rules, bool) {
 	if !ok {
 		return engine.Rules{}, false
 	}
-	// A copy: callers may modify what they get.
+	// A copy: callers may modify what they get (the overrides are immutable and shared).
 	return engine.Rules{Rate: cloneRule(e.rules.Rate), Concurrent: cloneRule(e.rules.Concurrent)}, true
 }
 
@@ -138,26 +154,60 @@ func cloneRule(r *engine.Rule) *engine.Rule {
 func (c *ruleCache) put(k ruleKey, e ruleEntry) {
 	c.mu.Lock()
 	if e.ver == c.ver {
-		if len(c.entries) >= maxRuleEntries {
-			clear(c.entries)
+		if old, ok := c.entries[k]; ok {
+			c.weight -= old.weight()
+		}
+		w := e.weight()
+		if len(c.entries) >= maxRuleEntries || c.weight+w > maxRuleWeight {
+			c.clearLocked()
 		}
 		c.entries[k] = e
+		c.weight += w
 	}
 	c.mu.Unlock()
 }
 
+// clearLocked empties the cache; c.mu is held.
+func (c *ruleCache) clearLocked() {
+	clear(c.entries)
+	c.weight = 0
+}
+
 func (c *ruleCache) drop(k ruleKey) {
 	c.mu.Lock()
-	delete(c.entries, k)
+	if old, ok := c.entries[k]; ok {
+		c.weight -= old.weight()
+		delete(c.entries, k)
+	}
 	c.mu.Unlock()
 }
 
-// ruleJSON is a rule as stored in Redis.
+// ruleJSON is a rule as stored in Redis: its overrides (spec §6.7) ride in the same value,
+// so they are written, versioned, cached and propagated with the rule.
 type ruleJSON struct {
-	Algorithm string  `json:"algorithm"`
-	Limit     int64   `json:"limit"`
-	WindowMS  int64   `json:"window_ms"`
-	Name      *string `json:"name,omitempty"`
+	Algorithm string         `json:"algorithm"`
+	Limit     int64          `json:"limit"`
+	WindowMS  int64          `json:"window_ms"`
+	Name      *string        `json:"name,omitempty"`
+	Overrides []overrideJSON `json:"overrides,omitempty"`
+}
+
+// overrideJSON is one override as stored; a window of 0 (omitted) is the rule's.
+type overrideJSON struct {
+	Key      string `json:"key"`
+	Limit    int64  `json:"limit"`
+	WindowMS int64  `json:"window_ms,omitempty"`
+}
+
+func encodeRule(r engine.Rule) ([]byte, error) {
+	j := ruleJSON{Algorithm: r.Algorithm.String(), Limit: r.Limit, WindowMS: r.WindowMS, Name: r.Name}
+	if n := r.Overrides.Len(); n > 0 {
+		j.Overrides = make([]overrideJSON, 0, n)
+		for _, o := range r.Overrides.List() {
+			j.Overrides = append(j.Overrides, overrideJSON{Key: o.Key, Limit: o.Limit, WindowMS: o.WindowMS})
+		}
+	}
+	return json.Marshal(j)
 }
 
 func decodeRule(v any) (*engine.Rule, error) {
@@ -173,7 +223,15 @@ func decodeRule(v any) (*engine.Rule, error) {
 	if !ok {
 		return nil, fmt.Errorf("redisstore: stored rule has unknown algorithm %q", j.Algorithm)
 	}
-	return &engine.Rule{Algorithm: alg, Limit: j.Limit, WindowMS: j.WindowMS, Name: j.Name}, nil
+	r := &engine.Rule{Algorithm: alg, Limit: j.Limit, WindowMS: j.WindowMS, Name: j.Name}
+	if len(j.Overrides) > 0 {
+		list := make([]engine.Override, len(j.Overrides))
+		for i, o := range j.Overrides {
+			list[i] = engine.Override{Key: o.Key, Limit: o.Limit, WindowMS: o.WindowMS}
+		}
+		r.Overrides = engine.NewOverrides(list)
+	}
+	return r, nil
 }
 
 // Rules returns a namespace's rules, from the cache when it is fresh.
@@ -215,7 +273,7 @@ func (s *Store) Rules(ctx context.Context, account, namespace string) (engine.Ru
 
 // PutRule stores r in its kind's slot and bumps the rules version (one script).
 func (s *Store) PutRule(ctx context.Context, account, namespace string, r engine.Rule) (bool, error) {
-	b, err := json.Marshal(ruleJSON{Algorithm: r.Algorithm.String(), Limit: r.Limit, WindowMS: r.WindowMS, Name: r.Name})
+	b, err := encodeRule(r)
 	if err != nil {
 		return false, err
 	}

@@ -3,7 +3,6 @@ package redisstore
 import (
 	"context"
 	"encoding/json"
-	"github.com/leashd/leash/internal/testkit"
 	"math/rand/v2"
 	"strconv"
 	"sync"
@@ -11,12 +10,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/leashd/leash/internal/testkit"
+
 	"github.com/redis/go-redis/v9"
 
 	"github.com/leashd/leash/engine"
 )
-
-func ptr[T any](v T) *T { return &v }
 
 // twoEngines returns two engines, each on its own Store, sharing one Redis and one prefix:
 // two Leash instances.
@@ -45,7 +44,7 @@ func TestTwoInstancesLeaseInvariant(t *testing.T) {
 	a, b, sa, _, acct := twoEngines(t, nil, nil)
 	ctx := context.Background()
 	const limit, workers = 5, 200
-	req := engine.AcquireRequest{Namespace: "jobs", Key: "gpu", Limit: ptr(int64(limit)), WindowMS: ptr(int64(30_000))}
+	req := engine.AcquireRequest{Namespace: "jobs", Key: "gpu", Limit: testkit.Ptr(int64(limit)), WindowMS: testkit.Ptr(int64(30_000))}
 
 	var held, maxHeld, granted, errs atomic.Int64
 	var sampledMax atomic.Int64
@@ -144,7 +143,7 @@ func TestTwoInstancesShareCountsAndRules(t *testing.T) {
 	t.Parallel()
 	a, b, _, _, acct := twoEngines(t, nil, nil)
 	ctx := context.Background()
-	check := testkit.Check{Namespace: "api", Key: "user-1", Algorithm: ptr("fixed_window"), Limit: ptr(int64(10)), WindowMS: ptr(int64(3_600_000))}
+	check := testkit.Check{Namespace: "api", Key: "user-1", Algorithm: testkit.Ptr("fixed_window"), Limit: testkit.Ptr(int64(10)), WindowMS: testkit.Ptr(int64(3_600_000))}
 	for i := range 10 {
 		eng := a
 		if i%2 == 1 {
@@ -191,8 +190,8 @@ func TestTwoInstancesShareCountsAndRules(t *testing.T) {
 		put   *engine.RuleRequest
 		limit int64 // the limit b must report; 0 = missing_limit
 	}{
-		{put: &engine.RuleRequest{Algorithm: ptr("sliding_window"), Limit: ptr(int64(100)), WindowMS: ptr(int64(60_000))}, limit: 100},
-		{put: &engine.RuleRequest{Algorithm: ptr("fixed_window"), Limit: ptr(int64(7)), WindowMS: ptr(int64(60_000))}, limit: 7},
+		{put: &engine.RuleRequest{Algorithm: testkit.Ptr("sliding_window"), Limit: testkit.Ptr(int64(100)), WindowMS: testkit.Ptr(int64(60_000))}, limit: 100},
+		{put: &engine.RuleRequest{Algorithm: testkit.Ptr("fixed_window"), Limit: testkit.Ptr(int64(7)), WindowMS: testkit.Ptr(int64(60_000))}, limit: 7},
 		{put: nil, limit: 0},
 	} {
 		written := time.Now()
@@ -243,7 +242,7 @@ func TestClockSkew(t *testing.T) {
 	ctx := context.Background()
 
 	a, b, sa, sb, acct := twoEngines(t, nil, nil)
-	check := testkit.Check{Namespace: "skew", Key: "k", Algorithm: ptr("fixed_window"), Limit: ptr(int64(20)), WindowMS: ptr(int64(3_600_000))}
+	check := testkit.Check{Namespace: "skew", Key: "k", Algorithm: testkit.Ptr("fixed_window"), Limit: testkit.Ptr(int64(20)), WindowMS: testkit.Ptr(int64(3_600_000))}
 	allowed := 0
 	var lastA, lastB int64
 	for i := range 30 {
@@ -281,7 +280,7 @@ func TestClockSkew(t *testing.T) {
 
 	// Control: skewed test clocks on one counter give different windows and verdicts.
 	base := time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)
-	ca, cb := newFakeClock(base), newFakeClock(base.Add(5*time.Minute))
+	ca, cb := testkit.NewFakeClock(base), testkit.NewFakeClock(base.Add(5*time.Minute))
 	prefix := uniquePrefix()
 	ta := openStore(t, Options{URL: singleURL(t), Prefix: prefix, Clock: ca})
 	tb := openStore(t, Options{URL: singleURL(t), Prefix: prefix, Clock: cb})
@@ -318,7 +317,7 @@ func TestTwoInstancesQuotaEventOnce(t *testing.T) {
 	opts := engine.Options{Logger: quietLogger()}
 	engines := []*engine.Engine{engine.New(sa, dir, opts), engine.New(sb, dir, opts)}
 	ctx := context.Background()
-	req := testkit.Check{Namespace: "api", Key: "k", Limit: ptr(int64(1_000_000)), WindowMS: ptr(int64(60_000))}
+	req := testkit.Check{Namespace: "api", Key: "k", Limit: testkit.Ptr(int64(1_000_000)), WindowMS: testkit.Ptr(int64(60_000))}
 
 	// Each instance serves 40 checks and flushes after every 4, both at once: the
 	// account crosses 50 while both are flushing.

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/leashd/leash/internal/testkit"
+
 	"github.com/leashd/leash/engine"
 	"github.com/leashd/leash/internal/redistest"
 )
@@ -37,7 +39,7 @@ func TestOutboxSurvivesReopen(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	url, prefix := singleURL(t), uniquePrefix()
-	clock := newFakeClock(time.Date(2027, 1, 16, 0, 0, 0, 0, time.UTC))
+	clock := testkit.NewFakeClock(time.Date(2027, 1, 16, 0, 0, 0, 0, time.UTC))
 	t0 := clock.NowMS()
 	a := openStore(t, Options{URL: url, Prefix: prefix, Clock: clock})
 	w := engine.Webhook{URL: "https://hooks.example.com/", Secret: "whsec"}

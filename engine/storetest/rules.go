@@ -6,9 +6,8 @@ import (
 	"time"
 
 	"github.com/leashd/leash/engine"
+	"github.com/leashd/leash/internal/testkit"
 )
-
-func ptr[T any](v T) *T { return &v }
 
 // ruleString formats a rule for messages and comparison.
 func ruleString(r *engine.Rule) string {
@@ -19,7 +18,16 @@ func ruleString(r *engine.Rule) string {
 	if r.Name != nil {
 		name = fmt.Sprintf("%q", *r.Name)
 	}
-	return fmt.Sprintf("{%s %d %d %s}", r.Algorithm, r.Limit, r.WindowMS, name)
+	return fmt.Sprintf("{%s %d %d %s%s}", r.Algorithm, r.Limit, r.WindowMS, name, overridesString(r.Overrides))
+}
+
+// overridesString formats a rule's overrides in their order, "" when it has none.
+func overridesString(o engine.Overrides) string {
+	s := ""
+	for _, v := range o.List() {
+		s += fmt.Sprintf(" %q:%d/%d", v.Key, v.Limit, v.WindowMS)
+	}
+	return s
 }
 
 func (h *harness) rules(account, ns string) engine.Rules {
@@ -65,10 +73,10 @@ func (h *harness) deleteRule(account, ns string, kind engine.RuleKind, deleted b
 func ruleTests() []subtest {
 	return []subtest{
 		{"PutReplaceGetDelete", func(h *harness) {
-			fixed := engine.Rule{Algorithm: engine.FixedWindow, Limit: 10, WindowMS: 1000, Name: ptr("per-second")}
+			fixed := engine.Rule{Algorithm: engine.FixedWindow, Limit: 10, WindowMS: 1000, Name: testkit.Ptr("per-second")}
 			sliding := engine.Rule{Algorithm: engine.SlidingWindow, Limit: 20, WindowMS: 60_000}
-			bucket := engine.Rule{Algorithm: engine.TokenBucket, Limit: 1_000_000_000, WindowMS: 31_622_400_000, Name: ptr("")}
-			conc := engine.Rule{Algorithm: engine.ConcurrentLimit, Limit: 5, WindowMS: 30_000, Name: ptr("workers")}
+			bucket := engine.Rule{Algorithm: engine.TokenBucket, Limit: 1_000_000_000, WindowMS: 31_622_400_000, Name: testkit.Ptr("")}
+			conc := engine.Rule{Algorithm: engine.ConcurrentLimit, Limit: 5, WindowMS: 30_000, Name: testkit.Ptr("workers")}
 			conc2 := engine.Rule{Algorithm: engine.ConcurrentLimit, Limit: 6, WindowMS: 1}
 
 			h.expectRules(h.a, "ns", nil, nil)
@@ -94,13 +102,72 @@ func ruleTests() []subtest {
 			h.expectRules(h.a, "ns", nil, nil)
 			h.deleteRule(h.a, "never", engine.RateRule, false)
 		}},
+		{"Overrides", func(h *harness) {
+			// Per-key overrides are stored with the rule, in their order, and replaced
+			// with it (spec §6.7).
+			list := []engine.Override{
+				{Key: "gold", Limit: 100, WindowMS: 60_000},
+				{Key: "Größe ünïcode 键", Limit: 1},
+				{Key: "a&b=c", Limit: 1_000_000_000, WindowMS: 31_622_400_000},
+			}
+			rate := engine.Rule{Algorithm: engine.TokenBucket, Limit: 10, WindowMS: 1000, Overrides: engine.NewOverrides(list)}
+			conc := engine.Rule{Algorithm: engine.ConcurrentLimit, Limit: 2, WindowMS: 30_000, Name: testkit.Ptr("jobs"),
+				Overrides: engine.NewOverrides([]engine.Override{{Key: "batch", Limit: 20}})}
+			h.putRule(h.a, "ns", rate, true)
+			h.putRule(h.a, "ns", conc, true)
+			h.expectRules(h.a, "ns", &rate, &conc)
+			got := h.rules(h.a, "ns")
+			for _, c := range []struct {
+				key           string
+				limit, window int64
+			}{{"gold", 100, 60_000}, {"Größe ünïcode 键", 1, 1000}, {"a&b=c", 1_000_000_000, 31_622_400_000}, {"other", 10, 1000}, {"GOLD", 10, 1000}} {
+				if l, w := got.Rate.For(c.key); l != c.limit || w != c.window {
+					h.t.Errorf("rate rule For(%q) = %d, %d; want %d, %d", c.key, l, w, c.limit, c.window)
+				}
+			}
+			if l, w := got.Concurrent.For("batch"); l != 20 || w != 30_000 {
+				h.t.Errorf("concurrent rule For(batch) = %d, %d; want 20, 30000", l, w)
+			}
+			list[0].Limit = 7 // the caller's slice is not the stored rule's
+			h.expectRules(h.a, "ns", &engine.Rule{Algorithm: engine.TokenBucket, Limit: 10, WindowMS: 1000,
+				Overrides: engine.NewOverrides([]engine.Override{{Key: "gold", Limit: 100, WindowMS: 60_000},
+					{Key: "Größe ünïcode 键", Limit: 1}, {Key: "a&b=c", Limit: 1_000_000_000, WindowMS: 31_622_400_000}})}, &conc)
+			h.expectRules(h.b, "ns", nil, nil)
+
+			// Replacing the rule without overrides drops them; the other slot keeps its own.
+			plain := engine.Rule{Algorithm: engine.TokenBucket, Limit: 10, WindowMS: 1000}
+			h.putRule(h.a, "ns", plain, false)
+			h.expectRules(h.a, "ns", &plain, &conc)
+			if l, _ := h.rules(h.a, "ns").Rate.For("gold"); l != 10 {
+				h.t.Errorf("after the replace, For(gold) = %d, want the rule's 10", l)
+			}
+
+			// The most a rule holds, each found by its key.
+			many := make([]engine.Override, engine.MaxOverrides)
+			for i := range many {
+				many[i] = engine.Override{Key: fmt.Sprintf("customer-%04d", i), Limit: int64(i + 1)}
+			}
+			big := engine.Rule{Algorithm: engine.SlidingWindow, Limit: 5, WindowMS: 2000, Overrides: engine.NewOverrides(many)}
+			h.putRule(h.a, "big", big, true)
+			got = h.rules(h.a, "big")
+			if n := got.Rate.Overrides.Len(); n != engine.MaxOverrides {
+				h.t.Fatalf("stored %d overrides, want %d", n, engine.MaxOverrides)
+			}
+			for i := 0; i < engine.MaxOverrides; i += 97 {
+				if l, w := got.Rate.For(many[i].Key); l != int64(i+1) || w != 2000 {
+					h.t.Errorf("For(%q) = %d, %d; want %d, 2000", many[i].Key, l, w, i+1)
+				}
+			}
+			h.deleteRule(h.a, "big", engine.RateRule, true)
+			h.expectRules(h.a, "big", nil, nil)
+		}},
 		{"NoAliasing", func(h *harness) {
 			name := "original"
 			r := engine.Rule{Algorithm: engine.FixedWindow, Limit: 10, WindowMS: 1000, Name: &name}
 			h.putRule(h.a, "ns", r, true)
 			name = "changed by the caller"
 			r.Limit = 99
-			want := engine.Rule{Algorithm: engine.FixedWindow, Limit: 10, WindowMS: 1000, Name: ptr("original")}
+			want := engine.Rule{Algorithm: engine.FixedWindow, Limit: 10, WindowMS: 1000, Name: testkit.Ptr("original")}
 			got := h.rules(h.a, "ns")
 			if ruleString(got.Rate) != ruleString(&want) {
 				h.t.Fatalf("stored rule %s changed with the caller's copy; want %s", ruleString(got.Rate), ruleString(&want))

@@ -17,6 +17,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/leashd/leash/internal/testkit"
+
 	"github.com/leashd/leash/engine"
 )
 
@@ -72,14 +74,14 @@ type subtest struct {
 type harness struct {
 	t     *testing.T
 	s     engine.Store
-	clock *FakeClock
+	clock *testkit.FakeClock
 	ctx   context.Context
 	// a and b are two distinct accounts unique to the subtest.
 	a, b string
 }
 
 func newHarness(t *testing.T, newStore func(t *testing.T, clock engine.Clock) engine.Store) *harness {
-	clock := NewFakeClock(time.UnixMilli(BaseMS))
+	clock := testkit.NewFakeClock(time.UnixMilli(BaseMS))
 	s := newStore(t, clock)
 	id := accountID(t.Name())
 	return &harness{t: t, s: s, clock: clock, ctx: context.Background(), a: id + "-a", b: id + "-b"}

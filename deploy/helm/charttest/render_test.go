@@ -43,10 +43,10 @@ var scenarios = []scenario{
 		v: values{files: []string{examplesDir + "/values-redis.yaml"}},
 		want: []string{"ConfigMap/edge-leash", "ConfigMap/edge-leash-descriptors", "Deployment/edge-leash",
 			"Pod/edge-leash-test-readyz", "PodDisruptionBudget/edge-leash", "Service/edge-leash", "ServiceAccount/edge-leash"}},
-	{name: "HPA, ServiceMonitor and NetworkPolicy", release: "leash", namespace: "leash",
+	{name: "HPA, ServiceMonitor, dashboard, alerts and NetworkPolicy", release: "leash", namespace: "leash",
 		v: values{files: []string{examplesDir + "/values-redis-cluster.yaml"}},
-		want: []string{"ConfigMap/leash", "Deployment/leash", "HorizontalPodAutoscaler/leash", "NetworkPolicy/leash",
-			"Pod/leash-test-readyz", "PodDisruptionBudget/leash", "Service/leash", "ServiceAccount/leash", "ServiceMonitor/leash"}},
+		want: []string{"ConfigMap/leash", "ConfigMap/leash-dashboard", "Deployment/leash", "HorizontalPodAutoscaler/leash", "NetworkPolicy/leash",
+			"Pod/leash-test-readyz", "PodDisruptionBudget/leash", "PrometheusRule/leash", "Service/leash", "ServiceAccount/leash", "ServiceMonitor/leash"}},
 	{name: "chart-made secret", release: "leash", namespace: "leash",
 		v: values{files: []string{examplesDir + "/values-redis-sentinel.yaml"}},
 		want: []string{"ConfigMap/leash", "Deployment/leash", "Pod/leash-test-readyz",
@@ -63,6 +63,11 @@ var scenarios = []scenario{
 	{name: "sidecar", release: "orders-leash", namespace: "shop",
 		v:    values{files: []string{examplesDir + "/values-sidecar.yaml"}},
 		want: []string{"ConfigMap/orders-leash", "ConfigMap/orders-leash-descriptors", "Secret/orders-leash"}},
+	{name: "dashboard and alerts", release: "leash", namespace: "leash",
+		v: values{set: []string{"metrics.dashboard.enabled=true", "metrics.prometheusRule.enabled=true",
+			"metrics.dashboard.annotations.grafana_folder=Leash", "metrics.prometheusRule.labels.release=kube-prometheus-stack"}},
+		want: []string{"ConfigMap/leash", "ConfigMap/leash-dashboard", "Deployment/leash", "Pod/leash-test-readyz",
+			"PodDisruptionBudget/leash", "PrometheusRule/leash", "Service/leash", "ServiceAccount/leash"}},
 	{name: "service, redis URL and password from secrets", release: "leash", namespace: "leash",
 		v: values{set: []string{"config.store.backend=redis", "replicaCount=2",
 			"config.accounts[0].id=acme", "config.accounts[0].plan=free",
@@ -137,6 +142,7 @@ func TestRender(t *testing.T) {
 				}
 			}
 			checkSecretsOutOfConfigMaps(t, r)
+			checkDashboardAndRules(t, r)
 			if len(objectsOf[*appsv1.Deployment](r.ms)) == 0 {
 				return // sidecar mode: TestSidecar* check the container
 			}

@@ -1,4 +1,4 @@
-package main
+package reliability
 
 import (
 	"bufio"
@@ -7,27 +7,15 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
-)
 
-// plainBinary builds leash without -race, for load figures a production build would
-// show (the race detector slows every request several times); the long variants use it.
-func plainBinary(t *testing.T) string {
-	t.Helper()
-	path := filepath.Join(t.TempDir(), "leash-plain")
-	out, err := exec.Command("go", "build", "-o", path, ".").CombinedOutput()
-	if err != nil {
-		t.Fatalf("build leash: %v\n%s", err, out)
-	}
-	return path
-}
+	"github.com/leashd/leash/internal/leashproc"
+)
 
 // apiClient is a keep-alive HTTP client for one worker.
 func apiClient() *http.Client {
@@ -74,10 +62,10 @@ func post(c *http.Client, method, url, key, body string) (int, map[string]any, e
 func TestKeyFloodMemoryBound(t *testing.T) {
 	bin, maxEntries, duration, rate, workers := binary, 2048, 3*time.Second, 10_000, 4
 	if longRun() {
-		bin, maxEntries, duration, workers = plainBinary(t), 100_000, 60*time.Second, 8
+		bin, maxEntries, duration, workers = leashproc.Plain(t), 100_000, 60*time.Second, 8
 	}
-	p := startLeashBinary(t, bin, nil, "LEASH_DEV_API_KEY=k", "LEASH_STORE_MEMORY_MAX_ENTRIES="+strconv.Itoa(maxEntries))
-	base := "http://" + p.http
+	p := leashproc.Start(t, bin, nil, "LEASH_DEV_API_KEY=k", "LEASH_STORE_MEMORY_MAX_ENTRIES="+strconv.Itoa(maxEntries))
+	base := "http://" + p.HTTP
 	c := apiClient()
 
 	// Live leases taken before the flood: the flood must not evict them.
@@ -155,7 +143,7 @@ func TestKeyFloodMemoryBound(t *testing.T) {
 	interval := time.Duration(int64(time.Second) * int64(workers) / int64(rate))
 	for w := range workers {
 		wg.Go(func() {
-			err := floodConn(p.http, func(i int) (string, bool) {
+			err := floodConn(p.HTTP, func(i int) (string, bool) {
 				next := start.Add(time.Duration(i) * interval)
 				if d := time.Until(next); d > 0 {
 					time.Sleep(d)

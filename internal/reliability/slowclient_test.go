@@ -1,4 +1,4 @@
-package main
+package reliability
 
 import (
 	"bufio"
@@ -11,32 +11,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/leashd/leash/config"
-	"github.com/leashd/leash/httpapi"
+	"github.com/leashd/leash/internal/leashproc"
 )
-
-// TestHTTPTimeoutDefaults: with no config the /v1 server gets the documented bounds.
-func TestHTTPTimeoutDefaults(t *testing.T) {
-	cfg, err := config.Load(nil, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := httpapi.NewServerWith(cfg.HTTP.Addr, http.NotFoundHandler(), httpTimeouts(cfg.HTTP))
-	if s.ReadHeaderTimeout != 5*time.Second || s.ReadTimeout != 30*time.Second ||
-		s.WriteTimeout != 30*time.Second || s.IdleTimeout != 120*time.Second || s.MaxHeaderBytes != httpapi.TransportHeaderBytes {
-		t.Fatalf("default /v1 server: header %v read %v write %v idle %v max header bytes %d",
-			s.ReadHeaderTimeout, s.ReadTimeout, s.WriteTimeout, s.IdleTimeout, s.MaxHeaderBytes)
-	}
-	cfg, err = config.Load(nil, []string{"LEASH_HTTP_READ_HEADER_TIMEOUT=1s", "LEASH_HTTP_READ_TIMEOUT=2s",
-		"LEASH_HTTP_WRITE_TIMEOUT=3s", "LEASH_HTTP_IDLE_TIMEOUT=4s"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	s = httpapi.NewServerWith(cfg.HTTP.Addr, http.NotFoundHandler(), httpTimeouts(cfg.HTTP))
-	if s.ReadHeaderTimeout != time.Second || s.ReadTimeout != 2*time.Second || s.WriteTimeout != 3*time.Second || s.IdleTimeout != 4*time.Second {
-		t.Fatalf("configured /v1 server: %v %v %v %v", s.ReadHeaderTimeout, s.ReadTimeout, s.WriteTimeout, s.IdleTimeout)
-	}
-}
 
 // slowResult is what a slow client saw: how long until the server closed the
 // connection (from the dial), and the response it got first, if any.
@@ -111,7 +87,7 @@ func TestSlowClientsCutOff(t *testing.T) {
 	if longRun() {
 		slowEach = 1000
 	}
-	p := startLeash(t, "LEASH_DEV_API_KEY=k",
+	p := leashproc.Start(t, binary, nil, "LEASH_DEV_API_KEY=k",
 		"LEASH_HTTP_READ_HEADER_TIMEOUT="+headerTimeout.String(), "LEASH_HTTP_READ_TIMEOUT="+readTimeout.String(),
 		"LEASH_HTTP_IDLE_TIMEOUT="+idleTimeout.String())
 
@@ -119,9 +95,9 @@ func TestSlowClientsCutOff(t *testing.T) {
 	var headers, bodies []<-chan slowResult
 	for range slowEach {
 		// Headers one byte per 100 ms: the request line alone takes 1.7 s.
-		headers = append(headers, slowClient(p.http, trickle("POST /v1/limit HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer k\r\nX-Pad: ", 100*time.Millisecond)))
+		headers = append(headers, slowClient(p.HTTP, trickle("POST /v1/limit HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer k\r\nX-Pad: ", 100*time.Millisecond)))
 		// Headers at once, then the body one byte per 100 ms: 6.4 s for the whole body.
-		bodies = append(bodies, slowClient(p.http, func(c net.Conn) error {
+		bodies = append(bodies, slowClient(p.HTTP, func(c net.Conn) error {
 			if _, err := fmt.Fprintf(c, "POST /v1/limit HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer k\r\n"+
 				"Content-Type: application/json\r\nContent-Length: %d\r\n\r\n", len(body)); err != nil {
 				return err
@@ -129,10 +105,10 @@ func TestSlowClientsCutOff(t *testing.T) {
 			return trickle(body, 100*time.Millisecond)(c)
 		}))
 	}
-	grpcSilent := slowClient(p.grpc, func(net.Conn) error { return nil })
+	grpcSilent := slowClient(p.GRPC, func(net.Conn) error { return nil })
 	// Idle keep-alive: one whole request, then nothing (answered in a few ms, so the
 	// close comes about idle_timeout after the dial).
-	idle := slowClient(p.http, func(c net.Conn) error {
+	idle := slowClient(p.HTTP, func(c net.Conn) error {
 		_, err := fmt.Fprintf(c, "POST /v1/limit HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer k\r\nContent-Length: %d\r\n\r\n%s", len(body), body)
 		return err
 	})
@@ -155,7 +131,7 @@ func TestSlowClientsCutOff(t *testing.T) {
 				return
 			case <-time.After(20 * time.Millisecond):
 			}
-			req, _ := http.NewRequest("POST", "http://"+p.http+"/v1/limit", strings.NewReader(normalBody))
+			req, _ := http.NewRequest("POST", "http://"+p.HTTP+"/v1/limit", strings.NewReader(normalBody))
 			req.Header.Set("Authorization", "Bearer k")
 			start := time.Now()
 			resp, err := normalClient.Do(req)
@@ -236,9 +212,9 @@ func TestSlowClientsCutOff(t *testing.T) {
 
 // metric reads one sample of the process's /metrics by its exact name and labels; a
 // sample that is absent fails the test.
-func metric(t *testing.T, p *proc, sample string) float64 {
+func metric(t *testing.T, p *leashproc.Proc, sample string) float64 {
 	t.Helper()
-	resp, err := http.Get("http://" + p.adm + "/metrics")
+	resp, err := http.Get("http://" + p.Admin + "/metrics")
 	if err != nil {
 		t.Fatal(err)
 	}

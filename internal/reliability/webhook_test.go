@@ -1,4 +1,4 @@
-package main
+package reliability
 
 import (
 	"errors"
@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/leashd/leash/internal/leashproc"
 	"github.com/leashd/leash/internal/redistest"
 	"github.com/leashd/leash/webhook"
 )
@@ -108,26 +109,26 @@ shutdown: {drain_delay: 100ms}
 	}
 	args := []string{"--config", cfg}
 
-	p1 := startLeashArgs(t, args)
-	base := "http://" + p1.http
-	code, out := call(t, "PUT", base+"/v1/webhook", "k-acme", `{"url":"`+rc.srv.URL+`/hook"}`)
+	p1 := leashproc.Start(t, binary, args)
+	base := "http://" + p1.HTTP
+	code, out := leashproc.Call(t, "PUT", base+"/v1/webhook", "k-acme", `{"url":"`+rc.srv.URL+`/hook"}`)
 	secret, _ := out["secret"].(string)
 	if code != 200 || secret == "" {
 		t.Fatalf("PUT webhook: %d %v", code, out)
 	}
-	code, out = call(t, "POST", base+"/v1/webhook/test", "k-acme", "")
+	code, out = leashproc.Call(t, "POST", base+"/v1/webhook/test", "k-acme", "")
 	id1, _ := out["event_id"].(string)
 	if code != 202 || id1 == "" {
 		t.Fatalf("POST test: %d %v", code, out)
 	}
 	rc.waitCount(t, 1, 5*time.Second) // the first attempt hangs in the receiver ...
-	if err := p1.cmd.Process.Kill(); err != nil {
+	if err := p1.Cmd.Process.Kill(); err != nil {
 		t.Fatal(err)
 	}
-	<-p1.exited // ... and leash dies in the middle of it.
+	<-p1.Exited // ... and leash dies in the middle of it.
 	rc.setMode("ok")
 
-	p2 := startLeashArgs(t, args)
+	p2 := leashproc.Start(t, binary, args)
 	// Due again once the dead instance's claim expires: timeout (1s) + 5s.
 	ds := rc.waitCount(t, 2, 15*time.Second)
 	if ds[1].id != id1 {
@@ -139,7 +140,7 @@ shutdown: {drain_delay: 100ms}
 
 	// A failed attempt, then a clean stop before the retry (due 2.4-3.6 s later).
 	rc.setMode("fail")
-	code, out = call(t, "POST", "http://"+p2.http+"/v1/webhook/test", "k-acme", "")
+	code, out = leashproc.Call(t, "POST", "http://"+p2.HTTP+"/v1/webhook/test", "k-acme", "")
 	id2, _ := out["event_id"].(string)
 	if code != 202 || id2 == "" {
 		t.Fatalf("POST test: %d %v", code, out)
@@ -148,10 +149,10 @@ shutdown: {drain_delay: 100ms}
 	if ds[2].id != id2 {
 		t.Fatalf("third request %q, want %s", ds[2].id, id2)
 	}
-	if err := p2.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+	if err := p2.Cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
-	if err := <-p2.exited; err != nil {
+	if err := <-p2.Exited; err != nil {
 		var ee interface{ ExitCode() int }
 		if errors.As(err, &ee) {
 			t.Fatalf("leash exit code %d after SIGTERM", ee.ExitCode())
@@ -163,7 +164,7 @@ shutdown: {drain_delay: 100ms}
 	}
 	rc.setMode("ok")
 
-	startLeashArgs(t, args)
+	leashproc.Start(t, binary, args)
 	ds = rc.waitCount(t, 4, 15*time.Second)
 	if ds[3].id != id2 {
 		t.Fatalf("after the restart the receiver got %q, want %s", ds[3].id, id2)

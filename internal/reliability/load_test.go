@@ -1,4 +1,4 @@
-package main
+package reliability
 
 import (
 	"context"
@@ -333,16 +333,4 @@ func goroutines(t *testing.T, admin string) int {
 		t.Fatalf("goroutine profile: %q", first)
 	}
 	return n
-}
-
-// waitUntil polls cond every 50 ms until it holds or within passes.
-func waitUntil(t *testing.T, what string, within time.Duration, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(within)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within %v", what, within)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
 }

@@ -1,4 +1,4 @@
-package storetest
+package testkit
 
 import (
 	"sync/atomic"

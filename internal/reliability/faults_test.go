@@ -1,4 +1,4 @@
-package main
+package reliability
 
 import (
 	"context"
@@ -11,7 +11,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/leashd/leash/internal/leashproc"
 	"github.com/leashd/leash/internal/redistest"
+	"github.com/leashd/leash/internal/testkit"
 	"github.com/redis/go-redis/v9"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -47,7 +49,7 @@ type grpcLoad struct {
 	wg              sync.WaitGroup
 }
 
-func startGRPCLoad(t *testing.T, c rlsClient, clients int, allowUnavailable func() bool) *grpcLoad {
+func startGRPCLoad(t *testing.T, c leashproc.RLSClient, clients int, allowUnavailable func() bool) *grpcLoad {
 	ctx, cancel := context.WithCancel(context.Background())
 	g := &grpcLoad{cancel: cancel}
 	for range clients {
@@ -55,7 +57,7 @@ func startGRPCLoad(t *testing.T, c rlsClient, clients int, allowUnavailable func
 			for ctx.Err() == nil {
 				rctx, rcancel := context.WithTimeout(ctx, 5*time.Second)
 				start := time.Now()
-				_, err := c.ShouldRateLimit(rctx, rlsReq("n", overrideDescriptor()))
+				_, err := c.ShouldRateLimit(rctx, leashproc.Request("n", leashproc.Counted()))
 				el := time.Since(start)
 				rcancel()
 				if ctx.Err() != nil {
@@ -104,23 +106,6 @@ func readyz(t *testing.T, admin string) int {
 	return resp.StatusCode
 }
 
-// noCrash fails if leash printed a panic or a race report.
-func (p *proc) noCrash(t *testing.T) {
-	t.Helper()
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	for _, line := range p.raw {
-		if strings.Contains(line, "panic") || strings.Contains(line, "DATA RACE") {
-			t.Fatalf("leash printed %q:\n%s", line, strings.Join(p.raw, "\n"))
-		}
-	}
-	select {
-	case err := <-p.exited:
-		t.Fatalf("leash exited: %v", err)
-	default:
-	}
-}
-
 // TestRedisKilledUnderLoad: Redis is killed (SIGKILL) during a mixed load of checks,
 // lease cycles and gRPC calls. Every HTTP request is answered 503 unavailable (or 200)
 // within the bound, never hangs; gRPC answers UNAVAILABLE; /readyz turns 503. When Redis
@@ -128,19 +113,19 @@ func (p *proc) noCrash(t *testing.T) {
 // the goroutines return to their number before the load.
 func TestRedisKilledUnderLoad(t *testing.T) {
 	r := redistest.StartServer(t, false)
-	p := startLeash(t, "LEASH_DEV_API_KEY=k", "LEASH_STORE_BACKEND=redis", "LEASH_STORE_REDIS_URL="+r.URL(),
+	p := leashproc.Start(t, binary, nil, "LEASH_DEV_API_KEY=k", "LEASH_STORE_BACKEND=redis", "LEASH_STORE_REDIS_URL="+r.URL(),
 		"LEASH_STORE_REDIS_READ_TIMEOUT="+faultTimeout.String(), "LEASH_STORE_REDIS_DIAL_TIMEOUT="+faultTimeout.String(),
 		"LEASH_ADMIN_PPROF=true")
-	base := "http://" + p.http
-	if code, _ := call(t, "POST", base+"/v1/limit", "k", `{"namespace":"w","key":"w","limit":5,"window_ms":1000}`); code != 200 {
+	base := "http://" + p.HTTP
+	if code, _ := leashproc.Call(t, "POST", base+"/v1/limit", "k", `{"namespace":"w","key":"w","limit":5,"window_ms":1000}`); code != 200 {
 		t.Fatalf("warm-up: %d", code)
 	}
-	before := goroutines(t, p.adm)
+	before := goroutines(t, p.Admin)
 
 	var outage atomic.Bool
 	l := startLoad(t, loadConfig{bases: []string{base}, apiKey: "k", clients: 50, checkKeys: 200, leaseKeys: 5,
 		leaseLimit: 3, leaseTTLMS: 30_000, leaseShare: 40, allow503: outage.Load})
-	g := startGRPCLoad(t, dialRLS(t, p.grpc), 4, outage.Load)
+	g := startGRPCLoad(t, leashproc.DialRLS(t, p.GRPC), 4, outage.Load)
 	time.Sleep(phase(time.Second, 20*time.Second))
 	if l.stats.checks.Load() == 0 || l.stats.acquires.Load() == 0 || g.ok.Load() == 0 {
 		t.Fatalf("no traffic before the fault: %v", &l.stats)
@@ -149,7 +134,7 @@ func TestRedisKilledUnderLoad(t *testing.T) {
 	outage.Store(true)
 	r.Stop() // SIGKILL
 	killed := time.Now()
-	waitUntil(t, "/readyz 503 with Redis down", 3*time.Second, func() bool { return readyz(t, p.adm) == 503 })
+	testkit.Eventually(t, "/readyz 503 with Redis down", 3*time.Second, func() bool { return readyz(t, p.Admin) == 503 })
 	// Requests decided before the kill have answered by now; from here on no decision can
 	// be made, so no 200 and no gRPC OK may come until Redis is back.
 	time.Sleep(200 * time.Millisecond)
@@ -166,9 +151,9 @@ func TestRedisKilledUnderLoad(t *testing.T) {
 		t.Fatal(err)
 	}
 	restarted := time.Now()
-	waitUntil(t, "recovery after Redis returned", 10*time.Second, func() bool {
-		code, _ := call(t, "POST", base+"/v1/limit", "k", `{"namespace":"w","key":"after","limit":5,"window_ms":1000}`)
-		return code == 200 && readyz(t, p.adm) == 200
+	testkit.Eventually(t, "recovery after Redis returned", 10*time.Second, func() bool {
+		code, _ := leashproc.Call(t, "POST", base+"/v1/limit", "k", `{"namespace":"w","key":"after","limit":5,"window_ms":1000}`)
+		return code == 200 && readyz(t, p.Admin) == 200
 	})
 	recovered := time.Since(restarted)
 	time.Sleep(300 * time.Millisecond) // requests sent before the recovery have answered
@@ -188,10 +173,10 @@ func TestRedisKilledUnderLoad(t *testing.T) {
 	if d := time.Duration(l.stats.maxLatency.Load()); d > answerBound {
 		t.Fatalf("slowest answer took %v", d)
 	}
-	p.noCrash(t)
+	p.NoCrash(t)
 	var after int
-	waitUntil(t, "goroutines back to their number before the load", 5*time.Second, func() bool {
-		after = goroutines(t, p.adm)
+	testkit.Eventually(t, "goroutines back to their number before the load", 5*time.Second, func() bool {
+		after = goroutines(t, p.Admin)
 		return after <= before+10
 	})
 	t.Logf("Redis killed under load: %v; gRPC ok %d unavailable %d; recovered %v after Redis restarted; goroutines %d before, %d after",
@@ -205,10 +190,10 @@ func TestRedisKilledUnderLoad(t *testing.T) {
 func TestRedisPausedUnderLoad(t *testing.T) {
 	const poolSize = 8
 	r := redistest.StartServer(t, false)
-	p := startLeash(t, "LEASH_DEV_API_KEY=k", "LEASH_STORE_BACKEND=redis", "LEASH_STORE_REDIS_URL="+r.URL(),
+	p := leashproc.Start(t, binary, nil, "LEASH_DEV_API_KEY=k", "LEASH_STORE_BACKEND=redis", "LEASH_STORE_REDIS_URL="+r.URL(),
 		"LEASH_STORE_REDIS_READ_TIMEOUT="+faultTimeout.String(), "LEASH_STORE_REDIS_DIAL_TIMEOUT="+faultTimeout.String(),
 		"LEASH_STORE_REDIS_POOL_SIZE="+strconv.Itoa(poolSize))
-	base := "http://" + p.http
+	base := "http://" + p.HTTP
 	var paused atomic.Bool
 	l := startLoad(t, loadConfig{bases: []string{base}, apiKey: "k", clients: 100, checkKeys: 200, leaseKeys: 5,
 		leaseLimit: 3, leaseTTLMS: 30_000, leaseShare: 30, allow503: paused.Load})
@@ -232,9 +217,9 @@ func TestRedisPausedUnderLoad(t *testing.T) {
 		t.Fatalf("%v Redis connections open while frozen; want at most %v: pool size %d + pipeline pool %d + 1", maxConns, bound, poolSize, redis.DefaultPipelinePoolSize)
 	}
 	r.Signal(syscall.SIGCONT)
-	waitUntil(t, "recovery after Redis resumed", 10*time.Second, func() bool {
-		code, _ := call(t, "POST", base+"/v1/limit", "k", `{"namespace":"w","key":"after","limit":5,"window_ms":1000}`)
-		return code == 200 && readyz(t, p.adm) == 200
+	testkit.Eventually(t, "recovery after Redis resumed", 10*time.Second, func() bool {
+		code, _ := leashproc.Call(t, "POST", base+"/v1/limit", "k", `{"namespace":"w","key":"after","limit":5,"window_ms":1000}`)
+		return code == 200 && readyz(t, p.Admin) == 200
 	})
 	time.Sleep(300 * time.Millisecond)
 	u := l.stats.unavailable.Load()
@@ -247,7 +232,7 @@ func TestRedisPausedUnderLoad(t *testing.T) {
 	if d := time.Duration(l.stats.maxLatency.Load()); d > answerBound {
 		t.Fatalf("slowest answer took %v with Redis frozen", d)
 	}
-	p.noCrash(t)
+	p.NoCrash(t)
 	t.Logf("Redis frozen under load: %v; Redis connections at most %v (pool size %d + pipeline pool %d + 1; 100 clients)", &l.stats, maxConns, poolSize, redis.DefaultPipelinePoolSize)
 }
 
@@ -261,10 +246,10 @@ func TestRedisPausedUnderLoad(t *testing.T) {
 // replica), and until then leases on its slots are refused (503), not granted unsafely.
 func TestClusterFailoverUnderLoad(t *testing.T) {
 	c := redistest.StartCluster(t, 1)
-	p := startLeash(t, "LEASH_DEV_API_KEY=k", "LEASH_STORE_BACKEND=redis",
+	p := leashproc.Start(t, binary, nil, "LEASH_DEV_API_KEY=k", "LEASH_STORE_BACKEND=redis",
 		"LEASH_STORE_REDIS_CLUSTER_ADDRS="+strings.Join(c.Addrs(), ","), "LEASH_STORE_REDIS_WAIT_REPLICAS=1",
 		"LEASH_STORE_REDIS_READ_TIMEOUT="+faultTimeout.String(), "LEASH_STORE_REDIS_DIAL_TIMEOUT="+faultTimeout.String())
-	base := "http://" + p.http
+	base := "http://" + p.HTTP
 	const account, leaseKeys, limit = "dev", 6, 3
 	rc := redis.NewClusterClient(&redis.ClusterOptions{Addrs: c.Addrs(), MaxRetries: -1, ClusterStateReloadInterval: time.Second})
 	t.Cleanup(func() { rc.Close() })
@@ -298,7 +283,7 @@ func TestClusterFailoverUnderLoad(t *testing.T) {
 	killed := time.Now()
 	before := l.stats.acquires.Load() - l.stats.acquireDenied.Load()
 	// The dead node comes back once its replica has taken over, and rejoins as a replica.
-	waitUntil(t, "the replica promoted", 20*time.Second, func() bool {
+	testkit.Eventually(t, "the replica promoted", 20*time.Second, func() bool {
 		m, err := c.MasterFor(context.Background(), "{leash:k:"+account+":jobs:k0}:lz")
 		return err == nil && m != victim
 	})
@@ -308,12 +293,12 @@ func TestClusterFailoverUnderLoad(t *testing.T) {
 	}
 	// Wait until a lease on the dead master's slots can be taken (acknowledged by the
 	// returned node, now a replica) and given back again.
-	waitUntil(t, "leases on the failed-over slots", 20*time.Second, func() bool {
-		code, out := call(t, "POST", base+"/v1/leases", "k", `{"namespace":"probe","key":"`+probe+`","limit":1,"window_ms":1000}`)
+	testkit.Eventually(t, "leases on the failed-over slots", 20*time.Second, func() bool {
+		code, out := leashproc.Call(t, "POST", base+"/v1/leases", "k", `{"namespace":"probe","key":"`+probe+`","limit":1,"window_ms":1000}`)
 		if code != 200 || out["allowed"] != true {
 			return false
 		}
-		code, _ = call(t, "DELETE", base+"/v1/leases/"+out["lease_id"].(string), "k", "")
+		code, _ = leashproc.Call(t, "DELETE", base+"/v1/leases/"+out["lease_id"].(string), "k", "")
 		return code == 200
 	})
 	failedOver := time.Since(killed)
@@ -323,7 +308,7 @@ func TestClusterFailoverUnderLoad(t *testing.T) {
 	afterStart := time.Now()
 	// The load's own leases are granted again at the latest once those stranded by the
 	// fault expire (5 s).
-	waitUntil(t, "a load lease granted after the failover", 10*time.Second, func() bool {
+	testkit.Eventually(t, "a load lease granted after the failover", 10*time.Second, func() bool {
 		return l.stats.acquires.Load()-l.stats.acquireDenied.Load() > granted
 	})
 	grantedAgain := time.Since(afterStart)
@@ -334,7 +319,7 @@ func TestClusterFailoverUnderLoad(t *testing.T) {
 	if m := s.max.Load(); m > limit || s.samples.Load() == 0 {
 		t.Fatalf("Redis counted %d unexpired leases on one key (limit %d) in %d samples", m, limit, s.samples.Load())
 	}
-	p.noCrash(t)
+	p.NoCrash(t)
 	t.Logf("cluster failover under load: %v; leases granted %d before the kill, %d in all; replica promoted after %v, leases granted again after %v "+
 		"(to the load: %v later); most leases Redis held on one key %d of %d (%d samples)",
 		&l.stats, before, l.stats.acquires.Load()-l.stats.acquireDenied.Load(), promoted, failedOver, grantedAgain.Round(time.Millisecond),

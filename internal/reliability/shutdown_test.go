@@ -1,4 +1,4 @@
-package main
+package reliability
 
 import (
 	"bufio"
@@ -17,6 +17,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/leashd/leash/internal/leashproc"
 	"github.com/leashd/leash/internal/redistest"
 )
 
@@ -140,8 +141,8 @@ func TestShutdownUnderLoad(t *testing.T) {
 	var totalChecks, totalAcquires, totalDenied int64
 	unreleased := map[string][]string{}
 	for cycle := range cycles {
-		p := startLeash(t, env...)
-		base := "http://" + p.http
+		p := leashproc.Start(t, binary, nil, env...)
+		base := "http://" + p.HTTP
 		lt := &loadTally{unreleased: map[string][]string{}, errs: map[string]int{}}
 		var wg sync.WaitGroup
 		for w := range workers {
@@ -160,13 +161,13 @@ func TestShutdownUnderLoad(t *testing.T) {
 		lt.mu.Lock()
 		lt.closes = sig.Add(drain)
 		lt.mu.Unlock()
-		if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		if err := p.Cmd.Process.Signal(syscall.SIGTERM); err != nil {
 			t.Fatal(err)
 		}
 		time.Sleep(drain - time.Second)
 		for i := range 3 {
 			body := fmt.Sprintf(`{"namespace":"load","key":"inflight-%d","algorithm":"fixed_window","limit":1000000000,"window_ms":600000}`, i)
-			conn, err := net.Dial("tcp", p.http)
+			conn, err := net.Dial("tcp", p.HTTP)
 			if err != nil {
 				t.Fatalf("cycle %d: dial during the drain delay: %v", cycle, err)
 			}
@@ -175,7 +176,7 @@ func TestShutdownUnderLoad(t *testing.T) {
 			slow = append(slow, inflight{conn, body})
 		}
 		time.Sleep(1500 * time.Millisecond) // the listener closed 1 s before the deadline
-		if c, err := net.DialTimeout("tcp", p.http, time.Second); err == nil {
+		if c, err := net.DialTimeout("tcp", p.HTTP, time.Second); err == nil {
 			c.Close()
 			t.Fatalf("cycle %d: a new connection was accepted %v after SIGTERM (drain delay %v)", cycle, time.Since(sig), drain)
 		}
@@ -199,7 +200,7 @@ func TestShutdownUnderLoad(t *testing.T) {
 
 		var exitErr error
 		select {
-		case exitErr = <-p.exited:
+		case exitErr = <-p.Exited:
 		case <-time.After(10*time.Second - time.Since(sig)):
 			t.Fatalf("cycle %d: leash did not exit within 10 s of SIGTERM", cycle)
 		}
@@ -208,9 +209,7 @@ func TestShutdownUnderLoad(t *testing.T) {
 			t.Fatalf("cycle %d: exit: %v", cycle, exitErr)
 		}
 		wg.Wait()
-		p.mu.Lock()
-		raw := slices.Clone(p.raw)
-		p.mu.Unlock()
+		raw := p.Raw()
 		if len(raw) > 0 {
 			t.Fatalf("cycle %d: leash wrote non-log lines (panic or race report?):\n%s", cycle, strings.Join(raw, "\n"))
 		}
@@ -230,8 +229,8 @@ func TestShutdownUnderLoad(t *testing.T) {
 	}
 
 	// Restart on the same Redis: the stats are exactly what the clients were answered.
-	p := startLeash(t, env...)
-	c := isoClient{t: t, base: "http://" + p.http}
+	p := leashproc.Start(t, binary, nil, env...)
+	c := isoClient{t: t, base: "http://" + p.HTTP}
 	load := c.want("GET", "/v1/namespaces/load/stats", "k", "", 200)
 	jobs := c.want("GET", "/v1/namespaces/jobs/stats", "k", "", 200)
 	if got := field(t, load, "total"); got != float64(totalChecks) {

@@ -1,4 +1,4 @@
-package main
+package reliability
 
 import (
 	"context"
@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/leashd/leash/internal/leashproc"
 	"github.com/leashd/leash/internal/redistest"
 	"github.com/redis/go-redis/v9"
 )
@@ -26,13 +27,13 @@ func TestThreeInstancesUnderLoad(t *testing.T) {
 	// on a busy 2-core machine can stall longer than the 500 ms default.
 	env := []string{"LEASH_DEV_API_KEY=k", "LEASH_STORE_BACKEND=redis", "LEASH_STORE_REDIS_URL=" + r.URL(),
 		"LEASH_STORE_REDIS_READ_TIMEOUT=2s", "LEASH_SHUTDOWN_DRAIN_DELAY=100ms"}
-	procs := make([]*proc, 3)
+	procs := make([]*leashproc.Proc, 3)
 	for i := range procs {
-		procs[i] = startLeash(t, env...)
+		procs[i] = leashproc.Start(t, binary, nil, env...)
 	}
 	var bases []string
 	for _, p := range procs {
-		bases = append(bases, "http://"+p.http)
+		bases = append(bases, "http://"+p.HTTP)
 	}
 	rc := redis.NewClient(&redis.Options{Addr: r.Addr(), MaxRetries: -1})
 	t.Cleanup(func() { rc.Close() })
@@ -65,14 +66,14 @@ func TestThreeInstancesUnderLoad(t *testing.T) {
 
 	// Clean shutdown of all three: each exits 0 and flushes its usage.
 	for _, p := range procs {
-		if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		if err := p.Cmd.Process.Signal(syscall.SIGTERM); err != nil {
 			t.Fatal(err)
 		}
 	}
 	deadline := time.After(10 * time.Second) // one bound for all three
 	for i, p := range procs {
 		select {
-		case err := <-p.exited:
+		case err := <-p.Exited:
 			if err != nil {
 				t.Fatalf("instance %d exit: %v", i, err)
 			}
@@ -88,10 +89,10 @@ func TestThreeInstancesUnderLoad(t *testing.T) {
 		}
 	}
 
-	p := startLeash(t, env...)
-	base := "http://" + p.http
+	p := leashproc.Start(t, binary, nil, env...)
+	base := "http://" + p.HTTP
 	stat := func(ns string) (total, blocked, month float64) {
-		code, out := call(t, "GET", base+"/v1/namespaces/"+ns+"/stats", "k", "")
+		code, out := leashproc.Call(t, "GET", base+"/v1/namespaces/"+ns+"/stats", "k", "")
 		if code != 200 {
 			t.Fatalf("stats %s: %d %v", ns, code, out)
 		}

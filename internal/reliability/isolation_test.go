@@ -1,4 +1,4 @@
-package main
+package reliability
 
 import (
 	"context"
@@ -18,7 +18,9 @@ import (
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/leashd/leash/internal/leashproc"
 	"github.com/leashd/leash/internal/redistest"
+	"github.com/leashd/leash/internal/testkit"
 	"github.com/leashd/leash/webhook"
 )
 
@@ -102,9 +104,9 @@ func isoConfig(t *testing.T) string {
 	if err := os.Mkdir(descDir, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	writeAtomic(t, filepath.Join(descDir, "edge.yaml"), "domain: edge\ndescriptors:\n  - key: user\n    rate_limit: {unit: year, requests_per_unit: 2}\n")
+	testkit.ReplaceFile(t, filepath.Join(descDir, "edge.yaml"), "domain: edge\ndescriptors:\n  - key: user\n    rate_limit: {unit: year, requests_per_unit: 2}\n")
 	cfg := filepath.Join(dir, "leash.yaml")
-	writeAtomic(t, cfg, fmt.Sprintf(`accounts:
+	testkit.ReplaceFile(t, cfg, fmt.Sprintf(`accounts:
   - {id: alpha, plan: pro, api_keys: [%s]}
   - {id: bravo, plan: pro, api_keys: [%s]}
 webhooks: {allow_http: true, allow_private_targets: true, backoff_base: 100ms}
@@ -117,7 +119,7 @@ envoy:
 
 // TestAccountIsolationMemory runs the cross-account test on the memory store.
 func TestAccountIsolationMemory(t *testing.T) {
-	p := startLeashArgs(t, []string{"--config", isoConfig(t)})
+	p := leashproc.Start(t, binary, []string{"--config", isoConfig(t)})
 	runIsolation(t, p, nil)
 }
 
@@ -125,7 +127,7 @@ func TestAccountIsolationMemory(t *testing.T) {
 // checks in Redis itself that every key of A's is byte for byte unchanged by B's calls.
 func TestAccountIsolationRedis(t *testing.T) {
 	r := redistest.StartServer(t, false)
-	p := startLeashArgs(t, []string{"--config", isoConfig(t)}, "LEASH_STORE_BACKEND=redis",
+	p := leashproc.Start(t, binary, []string{"--config", isoConfig(t)}, "LEASH_STORE_BACKEND=redis",
 		"LEASH_STORE_REDIS_URL="+r.URL(), "LEASH_STORE_REDIS_PREFIX=iso")
 	rdb := redis.NewClient(&redis.Options{Addr: r.Addr()})
 	t.Cleanup(func() { _ = rdb.Close() })
@@ -189,8 +191,8 @@ func snapshotA(c isoClient, sharedWant, edgeWant float64) aSnapshot {
 // /v1 endpoint with A's namespace, keys, lease id and rules, and the Envoy endpoint (its
 // domain) on A's counter key; A's state is unchanged (through the API, and in Redis byte
 // for byte when rdb is set), and B only ever sees its own.
-func runIsolation(t *testing.T, p *proc, rdb *redis.Client) {
-	c := isoClient{t: t, base: "http://" + p.http}
+func runIsolation(t *testing.T, p *leashproc.Proc, rdb *redis.Client) {
+	c := isoClient{t: t, base: "http://" + p.HTTP}
 	hookA, hookB := newHookReceiver(t, "ok"), newHookReceiver(t, "ok")
 
 	// A's state.
@@ -258,9 +260,9 @@ func runIsolation(t *testing.T, p *proc, rdb *redis.Client) {
 	}
 	// Envoy: domain edge counts against B; A's counter user=alice (1 of 2 spent) is not
 	// B's: B gets its own 2.
-	rls := dialRLS(t, p.grpc)
+	rls := leashproc.DialRLS(t, p.GRPC)
 	for i, want := range []rlsv3.RateLimitResponse_Code{rlsv3.RateLimitResponse_OK, rlsv3.RateLimitResponse_OK, rlsv3.RateLimitResponse_OVER_LIMIT} {
-		resp, err := rls.ShouldRateLimit(context.Background(), rlsReq("edge", entry("user", "alice")))
+		resp, err := rls.ShouldRateLimit(context.Background(), leashproc.Request("edge", leashproc.Entry("user", "alice")))
 		if err != nil || resp.OverallCode != want {
 			t.Fatalf("B's Envoy call %d on user=alice: %v %v, want %v", i, resp, err, want)
 		}

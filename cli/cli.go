@@ -1,0 +1,254 @@
+// Package cli is the command line of Leash's /v1 API (spec §13.5): the verbs limit, reset,
+// lease, rules, stats and webhook of the leash binary, built on package client. cmd/leash
+// only hands them their arguments.
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/leashd/leash/client"
+)
+
+// Exit statuses (spec §13.5).
+const (
+	ExitOK      = 0 // success
+	ExitDenied  = 1 // a denied check, a refused lease, a renewal of a lease no longer held
+	ExitUsage   = 2 // bad arguments or flags
+	ExitService = 3 // the service answered an error (its code is printed) or could not be reached
+)
+
+// Usage lists the verbs; cmd/leash prints it in its own usage text.
+const Usage = `  leash limit NAMESPACE KEY [--algorithm A] [--limit N] [--window-ms MS] [--cost N]
+  leash reset NAMESPACE KEY [--algorithm A] [--window-ms MS]
+  leash lease acquire NAMESPACE KEY [--limit N] [--window-ms MS]
+  leash lease release LEASE_ID
+  leash lease renew LEASE_ID [--window-ms MS]
+  leash rules list NAMESPACE
+  leash rules set NAMESPACE --algorithm A --limit N --window-ms MS [--name NAME] [--override KEY=LIMIT[:WINDOW_MS]]...
+  leash rules delete NAMESPACE rate|concurrent
+  leash stats NAMESPACE            the last 30 days as a bar chart, the month against quota and hard cap
+  leash webhook get | set URL | delete | test
+    every verb takes --url URL ($LEASH_URL, default http://localhost:8080),
+    --key KEY ($LEASH_API_KEY), --json (the API's JSON instead of text), --timeout D (10s);
+    flags may come before or after the arguments; exit 0 ok, 1 denied, 2 usage, 3 service error
+`
+
+// Handles reports whether name is one of the verbs Run serves.
+func Handles(name string) bool {
+	switch name {
+	case "limit", "reset", "lease", "rules", "stats", "webhook":
+		return true
+	}
+	return false
+}
+
+// Env reads an environment variable (os.Getenv in the binary).
+type Env func(string) string
+
+// Run runs one verb: args[0] is the verb, the rest its arguments and flags. It returns
+// the process's exit status.
+func Run(ctx context.Context, args []string, env Env, stdout, stderr io.Writer) int {
+	if len(args) == 0 || !Handles(args[0]) {
+		fmt.Fprint(stderr, "usage:\n"+Usage)
+		return ExitUsage
+	}
+	cmd := &command{verb: args[0], stdout: stdout, stderr: stderr}
+	verb := args[0]
+	rest := args[1:]
+	if verb == "lease" || verb == "rules" || verb == "webhook" {
+		if len(rest) == 0 || strings.HasPrefix(rest[0], "-") {
+			return cmd.usage("%s needs a subcommand", verb)
+		}
+		verb, rest = verb+" "+rest[0], rest[1:]
+		cmd.verb = verb
+	}
+	spec, ok := verbs[verb]
+	if !ok {
+		return cmd.usage("unknown command %q", verb)
+	}
+	fs := flag.NewFlagSet("leash "+verb, flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	url := fs.String("url", "", "Leash base URL (default $LEASH_URL or "+client.DefaultBaseURL+")")
+	key := fs.String("key", "", "API key (default $LEASH_API_KEY)")
+	fs.BoolVar(&cmd.json, "json", false, "print the API's JSON")
+	timeout := fs.Duration("timeout", 10*time.Second, "bound on the whole command")
+	f := &flags{}
+	spec.flags(fs, f)
+	pos, err := parseInterleaved(fs, rest)
+	if errors.Is(err, flag.ErrHelp) {
+		fmt.Fprintf(stdout, "usage:\n%s", Usage)
+		return ExitOK
+	}
+	if err != nil {
+		return cmd.usage("%v", err)
+	}
+	f.set = map[string]bool{}
+	fs.Visit(func(fl *flag.Flag) { f.set[fl.Name] = true })
+	f.opts = f.options(fs)
+	if len(pos) < spec.min || len(pos) > spec.max {
+		return cmd.usage("%s takes %s", verb, spec.args)
+	}
+	if *url == "" {
+		*url = env("LEASH_URL")
+	}
+	if *key == "" {
+		*key = env("LEASH_API_KEY")
+	}
+	c, err := client.New(client.Options{BaseURL: *url, APIKey: *key})
+	if err != nil {
+		return cmd.usage("%v", err)
+	}
+	cmd.c = c
+	if *timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, *timeout)
+		defer cancel()
+	}
+	return spec.run(ctx, cmd, pos, f)
+}
+
+// flags are the verbs' own flags; set records which were given.
+type flags struct {
+	algorithm string
+	limit     int64
+	windowMS  int64
+	cost      int64
+	name      string
+	overrides overrideFlag
+	set       map[string]bool // the flags given
+	opts      []client.Option // the check and lease flags given, as client options
+}
+
+func (f *flags) options(fs *flag.FlagSet) []client.Option {
+	var o []client.Option
+	fs.Visit(func(fl *flag.Flag) {
+		switch fl.Name {
+		case "algorithm":
+			o = append(o, client.WithAlgorithm(f.algorithm))
+		case "limit":
+			o = append(o, client.WithLimit(f.limit))
+		case "window-ms":
+			o = append(o, client.WithWindowMS(f.windowMS))
+		case "cost":
+			o = append(o, client.WithCost(f.cost))
+		}
+	})
+	return o
+}
+
+// overrideFlag collects --override KEY=LIMIT[:WINDOW_MS].
+type overrideFlag []client.Override
+
+func (o *overrideFlag) String() string { return "" }
+func (o *overrideFlag) Set(v string) error {
+	k, rest, ok := strings.Cut(v, "=")
+	if !ok || k == "" {
+		return fmt.Errorf("want KEY=LIMIT[:WINDOW_MS], got %q", v)
+	}
+	ls, ws, hasW := strings.Cut(rest, ":")
+	limit, err := strconv.ParseInt(ls, 10, 64)
+	if err != nil {
+		return fmt.Errorf("override %q: limit %q is not an integer", k, ls)
+	}
+	ov := client.Override{Key: k, Limit: limit}
+	if hasW {
+		w, err := strconv.ParseInt(ws, 10, 64)
+		if err != nil {
+			return fmt.Errorf("override %q: window_ms %q is not an integer", k, ws)
+		}
+		ov.WindowMS = &w
+	}
+	*o = append(*o, ov)
+	return nil
+}
+
+// parseInterleaved parses flags found anywhere among args (before "--"); it returns the
+// positional arguments in order.
+func parseInterleaved(fs *flag.FlagSet, args []string) ([]string, error) {
+	var tail []string
+	for i, a := range args {
+		if a == "--" {
+			args, tail = args[:i], args[i+1:]
+			break
+		}
+	}
+	var pos []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			return nil, err
+		}
+		args = fs.Args()
+		if len(args) == 0 {
+			return append(pos, tail...), nil
+		}
+		pos = append(pos, args[0])
+		args = args[1:]
+	}
+}
+
+// command is one run: the client and where to print.
+type command struct {
+	verb   string
+	c      *client.Client
+	json   bool
+	stdout io.Writer
+	stderr io.Writer
+}
+
+// usage prints a usage error and the usage lines of the verb (all of them when it is
+// unknown).
+func (c *command) usage(format string, a ...any) int {
+	fmt.Fprintf(c.stderr, "leash: "+format+"\n", a...)
+	first, _, _ := strings.Cut(c.verb, " ")
+	var lines []string
+	for l := range strings.Lines(Usage) {
+		if strings.HasPrefix(l, "  leash "+first+" ") {
+			lines = append(lines, l)
+		}
+	}
+	if len(lines) == 0 {
+		fmt.Fprint(c.stderr, "usage:\n"+Usage)
+	} else {
+		fmt.Fprint(c.stderr, "usage:\n"+strings.Join(lines, "")+"  (leash help: every command and the common flags)\n")
+	}
+	return ExitUsage
+}
+
+// fail prints err: a service error with its code, anything else as it is.
+func (c *command) fail(err error) int {
+	var e *client.Error
+	switch {
+	case errors.As(err, &e) && e.Code != "":
+		fmt.Fprintf(c.stderr, "leash %s: %s (%d): %s\n", c.verb, e.Code, e.StatusCode, e.Message)
+	case errors.As(err, &e):
+		fmt.Fprintf(c.stderr, "leash %s: HTTP %d from %s\n", c.verb, e.StatusCode, c.c.BaseURL())
+	case errors.Is(err, context.DeadlineExceeded):
+		fmt.Fprintf(c.stderr, "leash %s: unavailable: no answer from %s in time\n", c.verb, c.c.BaseURL())
+	default:
+		fmt.Fprintf(c.stderr, "leash %s: unavailable: %v\n", c.verb, err)
+	}
+	return ExitService
+}
+
+// print writes v as JSON with --json, else the text.
+func (c *command) print(v any, text string) {
+	if c.json {
+		enc := json.NewEncoder(c.stdout)
+		enc.Encode(v)
+		return
+	}
+	fmt.Fprint(c.stdout, text)
+}
+
+// ms formats milliseconds for people.
+func ms(v int64) string { return msDuration(v).String() }
+
+func msDuration(v int64) time.Duration { return time.Duration(v) * time.Millisecond }

@@ -1,0 +1,94 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"flag"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/leashd/leash/client"
+	"github.com/leashd/leash/internal/testkit"
+)
+
+func TestParseInterleaved(t *testing.T) {
+	tests := []struct {
+		args []string
+		pos  []string
+		n    int64
+	}{
+		{[]string{"a", "b", "--n", "3"}, []string{"a", "b"}, 3},
+		{[]string{"--n=3", "a", "b"}, []string{"a", "b"}, 3},
+		{[]string{"a", "--n", "3", "b"}, []string{"a", "b"}, 3},
+		{[]string{"a", "--", "-b", "--n"}, []string{"a", "-b", "--n"}, 0},
+	}
+	for _, tc := range tests {
+		fs := flag.NewFlagSet("t", flag.ContinueOnError)
+		n := fs.Int64("n", 0, "")
+		pos, err := parseInterleaved(fs, tc.args)
+		if err != nil || !slices.Equal(pos, tc.pos) || *n != tc.n {
+			t.Errorf("%v: %v %d %v, want %v %d", tc.args, pos, *n, err, tc.pos, tc.n)
+		}
+	}
+}
+
+func TestOverrideFlag(t *testing.T) {
+	var o overrideFlag
+	for _, v := range []string{"big=1000", "slow=1:60000"} {
+		if err := o.Set(v); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want := overrideFlag{{Key: "big", Limit: 1000}, {Key: "slow", Limit: 1, WindowMS: testkit.Ptr[int64](60000)}}
+	if len(o) != 2 || o[0] != want[0] || o[1].Key != "slow" || *o[1].WindowMS != 60000 {
+		t.Fatalf("parsed %+v", o)
+	}
+	for _, bad := range []string{"nolimit", "=5", "k=x", "k=1:y"} {
+		if err := o.Set(bad); err == nil {
+			t.Errorf("--override %q accepted", bad)
+		}
+	}
+}
+
+func TestRenderStats(t *testing.T) {
+	days := make([]client.DayUsage, 30)
+	for i := range days {
+		days[i].Day = "2026-11-" + string(rune('0'+i/10)) + string(rune('0'+i%10))
+	}
+	days[28] = client.DayUsage{Day: "2026-11-28", Total: 50, Blocked: 10}
+	days[29] = client.DayUsage{Day: "2026-11-29", Total: 100}
+	hc := int64(200)
+	out := renderStats(&client.Stats{Namespace: "api", Total: 150, Blocked: 10, Days: days,
+		Month: client.MonthUsage{Month: "2026-11", Total: 1500, Quota: 1000, OverQuota: true, HardCap: &hc}})
+	for _, want := range []string{
+		"api: 150 decisions in 30 days, 10 blocked\n",
+		"2026-11-28 " + strings.Repeat("█", 16) + strings.Repeat("░", 4) + strings.Repeat(" ", 20) + " 50 (10 blocked)\n",
+		"2026-11-29 " + strings.Repeat("█", 40) + " 100\n",
+		"month 2026-11 (all namespaces): 1,500 of quota 1,000 (150.0%)  OVER QUOTA\n",
+		"hard cap: 200 (750.0% used)  REACHED",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("stats lack %q:\n%s", want, out)
+		}
+	}
+	if n := strings.Count(out, "\n2026-11-"); n != 30 {
+		t.Errorf("%d day lines", n)
+	}
+	if group(1234567) != "1,234,567" || group(12) != "12" || group(-1000) != "-1,000" {
+		t.Error("group")
+	}
+}
+
+func TestRunUsage(t *testing.T) {
+	var out, errb bytes.Buffer
+	env := func(string) string { return "" }
+	if code := Run(context.Background(), []string{"stats"}, env, &out, &errb); code != ExitUsage ||
+		!strings.Contains(errb.String(), "leash stats NAMESPACE") || strings.Contains(errb.String(), "leash limit") {
+		t.Fatalf("stats without a namespace: %d %q", code, errb.String())
+	}
+	out.Reset()
+	if code := Run(context.Background(), []string{"limit", "--help"}, env, &out, &errb); code != ExitOK || !strings.Contains(out.String(), "usage:") {
+		t.Fatalf("--help: %d %q", code, out.String())
+	}
+}

@@ -1,0 +1,141 @@
+package engine
+
+// Per-key overrides (spec §6.7): a rule may give some keys their own limit (and window),
+// looked up by key in one map access. A rule's overrides are immutable once built, so every
+// copy of a Rule (the stores' caches, the results they hand out) shares them safely.
+
+// MaxOverrides is the most overrides one rule holds (spec §6.7).
+const MaxOverrides = 1000
+
+// Override is one key's own limit inside a rule.
+type Override struct {
+	Key      string
+	Limit    int64
+	WindowMS int64 // 0: the rule's window
+}
+
+// Overrides is a rule's set of per-key overrides; the zero value has none. It is
+// immutable: copies share it.
+type Overrides struct{ s *overrideSet }
+
+type overrideSet struct {
+	list  []Override
+	byKey map[string]int32
+}
+
+// NewOverrides builds a set from list, keeping its order; a later duplicate key replaces
+// an earlier one (PutRule refuses duplicates before they get here). An empty list is the
+// zero value.
+func NewOverrides(list []Override) Overrides {
+	if len(list) == 0 {
+		return Overrides{}
+	}
+	s := &overrideSet{list: make([]Override, 0, len(list)), byKey: make(map[string]int32, len(list))}
+	for _, o := range list {
+		if i, dup := s.byKey[o.Key]; dup {
+			s.list[i] = o
+			continue
+		}
+		s.byKey[o.Key] = int32(len(s.list))
+		s.list = append(s.list, o)
+	}
+	return Overrides{s: s}
+}
+
+// Len is the number of overrides.
+func (o Overrides) Len() int {
+	if o.s == nil {
+		return 0
+	}
+	return len(o.s.list)
+}
+
+// List returns the overrides in the order they were written; the caller owns the slice.
+func (o Overrides) List() []Override {
+	if o.s == nil {
+		return nil
+	}
+	return append([]Override(nil), o.s.list...)
+}
+
+// Lookup returns key's override, if it has one.
+func (o Overrides) Lookup(key string) (Override, bool) {
+	if o.s == nil {
+		return Override{}, false
+	}
+	i, ok := o.s.byKey[key]
+	if !ok {
+		return Override{}, false
+	}
+	return o.s.list[i], true
+}
+
+// For returns the limit and window the rule sets for key: its override's when key has one
+// (the override's window, else the rule's), else the rule's own.
+func (r *Rule) For(key string) (limit, windowMS int64) {
+	limit, windowMS = r.Limit, r.WindowMS
+	if o, ok := r.Overrides.Lookup(key); ok {
+		limit = o.Limit
+		if o.WindowMS != 0 {
+			windowMS = o.WindowMS
+		}
+	}
+	return limit, windowMS
+}
+
+// overrideField names field of the i-th override, as messages do: overrides[i].field.
+func overrideField(i int, field string) string {
+	return "overrides[" + itoa(int64(i)) + "]." + field
+}
+
+// checkOverrideFields is step 1 of a rule write's checks for its overrides (spec §6.3,
+// §6.7): every entry has a valid key (spec §3.4) and a limit, and no value is negative.
+// The errors are invalid_request naming the field.
+func checkOverrideFields(list []OverrideRequest) error {
+	for i, o := range list {
+		switch {
+		case o.Key == nil:
+			return Invalid(overrideField(i, "key") + " is required")
+		case !ValidKey(*o.Key):
+			return Invalid(overrideField(i, "key") + " must be 1-512 bytes of UTF-8 without control characters")
+		case o.Limit == nil:
+			return Invalid(overrideField(i, "limit") + " is required")
+		case *o.Limit < 0:
+			return Invalid(overrideField(i, "limit") + " must be a non-negative integer")
+		case o.WindowMS != nil && *o.WindowMS < 0:
+			return Invalid(overrideField(i, "window_ms") + " must be a non-negative integer")
+		}
+	}
+	return nil
+}
+
+// checkOverrideRanges is step 2 (spec §6.3, §6.7): at most MaxOverrides entries, limits
+// and windows in the rule ranges, no key twice; each error is invalid_rule naming the
+// field. It returns the checked set.
+func checkOverrideRanges(list []OverrideRequest) (Overrides, error) {
+	if len(list) > MaxOverrides {
+		return Overrides{}, newError(CodeInvalidRule, "overrides must hold at most 1000 entries")
+	}
+	if len(list) == 0 {
+		return Overrides{}, nil
+	}
+	out := make([]Override, len(list))
+	seen := make(map[string]int, len(list))
+	for i, o := range list {
+		if *o.Limit < 1 || *o.Limit > MaxLimit {
+			return Overrides{}, newError(CodeInvalidRule, overrideField(i, "limit")+" must be from 1 to 1000000000")
+		}
+		if w := o.WindowMS; w != nil && (*w < 1 || *w > MaxWindowMS) {
+			return Overrides{}, newError(CodeInvalidRule, overrideField(i, "window_ms")+" must be from 1 to 31622400000")
+		}
+		if j, dup := seen[*o.Key]; dup {
+			return Overrides{}, newError(CodeInvalidRule, overrideField(i, "key")+" repeats the key of overrides["+itoa(int64(j))+"]")
+		}
+		seen[*o.Key] = i
+		out[i] = Override{Key: *o.Key, Limit: *o.Limit}
+		if o.WindowMS != nil {
+			out[i].WindowMS = *o.WindowMS
+		}
+	}
+	return NewOverrides(out), nil
+}

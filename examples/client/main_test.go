@@ -1,0 +1,41 @@
+package main
+
+import (
+	"context"
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/leashd/leash/internal/leashproc"
+)
+
+var bin string
+
+func TestMain(m *testing.M) { os.Exit(leashproc.Main(m, &bin)) }
+
+// TestDemo runs the example against a real leash serve: the 6th /hello is limited, and a
+// third export is refused after the first two's TTL because KeepAlive renewed them.
+func TestDemo(t *testing.T) {
+	p := leashproc.Start(t, bin, nil, "LEASH_DEV_API_KEY=example-key")
+	env := map[string]string{"LEASH_URL": p.URL, "LEASH_API_KEY": "example-key"}
+	var out strings.Builder
+	if err := run(context.Background(), []string{"-demo", "-addr", "127.0.0.1:0", "-work", "2500ms"},
+		func(k string) string { return env[k] }, &out); err != nil {
+		t.Fatal(err)
+	}
+	got := out.String()
+	for _, want := range []string{
+		"GET /hello #5: 200\n", "GET /hello #6: 429\n",
+		"POST /export while two run (after their TTL): 429\n",
+	} {
+		if !strings.Contains(got, want) {
+			t.Fatalf("output lacks %q:\n%s", want, got)
+		}
+	}
+	if strings.Count(got, "POST /export: 200\n") != 2 {
+		t.Fatalf("the two exports did not both finish:\n%s", got)
+	}
+	if strings.Contains(got, "level=WARN") {
+		t.Fatalf("the middleware failed open:\n%s", got)
+	}
+}
