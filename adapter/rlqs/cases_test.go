@@ -15,6 +15,8 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	reflectpb "google.golang.org/grpc/reflection/grpc_reflection_v1"
 	"google.golang.org/grpc/status"
 
 	"github.com/leashd/leash/adapter"
@@ -353,4 +355,39 @@ func TestBadInput(t *testing.T) {
 	if n := flood(r3, 200); n != 20 {
 		t.Errorf("after the first stream ended a new one got %d, want 20", n)
 	}
+}
+
+// TestServedBesideRateLimitService: one listener serves both services; health reports
+// the quota service and reflection lists it (spec §14.1).
+func TestServedBesideRateLimitService(t *testing.T) {
+	t.Parallel()
+	in := startInstance(t, memStore(t), testScale().setup(), "")
+	conn, err := grpc.NewClient(in.addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	st, err := healthpb.NewHealthClient(conn).Check(context.Background(), &healthpb.HealthCheckRequest{Service: rlqs.ServiceName})
+	if err != nil || st.GetStatus() != healthpb.HealthCheckResponse_SERVING {
+		t.Fatalf("health of %s: %v %v", rlqs.ServiceName, st, err)
+	}
+	stream, err := reflectpb.NewServerReflectionClient(conn).ServerReflectionInfo(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := stream.Send(&reflectpb.ServerReflectionRequest{MessageRequest: &reflectpb.ServerReflectionRequest_ListServices{}}); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := stream.Recv()
+	if err != nil {
+		t.Fatal(err)
+	}
+	names := map[string]bool{}
+	for _, s := range resp.GetListServicesResponse().GetService() {
+		names[s.GetName()] = true
+	}
+	if !names[rlqs.ServiceName] || !names[adapter.ServiceName] {
+		t.Errorf("reflection lists %v", names)
+	}
+	_ = stream.CloseSend()
 }
