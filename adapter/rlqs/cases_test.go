@@ -391,3 +391,43 @@ func TestServedBesideRateLimitService(t *testing.T) {
 	}
 	_ = stream.CloseSend()
 }
+
+// TestLostInstanceFreesShare: when an instance goes away with its streams (its demand
+// entries left in the store) and its proxy does not come back, the other instance's proxy
+// gets the whole budget once the entries expire: within one TTL, plus its next report.
+func TestLostInstanceFreesShare(t *testing.T) {
+	t.Parallel()
+	s := testScale()
+	st := s.setup()
+	st.opts.ReportingInterval = s.interval
+	stores := redisStores(t, 2)
+	one := startInstance(t, stores[0], st, "")
+	two := startInstance(t, stores[1], st, "")
+	a := newProxy("a", "web", search, 1000, s.interval, s.windowMS, one.addr)
+	b := newProxy("b", "web", search, 1000, s.interval, s.windowMS, two.addr)
+	a.start(t)
+	b.start(t)
+	time.Sleep(5 * s.interval)
+	waitWindowStart(s.windowMS)
+	eventually(t, 2*time.Second, func() error {
+		if x := a.assigned(); x <= 0 || x > 0.6*s.budget() {
+			return fmt.Errorf("a's share %v of %v", x, s.budget())
+		}
+		return nil
+	})
+	two.kill()
+	b.stop()
+	ttl := rlqs.DefaultTTLIntervals * s.interval
+	took := eventually(t, 2*time.Second, func() error {
+		if x := a.assigned(); x < 0.9*s.budget() {
+			return fmt.Errorf("a's share %v of %v", x, s.budget())
+		}
+		return nil
+	})
+	t.Logf("the lost instance's share came back after %v", took)
+	// The entries expire one TTL after the lost stream's last report (up to an interval
+	// before the loss), then a learns it at its next report (up to an interval later).
+	if took > ttl+2*s.interval {
+		t.Errorf("the lost instance's share came back after %v, more than one TTL (%v) and a report", took, ttl)
+	}
+}
