@@ -34,7 +34,10 @@ func (s scale) budget() float64 { return float64(s.limit) * 1000 / float64(s.win
 func joinAndLeave(t *testing.T, s scale, join string, a, b *proxy) {
 	t.Helper()
 	ttl := rlqs.DefaultTTLIntervals * s.interval
-	time.Sleep(5 * s.interval)                  // the two have reported their demand
+	// The two have reported their demand, and a window begins: the steps below fit in
+	// its first half, where the window's pace alone sets the budget.
+	time.Sleep(5 * s.interval)
+	waitWindowStart(s.windowMS)
 	eventually(t, 2*time.Second, func() error { // settled: the two share the budget
 		if a.assigned()+b.assigned() < 0.9*s.budget() {
 			return fmt.Errorf("two proxies assigned %v + %v of %v", a.assigned(), b.assigned(), s.budget())
