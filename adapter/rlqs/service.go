@@ -305,9 +305,13 @@ func (s *Service) usage(ctx context.Context, sc *stream, cfg *adapter.Config, ac
 	if elapsed <= 0 && b.lastMS > 0 && sc.nowMS > b.lastMS {
 		elapsed = time.Duration(sc.nowMS-b.lastMS) * time.Millisecond
 	}
+	back := 0.0 // a proxy coming back: the rate it admitted under its last assignment
 	if elapsed > 0 {
 		sc.interval = (sc.interval + min(max(elapsed, 10*time.Millisecond), maxTTL)) / 2
 		b.demand = smooth(b.demand, float64(allowed+denied)/elapsed.Seconds(), elapsed, sc.interval)
+		if !b.assigned && u.GetTimeElapsed().AsDuration() > 0 && allowed > 0 {
+			back = float64(allowed) / elapsed.Seconds()
+		}
 	}
 
 	res := resolve(cfg, sc.domain, bid)
@@ -352,7 +356,7 @@ func (s *Service) usage(ctx context.Context, sc *stream, cfg *adapter.Config, ac
 		case r.Limit.Limit == 0:
 			strat = Blanket(typev3.RateLimitStrategy_DENY_ALL)
 		default:
-			strat = s.share(ctx, sc, b, it, r, ttl)
+			strat = s.share(ctx, sc, b, it, r, ttl, back)
 			if strat == nil {
 				return nil
 			}
@@ -392,8 +396,11 @@ func (s *Service) sent(kind string, a *rlqsv3.RateLimitQuotaResponse_BucketActio
 }
 
 // share records the bucket's demand and returns its share of the budget as a token
-// bucket (spec §14.4); nil when the store did not answer.
-func (s *Service) share(ctx context.Context, sc *stream, b *bucket, it engine.Item, r *engine.ItemResult, ttl time.Duration) *typev3.RateLimitStrategy {
+// bucket (spec §14.4); nil when the store did not answer. back > 0 is the rate a proxy
+// coming back (a new stream's first report of a bucket with usage since an earlier
+// report, as after its instance was lost) admitted meanwhile: its first share is at most
+// Headroom times that, so proxies reconnecting one by one do not each look alone.
+func (s *Service) share(ctx context.Context, sc *stream, b *bucket, it engine.Item, r *engine.ItemResult, ttl time.Duration, back float64) *typev3.RateLimitStrategy {
 	limits := it.Limits
 	if it.Source != engine.Given {
 		limits = []engine.Limit{r.Limit}
@@ -427,7 +434,11 @@ func (s *Service) share(ctx context.Context, sc *stream, b *bucket, it engine.It
 		own = len(wants)
 		wants = append(wants, want)
 	}
-	return TokenBucket(Share(budget, wants, own), sc.interval)
+	sh := Share(budget, wants, own)
+	if back > 0 {
+		sh = min(sh, back*Headroom)
+	}
+	return TokenBucket(sh, sc.interval/2)
 }
 
 // clampBudget lowers the steady budget pace (requests/s) when the counter is behind it

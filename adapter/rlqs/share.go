@@ -23,7 +23,7 @@ const (
 	ClampRatio = 0.75
 	// DemandDecay is the time constant, in reporting intervals, with which a stream's
 	// demand estimate falls to a lower measure.
-	DemandDecay = 5
+	DemandDecay = 3
 	// ChangeRatio is the relative change of a stream's rate that is pushed at once; a
 	// smaller change waits for the assignment's refresh.
 	ChangeRatio = 0.1

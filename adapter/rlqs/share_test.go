@@ -73,8 +73,8 @@ func TestSmooth(t *testing.T) {
 	if got := smooth(10, 20, iv, iv); got != 15 {
 		t.Errorf("a higher measure: %v", got)
 	}
-	// A lower one decays: one interval moves it 1-e^-1/5 ≈ 18 % of the way.
-	if got := smooth(10, 0, iv, iv); math.Abs(got-10*math.Exp(-0.2)) > 1e-9 {
+	// A lower one decays: one interval moves it 1-e^-1/3 ≈ 28 % of the way.
+	if got := smooth(10, 0, iv, iv); math.Abs(got-10*math.Exp(-1.0/3)) > 1e-9 {
 		t.Errorf("a lower measure: %v", got)
 	}
 	est := 10.0
