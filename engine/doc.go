@@ -4,7 +4,8 @@
 // One decision, from any edge to the store (spec §1.4):
 //
 //	POST /v1/limit     httpapi (*API).check ─┐
-//	ShouldRateLimit    adapter (*Service).ShouldRateLimit ─┴─> (*Engine).Decide
+//	ShouldRateLimit    adapter (*Service).ShouldRateLimit ─┼─> (*Engine).Decide
+//	RLQS report        rlqs (*Service).usage (Item.Report) ─┘
 //	  Decide: item checks → resolve (rule, plan gate, cost) → hardCap → spend → usage.record
 //	  spend:  Store.Spend / Store.SpendAll ─> memstore (algo in Go) or redisstore (lua/spend.lua)
 //
@@ -19,7 +20,8 @@
 //	validate.go  names, keys and the bounds of limits and windows (spec §3.4, §6.3)
 //	leaseid.go   lease ids (spec §5.3)
 //	errors.go    the error codes the engine produces (spec §3.6)
-//	store.go     the Store and its roles: Decider, RuleStore, UsageStore, WebhookStore
+//	store.go     the Store and its roles: Decider, RuleStore, UsageStore, WebhookStore,
+//	             DemandStore (RLQS demand, spec §14.4)
 //	types.go     the values those roles exchange, and their argument checks
 //
 // The algorithms' arithmetic is package algo; the stores are memstore and redisstore, held
