@@ -221,3 +221,53 @@ func FuzzMatch(f *testing.F) {
 		checkMatch(t, c, domain, req[:n%(len(req)+1)])
 	})
 }
+
+// FuzzMatchBucket checks MatchBucket on the matching test file with any bucket id (spec
+// §14.2): it never panics; a match uses every entry of the bucket once, in an order the
+// request-descriptor Match agrees with (same rule, same counter entries); and the answer
+// does not depend on the map's iteration order.
+func FuzzMatchBucket(f *testing.F) {
+	f.Add("tenant", "t", "user", "u", "plan", "free")
+	f.Add("path", "/api/v2/x", "", "", "", "")
+	f.Add("bucket", "shared-1", "object", "doc/a", "x", "")
+	f.Add("org", "acme", "region", "eu", "user", "u")
+	c, err := build([]source{{name: "match.yaml", data: []byte(matchYAML)}})
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Fuzz(func(t *testing.T, k1, v1, k2, v2, k3, v3 string) {
+		bucket := map[string]string{}
+		for _, kv := range [][2]string{{k1, v1}, {k2, v2}, {k3, v3}} {
+			if kv[0] != "" {
+				bucket[kv[0]] = kv[1]
+			}
+		}
+		m, ok := c.MatchBucket("api", bucket)
+		for range 3 {
+			m2, ok2 := c.MatchBucket("api", bucket)
+			if ok2 != ok || ok && (m2.Rule != m.Rule || !slices.Equal(m2.Entries, m.Entries)) {
+				t.Fatalf("%v: answers differ between calls", bucket)
+			}
+		}
+		if !ok {
+			return
+		}
+		if len(m.Entries) != len(bucket) {
+			t.Fatalf("%v: matched %d entries", bucket, len(m.Entries))
+		}
+		for _, e := range m.Entries {
+			if _, in := bucket[e.Key]; !in {
+				t.Fatalf("%v: entry %v is not the bucket's", bucket, e)
+			}
+		}
+		// The bucket's own values in match order select the same rule and counter.
+		ordered := make([]Entry, len(m.Entries))
+		for i, e := range m.Entries {
+			ordered[i] = Entry{Key: e.Key, Value: bucket[e.Key]}
+		}
+		r, ok := c.Match("api", ordered)
+		if !ok || r.Rule != m.Rule || !slices.Equal(r.Entries, m.Entries) {
+			t.Fatalf("%v: Match of %v disagrees", bucket, ordered)
+		}
+	})
+}

@@ -6,6 +6,8 @@ import (
 	"time"
 
 	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
+
+	"github.com/leashd/leash/engine"
 )
 
 func TestShare(t *testing.T) {
@@ -83,5 +85,30 @@ func TestSmooth(t *testing.T) {
 	}
 	if est > 0.001 {
 		t.Errorf("after 50 empty intervals: %v", est)
+	}
+}
+
+// TestClampBudget: the pace stands unless the counter is well behind it (spec §14.4).
+func TestClampBudget(t *testing.T) {
+	iv := 100 * time.Millisecond
+	fw := engine.Limit{Algorithm: engine.FixedWindow, Limit: 120, WindowMS: 2000}
+	sw := engine.Limit{Algorithm: engine.SlidingWindow, Limit: 120, WindowMS: 2000}
+	cases := []struct {
+		name string
+		r    engine.ItemResult
+		want float64
+	}{
+		{"on pace", engine.ItemResult{Allowed: true, Limit: fw, Remaining: 60, ResetMS: 1000}, 60},
+		{"a little behind: the pace stands", engine.ItemResult{Allowed: true, Limit: fw, Remaining: 44, ResetMS: 1000}, 60},
+		{"well behind: what remains, paced", engine.ItemResult{Allowed: true, Limit: fw, Remaining: 24, ResetMS: 1000}, 30},
+		{"exhausted", engine.ItemResult{Allowed: false, Limit: fw, Remaining: 0, ResetMS: 1000}, 0},
+		{"exhausted near the reset: the pace", engine.ItemResult{Allowed: false, Limit: fw, Remaining: 0, ResetMS: 150}, 60},
+		{"sliding, report fitted", engine.ItemResult{Allowed: true, Limit: sw, Remaining: 3, ResetMS: 1000}, 60},
+		{"sliding, report did not fit", engine.ItemResult{Allowed: false, Limit: sw, Remaining: 2, ResetMS: 1000}, 30},
+	}
+	for _, tc := range cases {
+		if got := clampBudget(60, &tc.r, iv); math.Abs(got-tc.want) > 1e-9 {
+			t.Errorf("%s: %v, want %v", tc.name, got, tc.want)
+		}
 	}
 }
