@@ -7,6 +7,7 @@ import (
 	"runtime"
 	"time"
 
+	rlqsv3 "github.com/envoyproxy/go-control-plane/envoy/service/rate_limit_quota/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
@@ -18,6 +19,10 @@ import (
 
 // ServiceName is the gRPC service Envoy calls; health reports it and "" alike.
 const ServiceName = "envoy.service.ratelimit.v3.RateLimitService"
+
+// QuotaServiceName is Envoy's Rate Limit Quota Service (package rlqs), which health
+// reports too when it is served.
+const QuotaServiceName = "envoy.service.rate_limit_quota.v3.RateLimitQuotaService"
 
 // Keepalive settings for long-lived Envoy connections: pings find dead peers, and
 // connections are recycled every MaxConnectionAge so new replicas get a share of the
@@ -91,6 +96,14 @@ func NewServerWith(svc *Service, tlsConfig *tls.Config, limits Limits, extra ...
 	return srv, hs
 }
 
+// RegisterQuota serves the Rate Limit Quota Service q on srv beside the rate-limit
+// service (spec §14.1), with its health status in hs (which WatchHealth then keeps in
+// step too). Call it before srv serves.
+func RegisterQuota(srv *grpc.Server, hs *health.Server, q rlqsv3.RateLimitQuotaServiceServer) {
+	rlqsv3.RegisterRateLimitQuotaServiceServer(srv, q)
+	hs.SetServingStatus(QuotaServiceName, healthpb.HealthCheckResponse_SERVING)
+}
+
 // WatchHealth pings the store every interval until ctx is done and reports NOT_SERVING
 // while it does not answer within timeout (spec §9.10), logging each change.
 func WatchHealth(ctx context.Context, hs *health.Server, ping func(context.Context) error, interval, timeout time.Duration, log *slog.Logger) {
@@ -115,6 +128,9 @@ func WatchHealth(ctx context.Context, hs *health.Server, ping func(context.Conte
 			}
 			hs.SetServingStatus("", st)
 			hs.SetServingStatus(ServiceName, st)
+			if _, err := hs.Check(ctx, &healthpb.HealthCheckRequest{Service: QuotaServiceName}); err == nil {
+				hs.SetServingStatus(QuotaServiceName, st) // served
+			}
 		}
 		select {
 		case <-ctx.Done():

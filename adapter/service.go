@@ -182,6 +182,9 @@ func NewService(cfg *Config, opts Options) *Service {
 	return s
 }
 
+// Config returns the descriptor files and routing in force.
+func (s *Service) Config() *Config { return s.cfg.Load() }
+
 // SetConfig replaces the descriptor files and routing (a reload).
 func (s *Service) SetConfig(cfg *Config) {
 	if r := s.opts.Rules; r != nil {

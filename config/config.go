@@ -260,6 +260,20 @@ type Envoy struct {
 	LocalCache LocalCache `mapstructure:"local_cache"`
 	// XDS is the management server descriptor configs may come from.
 	XDS XDS `mapstructure:"xds"`
+	// RLQS tunes and bounds the Rate Limit Quota Service (spec §14).
+	RLQS RLQS `mapstructure:"rlqs"`
+}
+
+// RLQS tunes and bounds the Rate Limit Quota Service (spec §14.5, §14.6).
+type RLQS struct {
+	// ReportingInterval is assumed for a stream until its reports show their own (default 1s).
+	ReportingInterval time.Duration `mapstructure:"reporting_interval"`
+	// TTLIntervals is the assignments' time-to-live in reporting intervals (default 3).
+	TTLIntervals int `mapstructure:"ttl_intervals"`
+	// MaxBucketsPerStream bounds the buckets tracked per stream (default 1000).
+	MaxBucketsPerStream int `mapstructure:"max_buckets_per_stream"`
+	// MaxBucketsPerAccount bounds the buckets tracked per account on one instance (default 10000).
+	MaxBucketsPerAccount int `mapstructure:"max_buckets_per_account"`
 }
 
 // HeaderNames are the RateLimit-* header names of Envoy replies.

@@ -138,6 +138,12 @@ func schema() *node {
 					"server_name": leaf(kString, nil),
 				}),
 			}),
+			"rlqs": object(map[string]*node{
+				"reporting_interval":      leaf(kDuration, time.Second),
+				"ttl_intervals":           leaf(kInt, 3),
+				"max_buckets_per_stream":  leaf(kInt, 1000),
+				"max_buckets_per_account": leaf(kInt, 10_000),
+			}),
 		}),
 		"webhooks": object(map[string]*node{
 			"allow_http":            leaf(kBool, false),

@@ -415,6 +415,18 @@ func validateEnvoy(c *Config, errs *errList) {
 	if e.LocalCache.MaxEntries < 0 {
 		errs.add("envoy.local_cache.max_entries", "must be 0 (off) or more")
 	}
+	if q := e.RLQS.ReportingInterval; q < 10*time.Millisecond || q > 10*time.Minute {
+		errs.add("envoy.rlqs.reporting_interval", "must be 10ms to 10m")
+	}
+	if n := e.RLQS.TTLIntervals; n < 1 || n > 100 {
+		errs.add("envoy.rlqs.ttl_intervals", "must be 1 to 100")
+	}
+	if e.RLQS.MaxBucketsPerStream < 1 {
+		errs.add("envoy.rlqs.max_buckets_per_stream", "must be 1 or more")
+	}
+	if e.RLQS.MaxBucketsPerAccount < 1 {
+		errs.add("envoy.rlqs.max_buckets_per_account", "must be 1 or more")
+	}
 	for i, p := range c.Envoy.ConfigPaths {
 		if strings.TrimSpace(p) == "" {
 			errs.add(index("envoy.config_paths", i), "must not be empty")

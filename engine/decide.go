@@ -106,6 +106,16 @@ type Item struct {
 	// Tag is the edge's own mark for the item (e.g. the descriptor rule's metrics); the
 	// engine only hands it to the Observer.
 	Tag any
+	// Report makes the item a report of requests a proxy has already decided (RLQS, spec
+	// §14.3): Cost (its allowed requests) is spent as far as it fits — when all of it
+	// does not, what remains of the most restrictive limit is spent instead, so the
+	// counter ends full — and usage counts the report's requests, not one decision.
+	Report *Report
+}
+
+// Report is what a proxy reported for one bucket: requests it allowed and denied.
+type Report struct {
+	Allowed, Denied int64
 }
 
 // ItemResult is the verdict on one item.
@@ -215,7 +225,11 @@ func (e *Engine) Decide(ctx context.Context, a *Account, q *Query, out []ItemRes
 		} else if !r.Allowed {
 			res.Allowed = false
 		}
-		e.usage.record(a, q.Namespace, now, !r.Allowed && !q.Shadow)
+		if rep := it.Report; rep != nil {
+			e.usage.recordN(a, q.Namespace, now, rep.Allowed+rep.Denied, rep.Denied)
+		} else {
+			e.usage.record(a, q.Namespace, now, !r.Allowed && !q.Shadow)
+		}
 		if e.observer != nil {
 			e.observer.Decided(a, q, it, r)
 		}
@@ -269,6 +283,9 @@ func (it *Item) check() error {
 	}
 	if it.Cost < 0 {
 		return Invalid("cost must be a non-negative integer")
+	}
+	if rep := it.Report; rep != nil && (rep.Allowed != it.Cost || rep.Denied < 0 || rep.Denied > MaxLimit || rep.Allowed > MaxLimit) {
+		return Invalid("a report's counts must be 0 to 1e9, its cost the allowed count")
 	}
 	return nil
 }
@@ -422,7 +439,7 @@ func (e *Engine) spend(ctx context.Context, a *Account, ns string, it *Item, r *
 		return Counter{Account: a.ID, Namespace: ns, Key: it.Key, Algorithm: l.Algorithm, WindowMS: l.WindowMS}
 	}
 	var t0 time.Time
-	if c := e.cache; c != nil && cost > 0 {
+	if c := e.cache; c != nil && cost > 0 && it.Report == nil {
 		t0 = time.Now()
 		for i, l := range limits {
 			if left, ok := c.denied(cacheKey{counter(l), l.Limit}, cost, t0); ok {
@@ -455,11 +472,16 @@ func (e *Engine) spend(ctx context.Context, a *Account, ns string, it *Item, r *
 		}
 		copy(ds[:], out)
 	}
+	if it.Report != nil {
+		if err := e.saturate(ctx, limits, counter, it.Cost, &ds); err != nil {
+			return 0, err
+		}
+	}
 	denied := false
 	for i, l := range limits {
 		if l.Limit < it.Cost {
 			ds[i].Allowed = false
-		} else if !ds[i].Allowed && e.cache != nil && cost > 0 {
+		} else if !ds[i].Allowed && e.cache != nil && cost > 0 && it.Report == nil {
 			e.cache.add(cacheKey{counter(l), l.Limit}, cost, ds[i].ResetMS, t0)
 		}
 		denied = denied || !ds[i].Allowed
@@ -480,6 +502,41 @@ func (e *Engine) spend(ctx context.Context, a *Account, ns string, it *Item, r *
 		r.Allowed = true
 	}
 	return ds[0].NowMS, nil
+}
+
+// saturate spends, for a report whose cost did not fit, what remains of its limits: the
+// least remaining of any limit, in one more store operation (spec §14.3). The verdicts
+// stay denials; ds gets the remaining and reset after the second spend.
+func (e *Engine) saturate(ctx context.Context, limits []Limit, counter func(Limit) Counter, cost int64, ds *[MaxSpendAll]Decision) error {
+	fit := cost
+	for i, l := range limits {
+		if ds[i].Allowed && l.Limit >= cost {
+			continue
+		}
+		fit = min(fit, max(ds[i].Remaining, 0))
+	}
+	if fit == cost || fit <= 0 {
+		return nil
+	}
+	spends := make([]Spend, len(limits))
+	for i, l := range limits {
+		spends[i] = Spend{Counter: counter(l), Limit: l.Limit, Cost: fit}
+	}
+	out := make([]Decision, len(limits))
+	var err error
+	if len(limits) == 1 {
+		out[0], err = e.store.Spend(ctx, spends[0])
+	} else {
+		err = e.store.SpendAll(ctx, spends, out)
+	}
+	if err != nil {
+		return err
+	}
+	for i := range limits {
+		ds[i].Remaining, ds[i].ResetMS, ds[i].NowMS = out[i].Remaining, out[i].ResetMS, out[i].NowMS
+		ds[i].Allowed = ds[i].Allowed && out[i].Allowed
+	}
+	return nil
 }
 
 // deny records a denial, which a Shadow item answers as allowed.

@@ -185,3 +185,60 @@ func TestLocalCacheOnChecks(t *testing.T) {
 		t.Fatalf("after the reset: %+v %v", d, err)
 	}
 }
+
+// TestDecideReport: an RLQS report spends its allowed requests as far as they fit, the
+// counter ending full when they do not, and counts every reported request in usage,
+// the denied ones as blocked (spec §14.3).
+func TestDecideReport(t *testing.T) {
+	ctx := context.Background()
+	f := newFixture(t, nil)
+	acme := f.accts["acme"]
+	fw := []engine.Limit{{Algorithm: engine.FixedWindow, Limit: 10, WindowMS: 60_000}}
+	two := []engine.Limit{fw[0], {Algorithm: engine.SlidingWindow, Limit: 100, WindowMS: 3_600_000}}
+	report := func(key string, limits []engine.Limit, allowed, denied int64) engine.ItemResult {
+		t.Helper()
+		out := make([]engine.ItemResult, 1)
+		it := engine.Item{Key: key, Cost: allowed, Source: engine.Given, Limits: limits, Report: &engine.Report{Allowed: allowed, Denied: denied}}
+		if _, err := f.eng.Decide(ctx, acme, &engine.Query{Edge: engine.EdgeRLQS, Namespace: "n", Items: []engine.Item{it}}, out); err != nil {
+			t.Fatal(err)
+		}
+		return out[0]
+	}
+	if r := report("k", fw, 4, 1); !r.Allowed || r.Remaining != 6 {
+		t.Fatalf("fits: %+v", r)
+	}
+	if r := report("k", fw, 8, 0); r.Allowed || r.Remaining != 0 { // 6 of 8 spent
+		t.Fatalf("saturates: %+v", r)
+	}
+	if r := report("k", fw, 0, 3); r.Allowed != true || r.Remaining != 0 { // a look
+		t.Fatalf("look: %+v", r)
+	}
+	if r := report("big", fw, 50, 0); r.Allowed || r.Remaining != 0 { // more than the limit
+		t.Fatalf("above the limit: %+v", r)
+	}
+	if r := report("two", two, 15, 0); r.Allowed || r.Remaining != 0 {
+		t.Fatalf("two limits: %+v", r)
+	}
+	// The hour's counter got the 10 that fit the minute's.
+	out := make([]engine.ItemResult, 1)
+	if _, err := f.eng.Decide(ctx, acme, &engine.Query{Namespace: "n", Items: []engine.Item{{Key: "two", Cost: 0, Source: engine.Given, Limits: two[1:]}}}, out); err != nil || out[0].Remaining != 90 {
+		t.Fatalf("hour counter: %+v %v", out[0], err)
+	}
+	for _, bad := range []engine.Report{{Allowed: 1, Denied: -1}, {Allowed: 2, Denied: 0}} {
+		it := engine.Item{Key: "k", Cost: 1, Source: engine.Given, Limits: fw, Report: &bad}
+		if _, err := f.eng.Decide(ctx, acme, &engine.Query{Namespace: "n", Items: []engine.Item{it}}, out); engine.CodeOf(err) != engine.CodeInvalidRequest {
+			t.Errorf("report %+v: %v", bad, err)
+		}
+	}
+	if err := f.eng.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	st, err := f.eng.Stats(ctx, acme, "n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Reports: 5+8+3+50+15 requests, 1+3 denied; plus the one look.
+	if st.Total != 82 || st.Blocked != 4 {
+		t.Fatalf("stats total %d blocked %d, want 82 and 4", st.Total, st.Blocked)
+	}
+}

@@ -12,6 +12,7 @@ type Store interface {
 	RuleStore
 	UsageStore
 	WebhookStore
+	DemandStore
 	// Ping reports whether the store answers.
 	Ping(ctx context.Context) error
 	// Close stops the store's background work and releases its resources.
@@ -94,4 +95,19 @@ type WebhookStore interface {
 	Retry(ctx context.Context, id string, delayMS int64) error
 	// OutboxLen is the number of events in the outbox, due or not.
 	OutboxLen(ctx context.Context) (int64, error)
+}
+
+// DemandStore keeps what every RLQS stream, on every instance, recently demanded of each
+// bucket, so each instance divides a limit knowing all of them (spec §14.4). An entry
+// lives the time-to-live it was reported with, by the store's clock. Its methods reject
+// out-of-range arguments (see DemandReport.Validate) with an error wrapping
+// ErrInvalidArgument, changing nothing.
+type DemandStore interface {
+	// ReportDemand sets the stream's entry of the bucket to d (expiring ttlMS from now),
+	// drops expired entries, and returns every entry of the bucket, sorted by stream. A
+	// bucket holds at most MaxDemandStreams entries: a new stream beyond them is not
+	// recorded (and is not in the list returned).
+	ReportDemand(ctx context.Context, d DemandReport) ([]StreamDemand, error)
+	// DropDemand removes the stream's entry of the bucket; a missing one is no error.
+	DropDemand(ctx context.Context, b DemandBucket, stream string) error
 }

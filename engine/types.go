@@ -387,3 +387,69 @@ type SystemClock struct{}
 
 // Now returns time.Now().
 func (SystemClock) Now() time.Time { return time.Now() }
+
+// Bounds of the demand entries (spec §14.4).
+const (
+	// MaxDemandStreams is the most streams one bucket's demand entries hold.
+	MaxDemandStreams = 1024
+	// MaxDemandTTLMS is the longest time-to-live of a demand entry: 10 minutes.
+	MaxDemandTTLMS = 600_000
+	// MaxStreamID is the longest stream id, in bytes.
+	MaxStreamID = 64
+	// MaxDemandMilliRPS is the largest demand an entry records (1e12: a billion requests
+	// per second, in thousandths).
+	MaxDemandMilliRPS = 1_000_000_000_000
+)
+
+// DemandBucket names the counter an RLQS bucket spends: one account, namespace and key.
+type DemandBucket struct {
+	Account   string
+	Namespace string
+	Key       string
+}
+
+// DemandReport is one stream's recent demand on one bucket.
+type DemandReport struct {
+	Bucket DemandBucket
+	// Stream identifies the RLQS stream, unique across instances: 1 to MaxStreamID bytes.
+	Stream string
+	// MilliRPS is the demand in thousandths of a request per second: 0 to
+	// MaxDemandMilliRPS.
+	MilliRPS int64
+	// TTLMS is how long the entry lives: 1 to MaxDemandTTLMS ms.
+	TTLMS int64
+}
+
+// StreamDemand is one stream's entry of a bucket.
+type StreamDemand struct {
+	Stream    string
+	MilliRPS  int64
+	ExpiresMS int64 // the store's Unix ms at which the entry expires
+}
+
+// Validate checks a demand report for the stores; the error wraps ErrInvalidArgument.
+func (d *DemandReport) Validate() error {
+	if err := ValidateDemandBucket(d.Bucket, d.Stream); err != nil {
+		return err
+	}
+	if d.MilliRPS < 0 || d.MilliRPS > MaxDemandMilliRPS {
+		return invalidArg("demand %d is outside 0..%d", d.MilliRPS, int64(MaxDemandMilliRPS))
+	}
+	if d.TTLMS < 1 || d.TTLMS > MaxDemandTTLMS {
+		return invalidArg("time-to-live %d ms is outside 1..%d", d.TTLMS, MaxDemandTTLMS)
+	}
+	return nil
+}
+
+// ValidateDemandBucket checks a bucket and stream id for the stores: an account, a
+// namespace and a key, and a stream id of 1 to MaxStreamID bytes. The error wraps
+// ErrInvalidArgument.
+func ValidateDemandBucket(b DemandBucket, stream string) error {
+	if b.Account == "" || b.Namespace == "" || b.Key == "" {
+		return invalidArg("a demand bucket needs an account, a namespace and a key")
+	}
+	if stream == "" || len(stream) > MaxStreamID {
+		return invalidArg("stream id must be 1 to %d bytes", MaxStreamID)
+	}
+	return nil
+}

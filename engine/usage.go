@@ -85,6 +85,18 @@ func (u *usage) total(account string) *accountTotal {
 // record counts one decision of account a taken at the store's time nowMS. Only accounts
 // with a hard cap keep a running local total (the cap is checked against it).
 func (u *usage) record(a *Account, namespace string, nowMS int64, blocked bool) {
+	var b int64
+	if blocked {
+		b = 1
+	}
+	u.recordN(a, namespace, nowMS, 1, b)
+}
+
+// recordN counts n requests, blocked of them blocked (an RLQS report, spec §14.3).
+func (u *usage) recordN(a *Account, namespace string, nowMS int64, n, blocked int64) {
+	if n <= 0 {
+		return
+	}
 	k := UsageKey{Account: a.ID, Namespace: namespace, Day: DayOf(nowMS)}
 	capped := a.Plan.HardCap != nil
 	s := &u.shards[rand.Uint32()%usageShards]
@@ -94,16 +106,14 @@ func (u *usage) record(a *Account, namespace string, nowMS int64, blocked bool) 
 		c = new(UsageCount)
 		s.counts[k] = c
 	}
-	c.Total++
-	if blocked {
-		c.Blocked++
-	}
+	c.Total += n
+	c.Blocked += blocked
 	if capped {
-		s.capped[a.ID]++
+		s.capped[a.ID] += n
 	}
 	s.mu.Unlock()
 	if capped {
-		u.total(a.ID).local.Add(1)
+		u.total(a.ID).local.Add(n)
 	}
 	if nowMS > u.lastNow.Load() {
 		u.lastNow.Store(nowMS)

@@ -32,6 +32,7 @@ type Metrics struct {
 	outboxDepth   prometheus.Gauge
 	hardCap       *prometheus.CounterVec
 	grpcDuration  *prometheus.HistogramVec
+	rlqs          *RLQS
 }
 
 // New creates the collectors and registers them, with the Go and process collectors.
@@ -74,6 +75,8 @@ func New() *Metrics {
 		Name: "leash_webhook_outbox_depth",
 		Help: "Webhook events waiting in the store's outbox (all instances'), as last read by this one.",
 	})
+	m.rlqs = newRLQS()
+	m.Registry.MustRegister(m.rlqs.collectors()...)
 	m.hardCap = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "leash_hard_cap_denials_total",
 		Help: "Calls refused because the account's month usage reached its plan's hard cap, by endpoint (limit, leases, envoy) and account.",
@@ -218,6 +221,7 @@ type InstrumentedStore struct {
 	s                                                                                                                   engine.Store
 	spend, spendAll, reset, acquire, release, renew, rules, putRule, deleteRule, addUsage, readUsage, monthTotals, ping storeOp
 	webhook, putWebhook, deleteWebhook, enqueue, claim, ack, retry, outboxLen, nowMS                                    storeOp
+	reportDemand, dropDemand                                                                                            storeOp
 }
 
 var _ engine.Store = (*InstrumentedStore)(nil)
@@ -234,8 +238,26 @@ func (m *Metrics) InstrumentTraced(s engine.Store, tr trace.Tracer) *Instrumente
 		addUsage: m.op("add_usage"), readUsage: m.op("read_usage"), monthTotals: m.op("month_totals"), ping: m.op("ping"),
 		webhook: m.op("webhook"), putWebhook: m.op("put_webhook"), deleteWebhook: m.op("delete_webhook"),
 		enqueue: m.op("enqueue"), claim: m.op("claim"), ack: m.op("ack"), retry: m.op("retry"), outboxLen: m.op("outbox_len"),
-		nowMS: m.op("now"),
+		nowMS: m.op("now"), reportDemand: m.op("report_demand"), dropDemand: m.op("drop_demand"),
 	}
+}
+
+// ReportDemand times Store.ReportDemand.
+func (s *InstrumentedStore) ReportDemand(ctx context.Context, d engine.DemandReport) ([]engine.StreamDemand, error) {
+	t := time.Now()
+	ctx, span := s.child(ctx, s.reportDemand)
+	r, err := s.s.ReportDemand(ctx, d)
+	s.reportDemand.done(t, span, err)
+	return r, err
+}
+
+// DropDemand times Store.DropDemand.
+func (s *InstrumentedStore) DropDemand(ctx context.Context, b engine.DemandBucket, stream string) error {
+	t := time.Now()
+	ctx, span := s.child(ctx, s.dropDemand)
+	err := s.s.DropDemand(ctx, b, stream)
+	s.dropDemand.done(t, span, err)
+	return err
 }
 
 // Spend times Store.Spend.

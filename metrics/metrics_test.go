@@ -80,3 +80,50 @@ func TestCollectors(t *testing.T) {
 		t.Fatalf("store spend observations = %d, want 1", spendOK)
 	}
 }
+
+// TestRLQSCollectors: the RLQS gauges and counters (spec §14.6), every kind and reason at
+// 0 before use.
+func TestRLQSCollectors(t *testing.T) {
+	m := metrics.New()
+	r := m.RLQS()
+	fams := families(t, m)
+	if n := len(fams["leash_rlqs_assignments_total"].GetMetric()); n != 4 {
+		t.Fatalf("%d assignment kinds before use, want 4", n)
+	}
+	if n := len(fams["leash_rlqs_rejected_total"].GetMetric()); n != 6 {
+		t.Fatalf("%d rejection reasons before use, want 6", n)
+	}
+	r.Streams(2)
+	r.Streams(-1)
+	r.Buckets(5)
+	r.Sent("token_bucket")
+	r.Sent("token_bucket")
+	r.Reported("web", 7, 3)
+	r.Reported("web", 0, 1)
+	r.Rejected("bad_bucket")
+	fams = families(t, m)
+	if v := fams["leash_rlqs_streams"].GetMetric()[0].GetGauge().GetValue(); v != 1 {
+		t.Errorf("streams %v", v)
+	}
+	if v := fams["leash_rlqs_buckets"].GetMetric()[0].GetGauge().GetValue(); v != 5 {
+		t.Errorf("buckets %v", v)
+	}
+	got := map[string]float64{}
+	for _, name := range []string{"leash_rlqs_assignments_total", "leash_rlqs_reported_requests_total", "leash_rlqs_rejected_total"} {
+		for _, mt := range fams[name].GetMetric() {
+			l := labels(mt)
+			got[name+"/"+l["kind"]+l["domain"]+l["outcome"]+l["reason"]] = mt.GetCounter().GetValue()
+		}
+	}
+	for k, want := range map[string]float64{
+		"leash_rlqs_assignments_total/token_bucket":     2,
+		"leash_rlqs_assignments_total/abandon":          0,
+		"leash_rlqs_reported_requests_total/weballowed": 7,
+		"leash_rlqs_reported_requests_total/webdenied":  4,
+		"leash_rlqs_rejected_total/bad_bucket":          1,
+	} {
+		if got[k] != want {
+			t.Errorf("%s = %v, want %v", k, got[k], want)
+		}
+	}
+}

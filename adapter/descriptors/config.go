@@ -82,6 +82,7 @@ type level map[string]*keyNodes
 
 // keyNodes are the descriptors of one level that share a key.
 type keyNodes struct {
+	order int              // the key's position among its level's keys, in file order
 	exact map[string]*node // by value
 	wild  []*node          // in file order
 	bare  *node            // the descriptor without a value
@@ -132,39 +133,125 @@ func globMatch(parts []string, s string) bool {
 
 // Match finds the rule for a request descriptor of domain; false means no rule applies.
 func (c *Config) Match(domain string, entries []Entry) (Match, bool) {
-	if c == nil || len(entries) == 0 {
+	if len(entries) == 0 {
 		return Match{}, false
+	}
+	rule, sh, ok := c.walk(domain, len(entries), func(lvl level, i int) (Entry, *keyNodes) {
+		return entries[i], lvl[entries[i].Key]
+	})
+	if !ok {
+		return Match{}, false
+	}
+	return Match{Rule: rule, Entries: withShared(entries, sh, false)}, true
+}
+
+// MaxBucketEntries bounds the entries of a bucket id MatchBucket takes; a longer one
+// matches nothing.
+const MaxBucketEntries = 32
+
+// MatchBucket finds the rule for an RLQS bucket id of domain: an unordered set of
+// entries, each key once. The descriptor tree orders it: at each level the walk takes,
+// among the bucket's entries not yet used whose key the level lists, one whose
+// descriptor (by value, as Match chooses: exact, wildcard, bare key) can go on — it has
+// nested descriptors while entries remain, a limit at the last — and among those, or
+// when none can, the one whose key the level lists first in the file (spec §14.2). There
+// is no backtracking. The bucket matches when every entry is used and the last lands on
+// a rule. The match's
+// Entries are the bucket's entries in that order, so they name the counter a request
+// descriptor with the same entries in the same order spends. Each key of bucket is a
+// distinct key; false means no rule applies.
+func (c *Config) MatchBucket(domain string, bucket map[string]string) (Match, bool) {
+	n := len(bucket)
+	if n == 0 || n > MaxBucketEntries {
+		return Match{}, false
+	}
+	var buf [MaxBucketEntries]Entry
+	rest := buf[:0]
+	for k, v := range bucket {
+		rest = append(rest, Entry{Key: k, Value: v})
+	}
+	path := make([]Entry, 0, n)
+	rule, sh, ok := c.walk(domain, n, func(lvl level, i int) (Entry, *keyNodes) {
+		last := i == n-1
+		best, bestK, bestFits := -1, (*keyNodes)(nil), false
+		for j := range rest {
+			k := lvl[rest[j].Key]
+			if k == nil {
+				continue
+			}
+			nd, _ := k.find(rest[j].Value)
+			fits := nd != nil && (last && nd.rule != nil || !last && nd.next != nil)
+			if bestK == nil || fits && !bestFits || fits == bestFits && k.order < bestK.order {
+				best, bestK, bestFits = j, k, fits
+			}
+		}
+		if best < 0 {
+			return Entry{}, nil
+		}
+		e := rest[best]
+		rest[best] = rest[len(rest)-1]
+		rest = rest[:len(rest)-1]
+		path = append(path, e)
+		return e, bestK
+	})
+	if !ok {
+		return Match{}, false
+	}
+	return Match{Rule: rule, Entries: withShared(path, sh, true)}, true
+}
+
+// shared is a level matched by a wildcard with share_threshold: its pattern stands in
+// for the entry's value in the counter key.
+type shared struct {
+	level   int
+	pattern string
+}
+
+// walk is the one descriptor match (spec §9.4): n entries from the top level down, next
+// choosing each level's entry and its key's descriptors (nil: no match). It returns the
+// rule the last entry lands on and the levels whose value a shared pattern replaces.
+func (c *Config) walk(domain string, n int, next func(lvl level, i int) (Entry, *keyNodes)) (*Rule, []shared, bool) {
+	if c == nil {
+		return nil, nil, false
 	}
 	d := c.domains[domain]
 	if d == nil {
-		return Match{}, false
+		return nil, nil, false
 	}
-	out, copied := entries, false
+	var sh []shared
 	lvl := d.top
-	for i := range entries {
-		k := lvl[entries[i].Key]
+	for i := range n {
+		e, k := next(lvl, i)
 		if k == nil {
-			return Match{}, false
+			return nil, nil, false
 		}
-		n, wild := k.find(entries[i].Value)
-		if n == nil {
-			return Match{}, false
+		nd, wild := k.find(e.Value)
+		if nd == nil {
+			return nil, nil, false
 		}
-		if wild && n.share {
-			if !copied {
-				out, copied = slices.Clone(entries), true
-			}
-			out[i].Value = n.value
+		if wild && nd.share {
+			sh = append(sh, shared{i, nd.value})
 		}
-		if i == len(entries)-1 {
-			if n.rule == nil {
-				return Match{}, false
-			}
-			return Match{Rule: n.rule, Entries: out}, true
+		if i == n-1 {
+			return nd.rule, sh, nd.rule != nil
 		}
-		lvl = n.next
+		lvl = nd.next
 	}
-	return Match{}, false // not reached
+	return nil, nil, false // not reached
+}
+
+// withShared returns entries with the shared patterns in place, copying them if needed.
+func withShared(entries []Entry, sh []shared, copied bool) []Entry {
+	if len(sh) == 0 {
+		return entries
+	}
+	if !copied {
+		entries = slices.Clone(entries)
+	}
+	for _, s := range sh {
+		entries[s.level].Value = s.pattern
+	}
+	return entries
 }
 
 // Domains returns the configured domains, sorted.

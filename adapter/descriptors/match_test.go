@@ -364,3 +364,97 @@ func TestMissingRequestsPerUnitIsZero(t *testing.T) {
 		t.Fatalf("match = %+v, %v", m.Rule, ok)
 	}
 }
+
+// TestMatchBucket: an RLQS bucket id is an unordered map; the tree's key order at each
+// level orders it, and the same exact/wildcard/bare rules apply (spec §14.2).
+func TestMatchBucket(t *testing.T) {
+	c, err := loadString(t, matchYAML)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := func(kv ...string) map[string]string {
+		m := map[string]string{}
+		for i := 0; i < len(kv); i += 2 {
+			m[kv[i]] = kv[i+1]
+		}
+		return m
+	}
+	cases := []struct {
+		name    string
+		bucket  map[string]string
+		rpu     int64
+		entries []Entry // nil: no match
+	}{
+		{"one entry, exact", b("path", "/health"), 1, e("path", "/health")},
+		{"one entry, wildcard", b("path", "/api/v2/x"), 3, e("path", "/api/v2/x")},
+		{"one entry, bare", b("path", "/other"), 5, e("path", "/other")},
+		{"nested: tree order, not map order", b("user", "u", "tenant", "t"), 10, e("tenant", "t", "user", "u")},
+		{"three levels", b("user", "u", "plan", "free", "tenant", "t"), 1, e("tenant", "t", "plan", "free", "user", "u")},
+		{"shared wildcard", b("object", "doc/a.pdf", "bucket", "shared-2"), 60, e("bucket", "shared-*", "object", "doc/*")},
+		{"an entry left over", b("path", "/health", "user", "u"), 0, nil},
+		{"stops without a limit", b("tenant", "t", "plan", "free"), 0, nil},
+		{"no backtracking", b("org", "acme", "region", "eu"), 0, nil},
+		{"unknown key", b("nope", "x"), 0, nil},
+		{"empty", b(), 0, nil},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			for range 5 { // map iteration order varies: the answer must not
+				m, ok := c.MatchBucket("api", tc.bucket)
+				if tc.entries == nil {
+					if ok {
+						t.Fatalf("matched %s", m.Rule.Path)
+					}
+					continue
+				}
+				if !ok {
+					t.Fatal("no match")
+				}
+				if got := m.Rule.Limits[0].RequestsPerUnit; got != tc.rpu {
+					t.Errorf("rpu %d, want %d", got, tc.rpu)
+				}
+				if !slices.Equal(m.Entries, tc.entries) {
+					t.Errorf("entries %v, want %v", m.Entries, tc.entries)
+				}
+				// The same entries as a request descriptor select the same rule and counter.
+				if r, ok := c.Match("api", tc.entries); !ok || r.Rule != m.Rule || !slices.Equal(r.Entries, m.Entries) {
+					t.Errorf("Match of %v disagrees", tc.entries)
+				}
+			}
+		})
+	}
+	if _, ok := c.MatchBucket("other", b("path", "/health")); ok {
+		t.Error("unknown domain matched")
+	}
+	big := map[string]string{}
+	for i := range MaxBucketEntries + 1 {
+		big[strconv.Itoa(i)] = "v"
+	}
+	if _, ok := c.MatchBucket("api", big); ok {
+		t.Error("an oversized bucket matched")
+	}
+}
+
+// TestMatchBucketKeyOrder: where two keys of a bucket are both listed at a level, the
+// one listed first in the file leads.
+func TestMatchBucketKeyOrder(t *testing.T) {
+	c, err := loadString(t, `
+domain: d
+descriptors:
+  - key: b
+    descriptors:
+      - key: a
+        rate_limit: {unit: second, requests_per_unit: 1}
+  - key: a
+    descriptors:
+      - key: b
+        rate_limit: {unit: second, requests_per_unit: 2}
+`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, ok := c.MatchBucket("d", map[string]string{"a": "1", "b": "2"})
+	if !ok || m.Rule.Limits[0].RequestsPerUnit != 1 || !slices.Equal(m.Entries, e("b", "2", "a", "1")) {
+		t.Fatalf("got %v %v", ok, m.Entries)
+	}
+}

@@ -433,7 +433,7 @@ func (b *builder) descriptors(items []*yaml.Node, path string, lvl level, parent
 func (b *builder) insert(lvl level, key string, n *node) {
 	k := lvl[key]
 	if k == nil {
-		k = &keyNodes{}
+		k = &keyNodes{order: len(lvl)}
 		lvl[key] = k
 	}
 	var prev *node

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/leashd/leash/adapter"
+	"github.com/leashd/leash/adapter/rlqs"
 	"github.com/leashd/leash/adapter/xdsconfig"
 	"github.com/leashd/leash/admin"
 	"github.com/leashd/leash/config"
@@ -115,6 +116,13 @@ func serve(paths, environ []string, stdout, stderr io.Writer) int {
 		Counters: adapter.Counters{Decision: envoyDecisions.Inc, ShadowDenial: m.ShadowDenial, GlobalShadow: m.GlobalShadow,
 			HardCap: func(account string) { m.HardCapDenial("envoy", account) }},
 		Trace: tr != nil,
+	})
+	rq := m.RLQS()
+	quota := rlqs.NewService(rlqs.Options{
+		Engine: eng, Demand: istore, Accounts: eng.Account, Config: svc.Config, Logger: log,
+		ReportingInterval: e.RLQS.ReportingInterval, TTLIntervals: e.RLQS.TTLIntervals,
+		MaxBucketsPerStream: e.RLQS.MaxBucketsPerStream, MaxBucketsPerAccount: e.RLQS.MaxBucketsPerAccount,
+		Counters: rlqs.Counters{Streams: rq.Streams, Buckets: rq.Buckets, Sent: rq.Sent, Reported: rq.Reported, Rejected: rq.Rejected},
 	})
 	adm := admin.New(admin.Options{Ping: eng.Ping, Gatherer: m.Registry, Pprof: cfg.Admin.Pprof})
 	m.Readiness(func() bool { return adm.Ready(context.Background()) })
@@ -258,6 +266,7 @@ func serve(paths, environ []string, stdout, stderr io.Writer) int {
 	if grpcLn != nil {
 		var hs *health.Server
 		grpcSrv, hs = adapter.NewServerWith(svc, grpcTLSConfig, adapter.DefaultLimits(), append(m.GRPC().ServerOptions(), tr.ServerOptions()...)...)
+		adapter.RegisterQuota(grpcSrv, hs, quota)
 		go adapter.WatchHealth(watchCtx, hs, eng.Ping, time.Second, cfg.Store.Redis.ReadTimeout, log)
 		go func() { serveErr <- grpcSrv.Serve(grpcLn) }()
 		grpcAddr = grpcLn.Addr().String()
@@ -289,6 +298,7 @@ func serve(paths, environ []string, stdout, stderr io.Writer) int {
 	}
 	var drained sync.WaitGroup
 	if grpcSrv != nil {
+		quota.Shutdown() // RLQS streams end, so proxies reconnect elsewhere (spec §14.1)
 		drained.Go(grpcSrv.GracefulStop)
 	}
 	if err := httpSrv.Shutdown(sctx); err != nil {

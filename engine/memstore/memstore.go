@@ -75,7 +75,8 @@ type Store struct {
 	shards    []shard
 	mask      uint64
 	usage     usageStore
-	hooks     hookStore // webhooks and the outbox (webhooks.go)
+	hooks     hookStore   // webhooks and the outbox (webhooks.go)
+	demand    demandStore // RLQS demand entries (demand.go)
 	evictions atomic.Uint64
 	closed    atomic.Bool
 	stop      chan struct{}
@@ -192,6 +193,7 @@ func (s *Store) Sweep() {
 		sh.mu.Unlock()
 	}
 	s.usage.prune(now)
+	s.demand.sweep(now)
 }
 
 func (s *Store) sweeper(every time.Duration) {

@@ -15,6 +15,8 @@ import (
 //	{P:k:<account>:<namespace>:<key>}:t:<W>     token_bucket counter
 //	{P:k:<account>:<namespace>:<key>}:lz        lease set: token -> expiry (sorted set)
 //	{P:k:<account>:<namespace>:<key>}:lt        lease set: token -> ttl it was taken with (hash)
+//	{P:k:<account>:<namespace>:<key>}:qz        RLQS demand: stream -> expiry (sorted set)
+//	{P:k:<account>:<namespace>:<key>}:qr        RLQS demand: stream -> demand (hash)
 //	{P:u:<account>}:d:<day>                     usage of one UTC day (hash t:<ns>, b:<ns>)
 //	{P:u:<account>}:m:<month>                   usage total of one UTC month
 //	{P:u:<account>}:seen:<instance>             last batch ids applied from one instance
@@ -95,6 +97,12 @@ func (k keys) counter(c engine.Counter) string {
 func (k keys) leases(s engine.LeaseSet) [2]string {
 	t := k.tag(s.Account, s.Namespace, s.Key)
 	return [2]string{t + ":lz", t + ":lt"}
+}
+
+// demand returns the two keys of a bucket's RLQS demand entries.
+func (k keys) demand(b engine.DemandBucket) [2]string {
+	t := k.tag(b.Account, b.Namespace, b.Key)
+	return [2]string{t + ":qz", t + ":qr"}
 }
 
 // usageTag returns "{P:u:<account>}".

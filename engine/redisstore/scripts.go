@@ -45,6 +45,10 @@ var (
 	luaOutboxAck string
 	//go:embed lua/outbox_retry.lua
 	luaOutboxRetry string
+	//go:embed lua/demand_report.lua
+	luaDemandReport string
+	//go:embed lua/demand_drop.lua
+	luaDemandDrop string
 )
 
 // script is a Lua script with its source (for EVAL when Redis answers NOSCRIPT).
@@ -60,6 +64,7 @@ func newScript(src string) *script { return &script{redis.NewScript(src), src} }
 type scripts struct {
 	spend, spendAll, reset, acquire, release, renew, rulesGet, rulesPut, rulesDel, usageAdd *script
 	outboxEnqueue, outboxClaim, outboxAck, outboxRetry                                      *script
+	demandReport, demandDrop                                                                *script
 }
 
 func newScripts() *scripts {
@@ -79,12 +84,15 @@ func newScripts() *scripts {
 		outboxClaim:   newScript(luaPrelude + luaOutboxClaim),
 		outboxAck:     newScript(luaOutboxAck),
 		outboxRetry:   newScript(luaPrelude + luaOutboxRetry),
+
+		demandReport: newScript(luaPrelude + luaDemandReport),
+		demandDrop:   newScript(luaDemandDrop),
 	}
 }
 
 func (s *scripts) all() []*script {
 	return []*script{s.spend, s.spendAll, s.reset, s.acquire, s.release, s.renew, s.rulesGet, s.rulesPut, s.rulesDel, s.usageAdd,
-		s.outboxEnqueue, s.outboxClaim, s.outboxAck, s.outboxRetry}
+		s.outboxEnqueue, s.outboxClaim, s.outboxAck, s.outboxRetry, s.demandReport, s.demandDrop}
 }
 
 // isNoScript reports Redis's answer to an EVALSHA of a script it does not have.

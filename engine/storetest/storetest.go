@@ -50,6 +50,7 @@ func Run(t *testing.T, newStore func(t *testing.T, clock engine.Clock) engine.St
 		{"Usage", usageTests()},
 		{"Webhooks", webhookTests()},
 		{"Outbox", outboxTests()},
+		{"Demand", demandTests()},
 		{"Isolation", isolationTests()},
 		{"Property", propertyTests()},
 	}
