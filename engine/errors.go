@@ -55,6 +55,12 @@ var ErrNoRoom = errors.New("store is full")
 
 // CodeOf returns err's Code: its own for an *Error, internal for anything else.
 func CodeOf(err error) Code {
+	if err == nil {
+		return CodeInternal
+	}
+	if e, ok := err.(*Error); ok { // the common case, without errors.As's allocation
+		return e.Code
+	}
 	var e *Error
 	if errors.As(err, &e) {
 		return e.Code

@@ -58,36 +58,37 @@ func TestCLI(t *testing.T) {
 		}
 	}
 
-	// limit: allowed (flags after, then before the arguments), denied = exit 1.
-	code, out, eo := run("limit", "api", "u1", "--algorithm", "fixed_window", "--limit", "2", "--window-ms", "60000")
+	// limit: allowed (flags after, then before the arguments), denied = exit 1. A token bucket,
+	// so that no window boundary can fall between the checks.
+	code, out, eo := run("limit", "api", "u1", "--algorithm", "token_bucket", "--limit", "2", "--window-ms", "60000")
 	expect("first check", code, 0, out, eo)
 	if !strings.HasPrefix(out, "allowed: 1 of 2 remaining") {
 		t.Fatalf("text output %q", out)
 	}
-	code, out, eo = run("limit", "--json", "--limit=2", "api", "--window-ms", "60000", "--algorithm", "fixed_window", "u1")
+	code, out, eo = run("limit", "--json", "--limit=2", "api", "--window-ms", "60000", "--algorithm", "token_bucket", "u1")
 	expect("second check", code, 0, out, eo)
 	if m := jsonOf(out); m["allowed"] != true || m["remaining"] != 0.0 || m["limit"] != 2.0 {
 		t.Fatalf("--json %v", m)
 	}
-	code, out, eo = run("limit", "api", "u1", "--algorithm", "fixed_window", "--limit", "2", "--window-ms", "60000", "--json")
+	code, out, eo = run("limit", "api", "u1", "--algorithm", "token_bucket", "--limit", "2", "--window-ms", "60000", "--json")
 	expect("denied check", code, 1, out, eo)
 	if m := jsonOf(out); m["allowed"] != false || m["reset_ms"].(float64) <= 0 {
 		t.Fatalf("denied --json %v", m)
 	}
 	// cost 0 looks without spending: a counter at its limit answers allowed, 0 remaining.
-	code, out, eo = run("limit", "api", "u1", "--algorithm", "fixed_window", "--limit", "2", "--window-ms", "60000", "--cost", "0")
+	code, out, eo = run("limit", "api", "u1", "--algorithm", "token_bucket", "--limit", "2", "--window-ms", "60000", "--cost", "0")
 	expect("peek at a full counter", code, 0, out, eo)
 	if !strings.HasPrefix(out, "allowed: 0 of 2 remaining") {
 		t.Fatalf("peek printed %q", out)
 	}
 
 	// reset: then the counter is fresh; a second reset finds nothing (still exit 0).
-	code, out, eo = run("reset", "api", "u1", "--algorithm", "fixed_window", "--window-ms", "60000", "--json")
+	code, out, eo = run("reset", "api", "u1", "--algorithm", "token_bucket", "--window-ms", "60000", "--json")
 	expect("reset", code, 0, out, eo)
 	if m := jsonOf(out); m["reset"] != true {
 		t.Fatalf("reset --json %v", m)
 	}
-	code, out, _ = run("reset", "api", "u1", "--algorithm", "fixed_window", "--window-ms", "60000")
+	code, out, _ = run("reset", "api", "u1", "--algorithm", "token_bucket", "--window-ms", "60000")
 	expect("second reset", code, 0, out, "")
 	if !strings.Contains(out, "nothing to reset") {
 		t.Fatalf("second reset printed %q", out)
