@@ -225,6 +225,20 @@ descriptors:
 	if got := ask(); got.Code != rlsv3.RateLimitResponse_OVER_LIMIT {
 		t.Fatalf("RLS after all three spent the counter: %v", got)
 	}
+	// Usage: 1 per request on every edge. RLQS reported 31 requests (and 4 denied ones
+	// below), RLS decided 2 descriptors (1 over), /v1 one check.
+	r.send("", usage(bob, 0, 4))
+	_ = r.recv(300 * time.Millisecond)
+	if err := in.eng.Flush(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	st2, err := in.eng.Stats(context.Background(), acct, "web")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st2.Total != 38 || st2.Blocked != 5 {
+		t.Fatalf("usage total %d blocked %d, want 38 and 5", st2.Total, st2.Blocked)
+	}
 }
 
 func action(t *testing.T, resp *rlqsv3.RateLimitQuotaResponse, bucket map[string]string) *rlqsv3.RateLimitQuotaResponse_BucketAction {
