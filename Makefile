@@ -6,7 +6,7 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -s -w -X main.version=$(VERSION)
 IMAGE   ?= leash:$(VERSION)
 
-.PHONY: build run test fuzz reliability-long bench bench-http bench-load bench-grpc bench-cluster image helm-test fmt vet clean
+.PHONY: build run test fuzz reliability-long rlqs-long bench bench-http bench-load bench-grpc bench-cluster image helm-test fmt vet clean
 
 # Time per fuzz target: FUZZTIME for `make fuzz`, TEST_FUZZTIME for the short run that ends
 # `make test`. FUZZPARALLEL, if set, is the number of fuzzing workers per target.
@@ -38,6 +38,11 @@ fuzz:
 # (docs/reliability.md).
 reliability-long:
 	RELIABILITY_LONG=1 $(GO) test -race -count=1 -timeout 30m -run 'UnderLoad|KeyFlood|SlowClients|AccountIsolation' -v ./internal/reliability/
+
+# The RLQS harness at the issue's own scale: 600 requests per 10 s windows, 4 windows
+# measured, a 200 ms reporting interval (make test runs it at 120 per 2 s, 100 ms).
+rlqs-long:
+	LEASH_RLQS_LONG=1 $(GO) test -race -count=1 -timeout 20m -v ./adapter/rlqs/
 
 # Go benchmarks (engine, memory store, HTTP handler); see docs/performance.md.
 bench:
