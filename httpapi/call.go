@@ -28,7 +28,7 @@ type call struct {
 	idSeq  uint64 // the sequence number of a generated id
 	acct   *engine.Account
 	err    error      // the cause of a 5xx, for the log only
-	span   trace.Span // the request's server span; nil with tracing off
+	span   trace.Span // the request's server span when it records; nil with tracing off or unsampled
 
 	body bytes.Buffer // the request body
 	out  []byte       // the response body being built
@@ -143,7 +143,7 @@ func statusOf(code engine.Code) int {
 func (a *API) engineError(c *call, err error) {
 	var e *engine.Error
 	if !errors.As(err, &e) {
-		if a.tr != nil {
+		if c.span != nil {
 			a.annotate(c, tracing.AttrErrorCode.String(string(engine.CodeInternal)))
 		}
 		c.err = err
@@ -151,7 +151,7 @@ func (a *API) engineError(c *call, err error) {
 		return
 	}
 	status := statusOf(e.Code)
-	if a.tr != nil {
+	if c.span != nil { // recording: an unsampled request builds no attributes
 		a.annotate(c, tracing.AttrErrorCode.String(string(e.Code)))
 	}
 	switch {
