@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
 	"github.com/leashd/leash/engine"
@@ -150,5 +151,39 @@ func TestTracingOffAddsNoAllocation(t *testing.T) {
 		if unsampled > off+start {
 			t.Errorf("%s: an unsampled request allocates %v times, %v with tracing off plus %v to start its span", c.name, unsampled, off, start)
 		}
+	}
+}
+
+// abortStore aborts the request (http.ErrAbortHandler) on rule reads.
+type abortStore struct{ engine.Store }
+
+func (abortStore) Rules(context.Context, string, string) (engine.Rules, error) {
+	panic(http.ErrAbortHandler)
+}
+
+// TestTracingAbortEndsSpan: a handler aborting with http.ErrAbortHandler still ends the
+// request's span (marked failed) before the panic reaches the server.
+func TestTracingAbortEndsSpan(t *testing.T) {
+	rec := tracetest.NewSpanRecorder()
+	tr := tracing.NewWithProcessor(rec, tracing.Options{SamplingRatio: 1})
+	t.Cleanup(func() { _ = tr.Shutdown(context.Background()) })
+	e := newEnv(t, func(s engine.Store) engine.Store { return abortStore{s} })
+	e.api = httpapi.New(httpapi.Options{Engine: e.eng, Tracing: tr})
+	r := httptest.NewRequest(http.MethodGet, pRules, nil)
+	r.Header.Set("Authorization", "Bearer "+keyAcme)
+	func() {
+		defer func() {
+			if v := recover(); v != http.ErrAbortHandler {
+				t.Fatalf("recovered %v, want http.ErrAbortHandler", v)
+			}
+		}()
+		e.api.ServeHTTP(httptest.NewRecorder(), r)
+	}()
+	ended := rec.Ended()
+	if len(ended) != 1 {
+		t.Fatalf("%d spans ended, want the request's one", len(ended))
+	}
+	if s := ended[0]; s.Name() != "GET /v1/namespaces/{ns}/rules" || s.Status().Code != codes.Error {
+		t.Fatalf("span %q status %v, want the route's, failed", s.Name(), s.Status())
 	}
 }
