@@ -12,7 +12,6 @@ import (
 	"os/signal"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -36,6 +35,9 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/health"
 )
+
+// errNotReady fails the peer's /healthcheck while /readyz would answer 503.
+var errNotReady = errors.New("not ready")
 
 func hashKey(key string) [32]byte { return engine.HashKey(key) }
 
@@ -241,20 +243,18 @@ func serve(paths, environ []string, stdout, stderr io.Writer) int {
 	serveErr := make(chan error, 4)
 	go func() { serveErr <- httpSrv.Serve(httpLn) }()
 	go func() { serveErr <- adminSrv.Serve(adminLn) }()
-	// The peer's /json and /healthcheck (spec §9.15); /healthcheck fails while draining.
-	var draining atomic.Bool
+	// The peer's /json and /healthcheck (spec §9.15); /healthcheck answers as /readyz
+	// does, so it fails while draining.
 	var jsonSrv *http.Server
 	jsonAddr := ""
 	if jsonLn != nil {
 		jsonSrv = httpapi.NewServerWith(cfg.Envoy.JSONAddr, adapter.NewJSONHandler(svc, adapter.JSONOptions{
 			Logger: log,
 			Healthy: func(ctx context.Context) error {
-				if draining.Load() {
-					return errors.New("draining")
+				if !adm.Ready(ctx) {
+					return errNotReady
 				}
-				ctx, cancel := context.WithTimeout(ctx, admin.ReadyTimeout)
-				defer cancel()
-				return eng.Ping(ctx)
+				return nil
 			},
 		}), httpTimeouts(cfg.HTTP))
 		jsonSrv.ErrorLog = httpSrv.ErrorLog
@@ -287,7 +287,6 @@ func serve(paths, environ []string, stdout, stderr io.Writer) int {
 
 	// 1. /readyz turns 503 so load balancers stop routing here; keep serving meanwhile.
 	adm.Drain()
-	draining.Store(true)
 	time.Sleep(min(cfg.Shutdown.DrainDelay, time.Until(deadline)/2))
 	// 2. Close the listeners and let every request already received complete; webhook
 	// deliveries in flight get a grace period (the outbox keeps the rest).
