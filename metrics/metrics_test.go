@@ -127,3 +127,36 @@ func TestRLQSCollectors(t *testing.T) {
 		}
 	}
 }
+
+// TestXDSCollectors: the xDS families exist only once asked for, both results at 0
+// before use, and follow the callbacks.
+func TestXDSCollectors(t *testing.T) {
+	m := metrics.New()
+	if _, ok := families(t, m)["leash_xds_connected"]; ok {
+		t.Fatal("leash_xds_connected before XDS")
+	}
+	updated, connected := m.XDS()
+	fams := families(t, m)
+	if n := len(fams["leash_xds_updates_total"].GetMetric()); n != 2 {
+		t.Fatalf("%d update results before use, want 2", n)
+	}
+	updated(true)
+	updated(true)
+	updated(false)
+	connected(true)
+	fams = families(t, m)
+	got := map[string]float64{}
+	for _, mt := range fams["leash_xds_updates_total"].GetMetric() {
+		got[labels(mt)["result"]] = mt.GetCounter().GetValue()
+	}
+	if got["applied"] != 2 || got["refused"] != 1 {
+		t.Errorf("updates %v", got)
+	}
+	if v := fams["leash_xds_connected"].GetMetric()[0].GetGauge().GetValue(); v != 1 {
+		t.Errorf("connected %v, want 1", v)
+	}
+	connected(false)
+	if v := families(t, m)["leash_xds_connected"].GetMetric()[0].GetGauge().GetValue(); v != 0 {
+		t.Errorf("connected %v after the stream stopped, want 0", v)
+	}
+}

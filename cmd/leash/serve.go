@@ -207,33 +207,11 @@ func serve(paths, environ []string, stdout, stderr io.Writer) int {
 	defer stopXDS()
 	xdsDone := make(chan struct{})
 	if x := cfg.Envoy.XDS; x.Address != "" {
-		updates := prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "leash_xds_updates_total",
-			Help: "Descriptor config updates from the xDS management server: applied (ACK) or refused (NACK).",
-		}, []string{"result"})
-		connected := prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "leash_xds_connected",
-			Help: "1 while a stream to the xDS management server delivers responses, else 0.",
-		})
-		m.MustRegister(updates, connected)
-		applied, refused := updates.WithLabelValues("applied"), updates.WithLabelValues("refused")
+		updated, connected := m.XDS()
 		go func() {
 			defer close(xdsDone)
 			xdsconfig.Run(xdsCtx, xdsconfig.Options{Address: x.Address, NodeID: x.NodeID, TLS: xdsTLS, Apply: reloader.applyXDS, Logger: log,
-				Updated: func(ok bool) {
-					if ok {
-						applied.Inc()
-					} else {
-						refused.Inc()
-					}
-				},
-				Connected: func(up bool) {
-					if up {
-						connected.Set(1)
-					} else {
-						connected.Set(0)
-					}
-				},
+				Updated: updated, Connected: connected,
 			})
 		}()
 	} else {
