@@ -123,8 +123,6 @@ type Counters struct {
 	ShadowDenial func()
 	// GlobalShadow counts a request answered OK by envoy.shadow_mode although over the limit.
 	GlobalShadow func()
-	// HardCap counts a request an account's hard cap refused.
-	HardCap func(account string)
 }
 
 // HeaderNames are the names of the RateLimit-* headers (envoy.header_names).
@@ -273,9 +271,6 @@ func (s *Service) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReque
 		if s.opts.Trace && tracing.Recording(ctx) {
 			tracing.Annotate(ctx, tracing.AttrEdge.String(string(engine.EdgeEnvoy)), tracing.AttrDomain.String(domain),
 				tracing.AttrAccount.String(acct.ID), tracing.Outcome(false), tracing.AttrErrorCode.String(string(engine.CodeHardCapExceeded)))
-		}
-		if s.opts.Counters.HardCap != nil {
-			s.opts.Counters.HardCap(acct.ID)
 		}
 		return s.hardCapped(req, resp, err), nil
 	}

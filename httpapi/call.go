@@ -157,9 +157,6 @@ func (a *API) engineError(c *call, err error) {
 	switch {
 	case e.Code == engine.CodeHardCapExceeded:
 		c.w.Header()["Retry-After"] = []string{strconv.FormatInt(max(1, e.RetryAfterSec), 10)}
-		if a.met != nil && c.acct != nil {
-			a.met.HardCapDenial(hardCapEndpoint(c.route), c.acct.ID)
-		}
 	case e.Code == engine.CodeUnavailable:
 		c.w.Header()["Retry-After"] = a.hdrRetry1
 		c.err = err
@@ -169,14 +166,6 @@ func (a *API) engineError(c *call, err error) {
 		return
 	}
 	a.writeError(c, status, e.Code, e.Message)
-}
-
-// hardCapEndpoint is the endpoint label of a route a hard cap refused.
-func hardCapEndpoint(route string) string {
-	if strings.HasPrefix(route, "POST /v1/leases") {
-		return "leases"
-	}
-	return "limit"
 }
 
 // routingError answers 404 not_found, or 405 method_not_allowed with Allow.

@@ -172,7 +172,7 @@ func (a *API) acquire(c *call) {
 		a.leaseDecisions.Inc(d.Allowed)
 	}
 	if c.span != nil { // recording: an unsampled request builds no attributes
-		a.annotate(c, tracing.AttrEdge.String("leases"), tracing.AttrNamespace.String(c.acq.Namespace),
+		a.annotate(c, tracing.AttrEdge.String(string(engine.EdgeLeases)), tracing.AttrNamespace.String(c.acq.Namespace),
 			tracing.Outcome(d.Allowed), tracing.AttrAlgorithm.String(engine.ConcurrentLimit.String()))
 	}
 	o := append(c.out[:0], `{"allowed":`...)

@@ -160,3 +160,21 @@ func TestXDSCollectors(t *testing.T) {
 		t.Errorf("connected %v after the stream stopped, want 0", v)
 	}
 }
+
+// TestHardCapRefusals: the engine observer counts hard-cap refusals by edge and account.
+func TestHardCapRefusals(t *testing.T) {
+	m := metrics.New()
+	o := m.Observer(nil, 0.8)
+	a := &engine.Account{ID: "acme"}
+	o.HardCapRefused(a, engine.EdgeRLQS)
+	o.HardCapRefused(a, engine.EdgeRLQS)
+	o.HardCapRefused(a, engine.EdgeLeases)
+	got := map[string]float64{}
+	for _, mt := range families(t, m)["leash_hard_cap_denials_total"].GetMetric() {
+		l := labels(mt)
+		got[l["endpoint"]+"/"+l["account"]] = mt.GetCounter().GetValue()
+	}
+	if len(got) != 2 || got["rlqs/acme"] != 2 || got["leases/acme"] != 1 {
+		t.Fatalf("hard-cap refusals %v", got)
+	}
+}

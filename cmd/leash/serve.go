@@ -114,10 +114,9 @@ func serve(paths, environ []string, stdout, stderr io.Writer) int {
 		ResponseHeaders: e.ResponseHeaders,
 		HeaderNames:     adapter.HeaderNames{Limit: e.HeaderNames.Limit, Remaining: e.HeaderNames.Remaining, Reset: e.HeaderNames.Reset},
 		ShadowMode:      e.ShadowMode, QuotaMode: e.QuotaMode, DynamicMetadata: e.ResponseDynamicMetadata,
-		Rules: m.Rules(),
-		Counters: adapter.Counters{Decision: envoyDecisions.Inc, ShadowDenial: m.ShadowDenial, GlobalShadow: m.GlobalShadow,
-			HardCap: func(account string) { m.HardCapDenial("envoy", account) }},
-		Trace: tr != nil,
+		Rules:    m.Rules(),
+		Counters: adapter.Counters{Decision: envoyDecisions.Inc, ShadowDenial: m.ShadowDenial, GlobalShadow: m.GlobalShadow},
+		Trace:    tr != nil,
 	})
 	rq := m.RLQS()
 	quota := rlqs.NewService(rlqs.Options{
