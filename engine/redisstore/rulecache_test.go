@@ -47,14 +47,16 @@ func TestRuleCacheWeight(t *testing.T) {
 		if c.bytes > limit {
 			t.Fatalf("put %d: %d bytes above %d", i, c.bytes, limit)
 		}
-		held := 0
-		for _, e := range c.entries {
-			held += e.rules.Rate.Overrides.KeyBytes()
+		if len(c.entries)%100 == 0 { // now and then, the keys the entries really hold
+			held := 0
+			for _, e := range c.entries {
+				held += e.rules.Rate.Overrides.KeyBytes()
+			}
+			if held > c.bytes {
+				t.Fatalf("put %d: %d bytes of override keys held, counted as %d", i, held, c.bytes)
+			}
+			keys = max(keys, held)
 		}
-		if held > limit {
-			t.Fatalf("put %d: %d bytes of override keys held", i, held)
-		}
-		keys = max(keys, held)
 		most = max(most, len(c.entries))
 	}
 	// The light entry and as many heavy ones as fit; one more empties it.
