@@ -68,7 +68,7 @@ func TestBadConfigFailsBeforeListening(t *testing.T) {
 			path := filepath.Join(dir, strings.ReplaceAll(name, " ", "_")+".yaml")
 			os.WriteFile(path, []byte(body), 0o600)
 			cmd := exec.Command(binary, "serve", "--config", path)
-			cmd.Env = append(os.Environ(), "LEASH_HTTP_ADDR=127.0.0.1:0", "LEASH_ADMIN_ADDR=127.0.0.1:0")
+			cmd.Env = append(leashproc.Environ(), "LEASH_HTTP_ADDR=127.0.0.1:0", "LEASH_ADMIN_ADDR=127.0.0.1:0")
 			var stderr bytes.Buffer
 			cmd.Stderr = &stderr
 			done := make(chan error, 1)

@@ -90,14 +90,20 @@ type Proc struct {
 	raw  []string // stderr lines that are not JSON log records (panics, race reports)
 }
 
-// Start runs `bin serve args...` with env added to the test's environment, every listener
-// on a free loopback port, and waits for it to serve; the process is killed when the test
-// ends.
+// Environ is the test's environment without its LEASH_* variables (a developer's or CI's
+// own settings), so that a child's configuration is the test's alone.
+func Environ() []string {
+	return slices.DeleteFunc(os.Environ(), func(kv string) bool { return strings.HasPrefix(kv, "LEASH_") })
+}
+
+// Start runs `bin serve args...` with env added to the test's environment (less its
+// LEASH_* variables), every listener on a free loopback port, and waits for it to serve;
+// the process is killed when the test ends.
 func Start(t testing.TB, bin string, args []string, env ...string) *Proc {
 	t.Helper()
 	p := &Proc{Stdout: new(testkit.SyncBuffer), Exited: make(chan error, 1)}
 	p.Cmd = exec.Command(bin, append([]string{"serve"}, args...)...)
-	p.Cmd.Env = append(os.Environ(), append([]string{"LEASH_HTTP_ADDR=127.0.0.1:0", "LEASH_ADMIN_ADDR=127.0.0.1:0", "LEASH_GRPC_ADDR=127.0.0.1:0"}, env...)...)
+	p.Cmd.Env = append(Environ(), append([]string{"LEASH_HTTP_ADDR=127.0.0.1:0", "LEASH_ADMIN_ADDR=127.0.0.1:0", "LEASH_GRPC_ADDR=127.0.0.1:0"}, env...)...)
 	p.Cmd.Stdout = p.Stdout
 	stderr, err := p.Cmd.StderrPipe()
 	if err != nil {
