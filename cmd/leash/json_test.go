@@ -68,12 +68,7 @@ func TestServeJSONListener(t *testing.T) {
 		resp.Body.Close()
 		return resp.StatusCode == 500
 	})
-	select {
-	case err := <-p.Exited:
-		if err != nil {
-			t.Errorf("exit: %v", err)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("leash did not exit within 10 s of SIGTERM")
+	if err := p.Wait(t); err != nil {
+		t.Errorf("exit: %v", err)
 	}
 }

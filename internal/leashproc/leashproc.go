@@ -14,6 +14,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -157,6 +158,29 @@ func Start(t testing.TB, bin string, args []string, env ...string) *Proc {
 		t.Fatal("leash did not start")
 	}
 	return p
+}
+
+// Stop sends SIGTERM and waits for the process to exit, failing the test when it has not
+// within 10 s; it returns the exit error (nil for exit status 0).
+func (p *Proc) Stop(t testing.TB) error {
+	t.Helper()
+	if err := p.Cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	return p.Wait(t)
+}
+
+// Wait waits for the process to exit, failing the test when it has not within 10 s; it
+// returns the exit error (nil for exit status 0). Call it after a signal sent meanwhile.
+func (p *Proc) Wait(t testing.TB) error {
+	t.Helper()
+	select {
+	case err := <-p.Exited:
+		return err
+	case <-time.After(10 * time.Second):
+		t.Fatal("leash did not exit within 10 s of SIGTERM")
+		return nil
+	}
 }
 
 // HasLog reports whether the process logged a record with message msg.
