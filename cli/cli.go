@@ -144,15 +144,17 @@ func (f *flags) options(fs *flag.FlagSet) []client.Option {
 	return o
 }
 
-// overrideFlag collects --override KEY=LIMIT[:WINDOW_MS].
+// overrideFlag collects --override KEY=LIMIT[:WINDOW_MS]; the last '=' ends the key, so a
+// key may hold '=' itself (an Envoy counter key such as remote_address=10.0.0.1, spec §6.7).
 type overrideFlag []client.Override
 
 func (o *overrideFlag) String() string { return "" }
 func (o *overrideFlag) Set(v string) error {
-	k, rest, ok := strings.Cut(v, "=")
-	if !ok || k == "" {
+	i := strings.LastIndex(v, "=")
+	if i <= 0 {
 		return fmt.Errorf("want KEY=LIMIT[:WINDOW_MS], got %q", v)
 	}
+	k, rest := v[:i], v[i+1:]
 	ls, ws, hasW := strings.Cut(rest, ":")
 	limit, err := strconv.ParseInt(ls, 10, 64)
 	if err != nil {

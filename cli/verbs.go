@@ -248,7 +248,7 @@ func overrides(os []client.Override) string {
 	}
 	parts := make([]string, len(os))
 	for i, o := range os {
-		parts[i] = fmt.Sprintf("%s=%d", o.Key, o.Limit)
+		parts[i] = fmt.Sprintf("%q=%d", o.Key, o.Limit) // quoted: a key may hold '=' or ','
 		if o.WindowMS != nil {
 			parts[i] += "/" + ms(*o.WindowMS)
 		}
