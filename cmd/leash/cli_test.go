@@ -148,6 +148,12 @@ func TestCLI(t *testing.T) {
 	if m := jsonOf(out); m["renewed"] != true || m["reset_ms"] != 60000.0 {
 		t.Fatalf("renew --json %v", m)
 	}
+	// A --window-ms given is sent, even 0, and the service refuses it (spec §5.5, §13.5).
+	code, out, eo = run("lease", "renew", id, "--window-ms", "0")
+	expect("renew --window-ms 0", code, 3, out, eo)
+	if !strings.Contains(eo, "invalid_request (400)") {
+		t.Fatalf("renew --window-ms 0 printed %q on stderr", eo)
+	}
 	code, out, eo = run("lease", "release", id)
 	expect("release", code, 0, out, eo)
 	if !strings.HasPrefix(out, "released: 0 still held") {
