@@ -82,7 +82,7 @@ func Run(ctx context.Context, args []string, env Env, stdout, stderr io.Writer) 
 	timeout := fs.Duration("timeout", 10*time.Second, "bound on the whole command")
 	f := &flags{}
 	spec.flags(fs, f)
-	pos, err := parseInterleaved(fs, rest)
+	pos, err := ParseInterleaved(fs, rest)
 	if errors.Is(err, flag.ErrHelp) {
 		fmt.Fprintf(stdout, "usage:\n%s", Usage)
 		return ExitOK
@@ -172,27 +172,23 @@ func (o *overrideFlag) Set(v string) error {
 	return nil
 }
 
-// parseInterleaved parses flags found anywhere among args (before "--"); it returns the
-// positional arguments in order.
-func parseInterleaved(fs *flag.FlagSet, args []string) ([]string, error) {
-	var tail []string
-	for i, a := range args {
-		if a == "--" {
-			args, tail = args[:i], args[i+1:]
-			break
-		}
-	}
+// ParseInterleaved parses fs's flags found anywhere among args, before a "--" that ends
+// them; it returns the positional arguments in order, those after "--" included. The leash
+// verbs and `leash check-config` read their arguments with it.
+func ParseInterleaved(fs *flag.FlagSet, args []string) ([]string, error) {
 	var pos []string
 	for {
 		if err := fs.Parse(args); err != nil {
 			return nil, err
 		}
-		args = fs.Args()
-		if len(args) == 0 {
-			return append(pos, tail...), nil
+		rest := fs.Args()
+		if len(rest) == 0 {
+			return pos, nil
 		}
-		pos = append(pos, args[0])
-		args = args[1:]
+		if len(args) > len(rest) && args[len(args)-len(rest)-1] == "--" { // Parse ended at "--"
+			return append(pos, rest...), nil
+		}
+		pos, args = append(pos, rest[0]), rest[1:]
 	}
 }
 

@@ -22,11 +22,14 @@ func TestParseInterleaved(t *testing.T) {
 		{[]string{"--n=3", "a", "b"}, []string{"a", "b"}, 3},
 		{[]string{"a", "--n", "3", "b"}, []string{"a", "b"}, 3},
 		{[]string{"a", "--", "-b", "--n"}, []string{"a", "-b", "--n"}, 0},
+		{[]string{"--n", "3", "--", "--n", "4", "--"}, []string{"--n", "4", "--"}, 3},
+		{[]string{"a", "--n", "3", "--"}, []string{"a"}, 3},
+		{[]string{"--", "a", "--n", "3"}, []string{"a", "--n", "3"}, 0},
 	}
 	for _, tc := range tests {
 		fs := flag.NewFlagSet("t", flag.ContinueOnError)
 		n := fs.Int64("n", 0, "")
-		pos, err := parseInterleaved(fs, tc.args)
+		pos, err := ParseInterleaved(fs, tc.args)
 		if err != nil || !slices.Equal(pos, tc.pos) || *n != tc.n {
 			t.Errorf("%v: %v %d %v, want %v %d", tc.args, pos, *n, err, tc.pos, tc.n)
 		}
