@@ -26,6 +26,7 @@ test:
 	# once more without it.
 	$(GO) test -count=1 -run '^TestMemoryPerCounter$$' ./engine/memstore/
 	$(GO) test -count=1 -run '^TestTracingOffAddsNoAllocation$$' ./httpapi/
+	$(GO) test -count=1 -run '^TestTracingUnsampledAddsNoAllocation$$' ./adapter/
 	GO=$(GO) FUZZTIME=$(TEST_FUZZTIME) bash scripts/fuzz.sh
 
 # Every fuzz target in turn, FUZZTIME each (scripts/fuzz.sh; docs/reliability.md).

@@ -123,8 +123,6 @@ type Counters struct {
 	ShadowDenial func()
 	// GlobalShadow counts a request answered OK by envoy.shadow_mode although over the limit.
 	GlobalShadow func()
-	// HardCap counts a request an account's hard cap refused.
-	HardCap func(account string)
 }
 
 // HeaderNames are the names of the RateLimit-* headers (envoy.header_names).
@@ -270,17 +268,14 @@ func (s *Service) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReque
 	}
 	out, err := s.opts.Engine.Decide(ctx, acct, &engine.Query{Edge: engine.EdgeEnvoy, Namespace: domain, Items: items, Shadow: s.opts.ShadowMode}, results)
 	if engine.CodeOf(err) == engine.CodeHardCapExceeded {
-		if s.opts.Trace {
+		if s.opts.Trace && tracing.Recording(ctx) {
 			tracing.Annotate(ctx, tracing.AttrEdge.String(string(engine.EdgeEnvoy)), tracing.AttrDomain.String(domain),
 				tracing.AttrAccount.String(acct.ID), tracing.Outcome(false), tracing.AttrErrorCode.String(string(engine.CodeHardCapExceeded)))
-		}
-		if s.opts.Counters.HardCap != nil {
-			s.opts.Counters.HardCap(acct.ID)
 		}
 		return s.hardCapped(req, resp, err), nil
 	}
 	if err != nil {
-		if s.opts.Trace {
+		if s.opts.Trace && tracing.Recording(ctx) {
 			tracing.Annotate(ctx, tracing.AttrErrorCode.String(string(engine.CodeOf(err))))
 		}
 		return nil, s.grpcError(err)
@@ -288,7 +283,7 @@ func (s *Service) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReque
 	if !out.Allowed {
 		resp.OverallCode = rlsv3.RateLimitResponse_OVER_LIMIT
 	}
-	if s.opts.Trace {
+	if s.opts.Trace && tracing.Recording(ctx) { // an unsampled call builds no attributes
 		annotate(ctx, domain, acct.ID, out, results)
 	}
 	if out.ShadowDenied && s.opts.Counters.GlobalShadow != nil {

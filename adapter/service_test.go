@@ -31,6 +31,7 @@ import (
 	"github.com/leashd/leash/engine"
 	"github.com/leashd/leash/engine/memstore"
 	"github.com/leashd/leash/engine/storetest"
+	"github.com/leashd/leash/metrics"
 )
 
 // edgeConfig exercises every matching rule; the comments say what each descriptor is for.
@@ -647,9 +648,9 @@ func TestBadRequests(t *testing.T) {
 func TestHardCap(t *testing.T) {
 	plan := scalePlan()
 	plan.HardCap = testkit.Ptr(int64(2))
-	capped := map[string]int{}
+	m := metrics.New()
 	h := newHarnessWith(t, plan, map[string]string{"edge.yaml": edgeConfig}, harnessOptions{
-		adapter: func(o *adapter.Options) { o.Counters.HardCap = func(account string) { capped[account]++ } },
+		engine: engine.Options{Observer: m.Observer(nil, 0.8)},
 	})
 	h.one(desc("user", "a"))
 	h.one(desc("unmatched", "x")) // unmatched descriptors count too (spec §9.9)
@@ -661,8 +662,15 @@ func TestHardCap(t *testing.T) {
 	if got := headerMap(resp.ResponseHeadersToAdd)["Retry-After"]; got != "1382400" {
 		t.Fatalf("Retry-After = %q, want 1382400", got)
 	}
-	if capped["acme"] != 1 || len(capped) != 1 {
-		t.Fatalf("hard-cap refusals counted %v, want acme once", capped)
+	// The engine counts the refusal, at the envoy edge (spec §12.2).
+	var capped []string
+	for _, line := range strings.Split(scrape(t, m), "\n") {
+		if strings.HasPrefix(line, "leash_hard_cap_denials_total{") {
+			capped = append(capped, line)
+		}
+	}
+	if want := `leash_hard_cap_denials_total{account="acme",endpoint="envoy"} 1`; len(capped) != 1 || capped[0] != want {
+		t.Fatalf("hard-cap refusals counted %q, want %q", capped, want)
 	}
 }
 

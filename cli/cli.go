@@ -82,7 +82,7 @@ func Run(ctx context.Context, args []string, env Env, stdout, stderr io.Writer) 
 	timeout := fs.Duration("timeout", 10*time.Second, "bound on the whole command")
 	f := &flags{}
 	spec.flags(fs, f)
-	pos, err := parseInterleaved(fs, rest)
+	pos, err := ParseInterleaved(fs, rest)
 	if errors.Is(err, flag.ErrHelp) {
 		fmt.Fprintf(stdout, "usage:\n%s", Usage)
 		return ExitOK
@@ -144,15 +144,17 @@ func (f *flags) options(fs *flag.FlagSet) []client.Option {
 	return o
 }
 
-// overrideFlag collects --override KEY=LIMIT[:WINDOW_MS].
+// overrideFlag collects --override KEY=LIMIT[:WINDOW_MS]; the last '=' ends the key, so a
+// key may hold '=' itself (an Envoy counter key such as remote_address=10.0.0.1, spec §6.7).
 type overrideFlag []client.Override
 
 func (o *overrideFlag) String() string { return "" }
 func (o *overrideFlag) Set(v string) error {
-	k, rest, ok := strings.Cut(v, "=")
-	if !ok || k == "" {
+	i := strings.LastIndex(v, "=")
+	if i <= 0 {
 		return fmt.Errorf("want KEY=LIMIT[:WINDOW_MS], got %q", v)
 	}
+	k, rest := v[:i], v[i+1:]
 	ls, ws, hasW := strings.Cut(rest, ":")
 	limit, err := strconv.ParseInt(ls, 10, 64)
 	if err != nil {
@@ -170,27 +172,23 @@ func (o *overrideFlag) Set(v string) error {
 	return nil
 }
 
-// parseInterleaved parses flags found anywhere among args (before "--"); it returns the
-// positional arguments in order.
-func parseInterleaved(fs *flag.FlagSet, args []string) ([]string, error) {
-	var tail []string
-	for i, a := range args {
-		if a == "--" {
-			args, tail = args[:i], args[i+1:]
-			break
-		}
-	}
+// ParseInterleaved parses fs's flags found anywhere among args, before a "--" that ends
+// them; it returns the positional arguments in order, those after "--" included. The leash
+// verbs and `leash check-config` read their arguments with it.
+func ParseInterleaved(fs *flag.FlagSet, args []string) ([]string, error) {
 	var pos []string
 	for {
 		if err := fs.Parse(args); err != nil {
 			return nil, err
 		}
-		args = fs.Args()
-		if len(args) == 0 {
-			return append(pos, tail...), nil
+		rest := fs.Args()
+		if len(rest) == 0 {
+			return pos, nil
 		}
-		pos = append(pos, args[0])
-		args = args[1:]
+		if len(args) > len(rest) && args[len(args)-len(rest)-1] == "--" { // Parse ended at "--"
+			return append(pos, rest...), nil
+		}
+		pos, args = append(pos, rest[0]), rest[1:]
 	}
 }
 

@@ -22,11 +22,14 @@ func TestParseInterleaved(t *testing.T) {
 		{[]string{"--n=3", "a", "b"}, []string{"a", "b"}, 3},
 		{[]string{"a", "--n", "3", "b"}, []string{"a", "b"}, 3},
 		{[]string{"a", "--", "-b", "--n"}, []string{"a", "-b", "--n"}, 0},
+		{[]string{"--n", "3", "--", "--n", "4", "--"}, []string{"--n", "4", "--"}, 3},
+		{[]string{"a", "--n", "3", "--"}, []string{"a"}, 3},
+		{[]string{"--", "a", "--n", "3"}, []string{"a", "--n", "3"}, 0},
 	}
 	for _, tc := range tests {
 		fs := flag.NewFlagSet("t", flag.ContinueOnError)
 		n := fs.Int64("n", 0, "")
-		pos, err := parseInterleaved(fs, tc.args)
+		pos, err := ParseInterleaved(fs, tc.args)
 		if err != nil || !slices.Equal(pos, tc.pos) || *n != tc.n {
 			t.Errorf("%v: %v %d %v, want %v %d", tc.args, pos, *n, err, tc.pos, tc.n)
 		}
@@ -35,16 +38,19 @@ func TestParseInterleaved(t *testing.T) {
 
 func TestOverrideFlag(t *testing.T) {
 	var o overrideFlag
-	for _, v := range []string{"big=1000", "slow=1:60000"} {
+	// The last '=' ends the key: Envoy fallback counter keys hold '=' (spec §6.7).
+	for _, v := range []string{"big=1000", "slow=1:60000", "remote_address=10.0.0.1=50", "a=b=c=7:1000"} {
 		if err := o.Set(v); err != nil {
 			t.Fatal(err)
 		}
 	}
-	want := overrideFlag{{Key: "big", Limit: 1000}, {Key: "slow", Limit: 1, WindowMS: testkit.Ptr[int64](60000)}}
-	if len(o) != 2 || o[0] != want[0] || o[1].Key != "slow" || *o[1].WindowMS != 60000 {
+	want := overrideFlag{{Key: "big", Limit: 1000}, {Key: "slow", Limit: 1, WindowMS: testkit.Ptr[int64](60000)},
+		{Key: "remote_address=10.0.0.1", Limit: 50}, {Key: "a=b=c", Limit: 7, WindowMS: testkit.Ptr[int64](1000)}}
+	if len(o) != 4 || o[0] != want[0] || o[1].Key != "slow" || *o[1].WindowMS != 60000 || o[2] != want[2] ||
+		o[3].Key != want[3].Key || o[3].Limit != 7 || *o[3].WindowMS != 1000 {
 		t.Fatalf("parsed %+v", o)
 	}
-	for _, bad := range []string{"nolimit", "=5", "k=x", "k=1:y"} {
+	for _, bad := range []string{"nolimit", "=5", "k=x", "k=1:y", "k=1=x", "remote_address=10.0.0.1"} {
 		if err := o.Set(bad); err == nil {
 			t.Errorf("--override %q accepted", bad)
 		}

@@ -118,11 +118,11 @@ func runRelease(ctx context.Context, c *command, a []string, f *flags) int {
 }
 
 func runRenew(ctx context.Context, c *command, a []string, f *flags) int {
-	var ttl int64
+	var windowMS *int64 // a flag not given is not sent; a given one is, even 0 (spec §13.5)
 	if f.set["window-ms"] {
-		ttl = f.windowMS
+		windowMS = &f.windowMS
 	}
-	r, err := c.c.Renew(ctx, a[0], msDuration(ttl))
+	r, err := c.c.RenewWindowMS(ctx, a[0], windowMS)
 	if err != nil {
 		return c.fail(err)
 	}
@@ -248,7 +248,7 @@ func overrides(os []client.Override) string {
 	}
 	parts := make([]string, len(os))
 	for i, o := range os {
-		parts[i] = fmt.Sprintf("%s=%d", o.Key, o.Limit)
+		parts[i] = fmt.Sprintf("%q=%d", o.Key, o.Limit) // quoted: a key may hold '=' or ','
 		if o.WindowMS != nil {
 			parts[i] += "/" + ms(*o.WindowMS)
 		}

@@ -134,9 +134,20 @@ func (c *Client) Release(ctx context.Context, leaseID string) (*ReleaseResult, e
 // Renew extends a lease by id: POST /v1/leases/{id}/renew; ttl 0 reuses the lease's own
 // time-to-live. Not retried by the client (KeepAlive retries on its own schedule).
 func (c *Client) Renew(ctx context.Context, leaseID string, ttl time.Duration) (*RenewResult, error) {
-	var body any
 	if ttl > 0 {
-		body = map[string]int64{"window_ms": ttl.Milliseconds()}
+		ms := ttl.Milliseconds()
+		return c.RenewWindowMS(ctx, leaseID, &ms)
+	}
+	return c.RenewWindowMS(ctx, leaseID, nil)
+}
+
+// RenewWindowMS is Renew with window_ms sent as given (spec §5.5): nil sends none and
+// reuses the lease's own time-to-live; a value out of range is the service's
+// invalid_request.
+func (c *Client) RenewWindowMS(ctx context.Context, leaseID string, windowMS *int64) (*RenewResult, error) {
+	var body any
+	if windowMS != nil {
+		body = map[string]int64{"window_ms": *windowMS}
 	}
 	var out RenewResult
 	if _, err := c.call(ctx, http.MethodPost, "/v1/leases/"+escape(leaseID)+"/renew", body, false, &out); err != nil {

@@ -7,27 +7,45 @@ import (
 	"time"
 
 	"github.com/leashd/leash/client"
+	"github.com/leashd/leash/internal/testkit"
 )
 
-// TestKeepAlive: a kept-alive lease outlives several TTLs; Release stops the renewals and
-// frees the slot; the channel closes without an error.
+// renewedPastTTL polls an acquisition of jobs/key through c, denied every time, until the
+// lease holding the slot ends more than two TTLs after got (when its Acquire returned):
+// then it was renewed after its first TTL had run out, held all along. Each probe's own
+// send time bounds the lease's end from below, so no fixed sleep races the renewals.
+func renewedPastTTL(t *testing.T, c *client.Client, key string, got time.Time, ttl time.Duration) {
+	t.Helper()
+	testkit.Eventually(t, "a renewal after the lease's first TTL", 5*ttl, func() bool {
+		sent := time.Now()
+		_, err := c.Acquire(context.Background(), "jobs", key, client.WithLimit(1), client.WithWindow(ttl))
+		var d *client.DeniedError
+		if !errors.As(err, &d) {
+			t.Fatalf("the kept-alive lease expired: second acquire = %v", err)
+		}
+		return sent.Add(d.Reset).Sub(got) > 2*ttl
+	})
+}
+
+// TestKeepAlive: a kept-alive lease outlives its TTL, renewed again and again; Release
+// stops the renewals and frees the slot; the channel closes without an error.
 func TestKeepAlive(t *testing.T) {
 	p := startLeash(t)
 	c := newClient(t, p.URL, keyScale)
 	ctx := context.Background()
-	ttl := client.WithWindow(500 * time.Millisecond)
+	// A TTL of 1 s renews every 333 ms: a renewal may come 667 ms late on a loaded machine.
+	const window = time.Second
+	ttl := client.WithWindow(window)
 	l, err := c.Acquire(ctx, "jobs", "k", client.WithLimit(1), ttl)
 	if err != nil {
 		t.Fatal(err)
 	}
+	got := time.Now()
 	lost := l.KeepAlive(ctx)
 	if l.KeepAlive(ctx) != lost {
 		t.Fatal("a second KeepAlive started another renewer")
 	}
-	time.Sleep(1700 * time.Millisecond) // more than three TTLs
-	if _, err := c.Acquire(ctx, "jobs", "k", client.WithLimit(1), ttl); !client.IsDenied(err) {
-		t.Fatalf("the kept-alive lease expired: second acquire = %v", err)
-	}
+	renewedPastTTL(t, c, "k", got, window)
 	rel, err := l.Release(ctx)
 	if err != nil || !rel.Released {
 		t.Fatalf("Release = %+v, %v", rel, err)
@@ -92,11 +110,15 @@ func TestKeepAliveStopsWithContext(t *testing.T) {
 	if _, ok := <-lost; ok {
 		t.Fatal("an error reported on cancel")
 	}
-	time.Sleep(600 * time.Millisecond) // the last renewal's TTL, and then some
-	l2, err := c.Acquire(context.Background(), "jobs", "k", opts...)
-	if err != nil {
-		t.Fatalf("lease still held after KeepAlive stopped and its TTL passed: %v", err)
-	}
+	// No renewal comes once the channel is closed, so the slot frees within the TTL.
+	var l2 *client.Lease
+	testkit.Eventually(t, "the slot free after KeepAlive stopped and the lease's TTL passed", 3*time.Second, func() bool {
+		l2, err = c.Acquire(context.Background(), "jobs", "k", opts...)
+		if err != nil && !client.IsDenied(err) {
+			t.Fatal(err)
+		}
+		return err == nil
+	})
 	l2.Release(context.Background())
 }
 

@@ -18,15 +18,19 @@ type Edge string
 
 // The edges that ask the engine for decisions.
 const (
-	EdgeLimit Edge = "limit" // POST /v1/limit
-	EdgeEnvoy Edge = "envoy" // Envoy's RateLimitService
-	EdgeRLQS  Edge = "rlqs"  // Envoy's Rate Limit Quota Service
+	EdgeLimit  Edge = "limit"  // POST /v1/limit
+	EdgeLeases Edge = "leases" // POST /v1/leases (Engine.Acquire)
+	EdgeEnvoy  Edge = "envoy"  // Envoy's RateLimitService
+	EdgeRLQS   Edge = "rlqs"   // Envoy's Rate Limit Quota Service
 )
 
-// Observer sees every item the engine decides (metrics). It runs on the request path, so
-// it must be quick and must not block.
+// Observer sees every item the engine decides, and every call the hard cap refuses
+// (metrics). It runs on the request path, so it must be quick and must not block.
 type Observer interface {
 	Decided(a *Account, q *Query, it *Item, r *ItemResult)
+	// HardCapRefused sees one call of edge refused because a's month usage reached its
+	// plan's hard cap (spec §12.2).
+	HardCapRefused(a *Account, edge Edge)
 }
 
 // Query is one decision: the items of one namespace.
@@ -175,7 +179,7 @@ func (e *Engine) Decide(ctx context.Context, a *Account, q *Query, out []ItemRes
 			return Outcome{}, err
 		}
 	}
-	if err := e.hardCap(a); err != nil {
+	if err := e.hardCap(a, q.Edge); err != nil {
 		return Outcome{}, err
 	}
 	now, cached := int64(-1), false

@@ -87,7 +87,8 @@ type Options struct {
 	Webhooks WebhookOptions
 	// LocalCacheMaxEntries bounds the over-limit cache (spec §9.13); 0 turns it off.
 	LocalCacheMaxEntries int
-	// Observer, if set, sees every decided item (metrics, spec §12.2).
+	// Observer, if set, sees every decided item and every hard-cap refusal (metrics,
+	// spec §12.2).
 	Observer Observer
 }
 
@@ -165,14 +166,18 @@ func (e *Engine) Reset(ctx context.Context, a *Account, r *ResetRequest) error {
 	return nil
 }
 
-// hardCap refuses work once the account's month usage reached its plan's hard cap.
-func (e *Engine) hardCap(a *Account) error {
+// hardCap refuses work once the account's month usage reached its plan's hard cap, and
+// tells the Observer of each refusal at edge.
+func (e *Engine) hardCap(a *Account, edge Edge) error {
 	if a.Plan.HardCap == nil {
 		return nil
 	}
 	total, nowMS := e.usage.monthTotal(a.ID)
 	if total < *a.Plan.HardCap {
 		return nil
+	}
+	if e.observer != nil {
+		e.observer.HardCapRefused(a, edge)
 	}
 	end := MonthOf(time.UnixMilli(nowMS)).End().UnixMilli()
 	return &Error{
@@ -230,7 +235,7 @@ func (e *Engine) Acquire(ctx context.Context, a *Account, r *AcquireRequest) (Le
 	if limit == 0 || ttl == 0 {
 		return LeaseDecision{}, newError(CodeMissingLimit, "limit and window_ms are required: send them or set a concurrent_limit rule on the namespace")
 	}
-	if err := e.hardCap(a); err != nil {
+	if err := e.hardCap(a, EdgeLeases); err != nil {
 		return LeaseDecision{}, err
 	}
 	token := newLeaseToken()

@@ -50,6 +50,18 @@ func (o Overrides) Len() int {
 	return len(o.s.list)
 }
 
+// KeyBytes is the total length of the overrides' keys.
+func (o Overrides) KeyBytes() int {
+	if o.s == nil {
+		return 0
+	}
+	n := 0
+	for i := range o.s.list {
+		n += len(o.s.list[i].Key)
+	}
+	return n
+}
+
 // List returns the overrides in the order they were written; the caller owns the slice.
 func (o Overrides) List() []Override {
 	if o.s == nil {

@@ -25,6 +25,7 @@ import (
 	"github.com/leashd/leash/metrics"
 	"github.com/leashd/leash/tracing"
 	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
 )
 
 // Server limits set by NewServer: the defaults of the http.* config keys.
@@ -269,6 +270,12 @@ func (a *API) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 func (a *API) finish(c *call, start time.Time) {
 	if v := recover(); v != nil {
 		if v == http.ErrAbortHandler {
+			// The server aborts the connection; the span still ends, marked as failed.
+			if c.span != nil {
+				c.span.SetStatus(codes.Error, "aborted")
+				tracing.EndHTTP(c.span, c.route, c.status)
+				c.span = nil
+			}
 			panic(v)
 		}
 		a.log.Error("panic serving request", "request_id", a.requestID(c), "method", c.r.Method,

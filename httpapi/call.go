@@ -28,7 +28,7 @@ type call struct {
 	idSeq  uint64 // the sequence number of a generated id
 	acct   *engine.Account
 	err    error      // the cause of a 5xx, for the log only
-	span   trace.Span // the request's server span; nil with tracing off
+	span   trace.Span // the request's server span when it records; nil with tracing off or unsampled
 
 	body bytes.Buffer // the request body
 	out  []byte       // the response body being built
@@ -143,7 +143,7 @@ func statusOf(code engine.Code) int {
 func (a *API) engineError(c *call, err error) {
 	var e *engine.Error
 	if !errors.As(err, &e) {
-		if a.tr != nil {
+		if c.span != nil {
 			a.annotate(c, tracing.AttrErrorCode.String(string(engine.CodeInternal)))
 		}
 		c.err = err
@@ -151,15 +151,12 @@ func (a *API) engineError(c *call, err error) {
 		return
 	}
 	status := statusOf(e.Code)
-	if a.tr != nil {
+	if c.span != nil { // recording: an unsampled request builds no attributes
 		a.annotate(c, tracing.AttrErrorCode.String(string(e.Code)))
 	}
 	switch {
 	case e.Code == engine.CodeHardCapExceeded:
 		c.w.Header()["Retry-After"] = []string{strconv.FormatInt(max(1, e.RetryAfterSec), 10)}
-		if a.met != nil && c.acct != nil {
-			a.met.HardCapDenial(hardCapEndpoint(c.route), c.acct.ID)
-		}
 	case e.Code == engine.CodeUnavailable:
 		c.w.Header()["Retry-After"] = a.hdrRetry1
 		c.err = err
@@ -169,14 +166,6 @@ func (a *API) engineError(c *call, err error) {
 		return
 	}
 	a.writeError(c, status, e.Code, e.Message)
-}
-
-// hardCapEndpoint is the endpoint label of a route a hard cap refused.
-func hardCapEndpoint(route string) string {
-	if strings.HasPrefix(route, "POST /v1/leases") {
-		return "leases"
-	}
-	return "limit"
 }
 
 // routingError answers 404 not_found, or 405 method_not_allowed with Allow.

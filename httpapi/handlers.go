@@ -47,7 +47,7 @@ func (a *API) check(c *call) {
 	if a.met != nil {
 		a.limitDecisions.Inc(d.Allowed)
 	}
-	if a.tr != nil {
+	if c.span != nil { // recording: an unsampled request builds no attributes
 		a.annotate(c, tracing.AttrEdge.String(string(engine.EdgeLimit)), tracing.AttrNamespace.String(c.q.Namespace),
 			tracing.Outcome(d.Allowed), tracing.AttrAlgorithm.String(r.Limit.Algorithm.String()))
 	}
@@ -171,8 +171,8 @@ func (a *API) acquire(c *call) {
 	if a.met != nil {
 		a.leaseDecisions.Inc(d.Allowed)
 	}
-	if a.tr != nil {
-		a.annotate(c, tracing.AttrEdge.String("leases"), tracing.AttrNamespace.String(c.acq.Namespace),
+	if c.span != nil { // recording: an unsampled request builds no attributes
+		a.annotate(c, tracing.AttrEdge.String(string(engine.EdgeLeases)), tracing.AttrNamespace.String(c.acq.Namespace),
 			tracing.Outcome(d.Allowed), tracing.AttrAlgorithm.String(engine.ConcurrentLimit.String()))
 	}
 	o := append(c.out[:0], `{"allowed":`...)

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
 	"github.com/leashd/leash/engine"
@@ -101,14 +102,20 @@ func TestTracingSpans(t *testing.T) {
 }
 
 // TestTracingOffAddsNoAllocation: with tracing off, a /v1/limit request through the timed
-// store decorator allocates no more than over the bare store (spec §12.8).
+// store decorator allocates no more than over the bare store; with tracing on but the
+// request unsampled, it allocates no more than with tracing off apart from starting the
+// (non-recording) server span itself: no attribute is built for a span that does not
+// record (spec §12.8). Requests that the engine refuses (an error code to annotate) are
+// measured too.
 func TestTracingOffAddsNoAllocation(t *testing.T) {
 	if raceEnabled {
 		t.Skip("allocation counts vary under -race (sync.Pool drops items at random)")
 	}
-	allocs := func(wrap func(engine.Store) engine.Store) float64 {
+	allocs := func(wrap func(engine.Store) engine.Store, tr *tracing.Tracing, payload string) float64 {
 		e := newEnv(t, wrap)
-		payload := `{"namespace":"bench","key":"user-42","algorithm":"fixed_window","limit":1000000000,"window_ms":60000}`
+		if tr != nil {
+			e.api = httpapi.New(httpapi.Options{Engine: e.eng, Tracing: tr})
+		}
 		r := httptest.NewRequest(http.MethodPost, "/v1/limit", nil)
 		r.Header.Set("Authorization", "Bearer "+keyScale)
 		r.Header.Set("Content-Type", "application/json")
@@ -121,9 +128,62 @@ func TestTracingOffAddsNoAllocation(t *testing.T) {
 			e.api.ServeHTTP(w, r)
 		})
 	}
-	bare := allocs(nil)
+	allowed := `{"namespace":"bench","key":"user-42","algorithm":"fixed_window","limit":1000000000,"window_ms":60000}`
+	bare := allocs(nil, nil, allowed)
 	met := metrics.New()
-	if timed := allocs(func(s engine.Store) engine.Store { return met.InstrumentTraced(s, nil) }); timed > bare {
+	if timed := allocs(func(s engine.Store) engine.Store { return met.InstrumentTraced(s, nil) }, nil, allowed); timed > bare {
 		t.Fatalf("a request allocates %v times through the decorator with tracing off, %v without", timed, bare)
+	}
+
+	tr := tracing.NewWithProcessor(tracetest.NewSpanRecorder(), tracing.Options{SamplingRatio: 0})
+	t.Cleanup(func() { _ = tr.Shutdown(context.Background()) })
+	r := httptest.NewRequest(http.MethodPost, "/v1/limit", nil)
+	start := testing.AllocsPerRun(200, func() {
+		_, span := tr.StartHTTP(r)
+		span.End()
+	})
+	for _, c := range []struct{ name, payload string }{
+		{"allowed", allowed},
+		{"invalid", `{"namespace":"bench","key":"user-42","limit":0}`},
+	} {
+		off := allocs(nil, nil, c.payload)
+		unsampled := allocs(nil, tr, c.payload)
+		if unsampled > off+start {
+			t.Errorf("%s: an unsampled request allocates %v times, %v with tracing off plus %v to start its span", c.name, unsampled, off, start)
+		}
+	}
+}
+
+// abortStore aborts the request (http.ErrAbortHandler) on rule reads.
+type abortStore struct{ engine.Store }
+
+func (abortStore) Rules(context.Context, string, string) (engine.Rules, error) {
+	panic(http.ErrAbortHandler)
+}
+
+// TestTracingAbortEndsSpan: a handler aborting with http.ErrAbortHandler still ends the
+// request's span (marked failed) before the panic reaches the server.
+func TestTracingAbortEndsSpan(t *testing.T) {
+	rec := tracetest.NewSpanRecorder()
+	tr := tracing.NewWithProcessor(rec, tracing.Options{SamplingRatio: 1})
+	t.Cleanup(func() { _ = tr.Shutdown(context.Background()) })
+	e := newEnv(t, func(s engine.Store) engine.Store { return abortStore{s} })
+	e.api = httpapi.New(httpapi.Options{Engine: e.eng, Tracing: tr})
+	r := httptest.NewRequest(http.MethodGet, pRules, nil)
+	r.Header.Set("Authorization", "Bearer "+keyAcme)
+	func() {
+		defer func() {
+			if v := recover(); v != http.ErrAbortHandler {
+				t.Fatalf("recovered %v, want http.ErrAbortHandler", v)
+			}
+		}()
+		e.api.ServeHTTP(httptest.NewRecorder(), r)
+	}()
+	ended := rec.Ended()
+	if len(ended) != 1 {
+		t.Fatalf("%d spans ended, want the request's one", len(ended))
+	}
+	if s := ended[0]; s.Name() != "GET /v1/namespaces/{ns}/rules" || s.Status().Code != codes.Error {
+		t.Fatalf("span %q status %v, want the route's, failed", s.Name(), s.Status())
 	}
 }

@@ -183,6 +183,7 @@ type Observer struct {
 	nearRatio  float64
 	namespaces map[string]bool // listed in metrics.namespaces
 	vec        *prometheus.CounterVec
+	hardCap    *prometheus.CounterVec // leash_hard_cap_denials_total{endpoint,account}
 
 	mu      sync.Mutex // serialises building resolved
 	resolve atomic.Pointer[map[nsKey]*nsCounters]
@@ -211,6 +212,12 @@ func (o *Observer) Decided(a *engine.Account, q *engine.Query, it *engine.Item, 
 	} else {
 		c.denied.Inc()
 	}
+}
+
+// HardCapRefused counts one call an account's hard cap refused, labelled by the edge
+// (limit, leases, envoy, rlqs) and the account.
+func (o *Observer) HardCapRefused(a *engine.Account, edge engine.Edge) {
+	o.hardCap.WithLabelValues(string(edge), a.ID).Inc()
 }
 
 // counters returns the resolved counters of k, resolving them once.
@@ -247,7 +254,7 @@ func (o *Observer) counters(k nsKey) *nsCounters {
 // per-namespace counts labelled for the listed namespaces only. nearRatio is
 // metrics.near_limit_ratio.
 func (m *Metrics) Observer(namespaces []string, nearRatio float64) *Observer {
-	o := &Observer{rules: m.rules, nearRatio: nearRatio, namespaces: make(map[string]bool, len(namespaces)), vec: m.nsDecisions}
+	o := &Observer{rules: m.rules, nearRatio: nearRatio, namespaces: make(map[string]bool, len(namespaces)), vec: m.nsDecisions, hardCap: m.hardCap}
 	for _, ns := range namespaces {
 		o.namespaces[ns] = true
 	}

@@ -79,7 +79,7 @@ func New() *Metrics {
 	m.Registry.MustRegister(m.rlqs.collectors()...)
 	m.hardCap = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "leash_hard_cap_denials_total",
-		Help: "Calls refused because the account's month usage reached its plan's hard cap, by endpoint (limit, leases, envoy) and account.",
+		Help: "Calls refused because the account's month usage reached its plan's hard cap, by endpoint (limit, leases, envoy, rlqs) and account; counted by the engine.",
 	}, []string{"endpoint", "account"})
 	m.grpcDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name:    "leash_grpc_request_duration_seconds",
@@ -103,12 +103,6 @@ func (m *Metrics) LocalCache(hits func() int64) {
 		Name: "leash_local_cache_denials_total",
 		Help: "Denials answered from the over-limit cache without a store operation (the peer's over_limit_with_local_cache).",
 	}, func() float64 { return float64(hits()) }))
-}
-
-// HardCapDenial counts one call an account's hard cap refused, at endpoint (limit,
-// leases, envoy).
-func (m *Metrics) HardCapDenial(endpoint, account string) {
-	m.hardCap.WithLabelValues(endpoint, account).Inc()
 }
 
 // Readiness reports whether the instance is ready (as /readyz would answer) as

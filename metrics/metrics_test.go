@@ -127,3 +127,54 @@ func TestRLQSCollectors(t *testing.T) {
 		}
 	}
 }
+
+// TestXDSCollectors: the xDS families exist only once asked for, both results at 0
+// before use, and follow the callbacks.
+func TestXDSCollectors(t *testing.T) {
+	m := metrics.New()
+	if _, ok := families(t, m)["leash_xds_connected"]; ok {
+		t.Fatal("leash_xds_connected before XDS")
+	}
+	updated, connected := m.XDS()
+	fams := families(t, m)
+	if n := len(fams["leash_xds_updates_total"].GetMetric()); n != 2 {
+		t.Fatalf("%d update results before use, want 2", n)
+	}
+	updated(true)
+	updated(true)
+	updated(false)
+	connected(true)
+	fams = families(t, m)
+	got := map[string]float64{}
+	for _, mt := range fams["leash_xds_updates_total"].GetMetric() {
+		got[labels(mt)["result"]] = mt.GetCounter().GetValue()
+	}
+	if got["applied"] != 2 || got["refused"] != 1 {
+		t.Errorf("updates %v", got)
+	}
+	if v := fams["leash_xds_connected"].GetMetric()[0].GetGauge().GetValue(); v != 1 {
+		t.Errorf("connected %v, want 1", v)
+	}
+	connected(false)
+	if v := families(t, m)["leash_xds_connected"].GetMetric()[0].GetGauge().GetValue(); v != 0 {
+		t.Errorf("connected %v after the stream stopped, want 0", v)
+	}
+}
+
+// TestHardCapRefusals: the engine observer counts hard-cap refusals by edge and account.
+func TestHardCapRefusals(t *testing.T) {
+	m := metrics.New()
+	o := m.Observer(nil, 0.8)
+	a := &engine.Account{ID: "acme"}
+	o.HardCapRefused(a, engine.EdgeRLQS)
+	o.HardCapRefused(a, engine.EdgeRLQS)
+	o.HardCapRefused(a, engine.EdgeLeases)
+	got := map[string]float64{}
+	for _, mt := range families(t, m)["leash_hard_cap_denials_total"].GetMetric() {
+		l := labels(mt)
+		got[l["endpoint"]+"/"+l["account"]] = mt.GetCounter().GetValue()
+	}
+	if len(got) != 2 || got["rlqs/acme"] != 2 || got["leases/acme"] != 1 {
+		t.Fatalf("hard-cap refusals %v", got)
+	}
+}

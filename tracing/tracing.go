@@ -249,6 +249,11 @@ func Outcome(allowed bool) attribute.KeyValue {
 	return AttrOutcome.String("denied")
 }
 
+// Recording reports whether the span of ctx records. Callers check it before building
+// attributes: an attribute list passed to Annotate escapes to the heap, so building one
+// for an unsampled request would allocate for nothing.
+func Recording(ctx context.Context) bool { return trace.SpanFromContext(ctx).IsRecording() }
+
 // Annotate adds attrs to the span of ctx when it is recording.
 func Annotate(ctx context.Context, attrs ...attribute.KeyValue) {
 	if span := trace.SpanFromContext(ctx); span.IsRecording() {

@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/leashd/leash/internal/leashproc"
 )
 
 // runCheck runs the built `leash check-config args...` with no LEASH_ variables set and
@@ -15,11 +17,7 @@ import (
 func runCheck(t *testing.T, args ...string) (code int, stdout, stderr string) {
 	t.Helper()
 	cmd := exec.Command(binary, append([]string{"check-config"}, args...)...)
-	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "LEASH_") {
-			cmd.Env = append(cmd.Env, kv)
-		}
-	}
+	cmd.Env = leashproc.Environ()
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	err := cmd.Run()

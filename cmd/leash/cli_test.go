@@ -107,14 +107,15 @@ func TestCLI(t *testing.T) {
 	}
 	// Per-key overrides (spec §6.7): --override KEY=LIMIT[:WINDOW_MS], shown by rules list.
 	code, out, eo = run("rules", "set", "tiers", "--algorithm", "fixed_window", "--limit", "1", "--window-ms", "60000",
-		"--override", "big=3", "--override", "slow=2:120000", "--json")
+		"--override", "big=3", "--override", "slow=2:120000", "--override", "client=gold=4", "--json")
 	expect("rules set with overrides", code, 0, out, eo)
-	if ovs, _ := jsonOf(out)["overrides"].([]any); len(ovs) != 2 || ovs[1].(map[string]any)["window_ms"] != 120000.0 {
+	if ovs, _ := jsonOf(out)["overrides"].([]any); len(ovs) != 3 || ovs[1].(map[string]any)["window_ms"] != 120000.0 ||
+		ovs[2].(map[string]any)["key"] != "client=gold" {
 		t.Fatalf("rules set --override --json %s", out)
 	}
 	code, out, _ = run("rules", "list", "tiers")
 	expect("rules list with overrides", code, 0, out, "")
-	if !strings.Contains(out, "big=3,slow=2/2m0s") {
+	if !strings.Contains(out, `"big"=3,"slow"=2/2m0s,"client=gold"=4`) {
 		t.Fatalf("rules list printed\n%s", out)
 	}
 	code, out, _ = run("limit", "tiers", "big", "--json")
@@ -146,6 +147,12 @@ func TestCLI(t *testing.T) {
 	expect("renew", code, 0, out, eo)
 	if m := jsonOf(out); m["renewed"] != true || m["reset_ms"] != 60000.0 {
 		t.Fatalf("renew --json %v", m)
+	}
+	// A --window-ms given is sent, even 0, and the service refuses it (spec §5.5, §13.5).
+	code, out, eo = run("lease", "renew", id, "--window-ms", "0")
+	expect("renew --window-ms 0", code, 3, out, eo)
+	if !strings.Contains(eo, "invalid_request (400)") {
+		t.Fatalf("renew --window-ms 0 printed %q on stderr", eo)
 	}
 	code, out, eo = run("lease", "release", id)
 	expect("release", code, 0, out, eo)

@@ -12,6 +12,7 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 
 	"github.com/leashd/leash/internal/leashproc"
+	"github.com/leashd/leash/internal/testkit"
 )
 
 // The built binary serves the peer's /json and /healthcheck on envoy.json_addr
@@ -58,21 +59,16 @@ func TestServeJSONListener(t *testing.T) {
 	if err := p.Cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(300 * time.Millisecond)
-	resp, err = http.Get("http://" + addr + "/healthcheck")
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	if resp.StatusCode != 500 {
-		t.Errorf("/healthcheck while draining: %d, want 500", resp.StatusCode)
-	}
-	select {
-	case err := <-p.Exited:
+	// The listener closes once the 1 s drain delay is over, so a 500 must be seen within it.
+	testkit.Eventually(t, "/healthcheck 500 while draining", 5*time.Second, func() bool {
+		resp, err := http.Get("http://" + addr + "/healthcheck")
 		if err != nil {
-			t.Errorf("exit: %v", err)
+			t.Fatalf("/healthcheck unreachable before it answered 500 while draining: %v", err)
 		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("leash did not exit within 10 s of SIGTERM")
+		resp.Body.Close()
+		return resp.StatusCode == 500
+	})
+	if err := p.Wait(t); err != nil {
+		t.Errorf("exit: %v", err)
 	}
 }

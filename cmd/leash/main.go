@@ -90,24 +90,16 @@ func run(args []string, stdout, stderr io.Writer) int {
 }
 
 // parseCheckArgs reads check-config's arguments: --config flags and descriptor paths, in
-// any order ("--" ends the flags).
+// any order ("--" ends the flags), as the /v1 verbs read theirs (cli.ParseInterleaved).
 func parseCheckArgs(args []string, stderr io.Writer) (configs, descs []string, ok bool) {
 	fs := flag.NewFlagSet("check-config", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Var((*listFlag)(&configs), "config", "Leash config file (YAML); repeat to layer files, as for serve")
-	for {
-		if err := fs.Parse(args); err != nil {
-			return nil, nil, false
-		}
-		if fs.NArg() == 0 {
-			return configs, descs, true
-		}
-		rest := fs.Args()
-		if len(args) > len(rest) && args[len(args)-len(rest)-1] == "--" {
-			return configs, append(descs, rest...), true
-		}
-		descs, args = append(descs, rest[0]), rest[1:]
+	descs, err := cli.ParseInterleaved(fs, args)
+	if err != nil {
+		return nil, nil, false
 	}
+	return configs, descs, true
 }
 
 // checkConfig is `leash check-config` (spec §9.16): every problem on stderr, one a line.

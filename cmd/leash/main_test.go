@@ -6,7 +6,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -68,7 +67,7 @@ func TestBadConfigFailsBeforeListening(t *testing.T) {
 			path := filepath.Join(dir, strings.ReplaceAll(name, " ", "_")+".yaml")
 			os.WriteFile(path, []byte(body), 0o600)
 			cmd := exec.Command(binary, "serve", "--config", path)
-			cmd.Env = append(os.Environ(), "LEASH_HTTP_ADDR=127.0.0.1:0", "LEASH_ADMIN_ADDR=127.0.0.1:0")
+			cmd.Env = append(leashproc.Environ(), "LEASH_HTTP_ADDR=127.0.0.1:0", "LEASH_ADMIN_ADDR=127.0.0.1:0")
 			var stderr bytes.Buffer
 			cmd.Stderr = &stderr
 			done := make(chan error, 1)
@@ -183,14 +182,8 @@ func TestGracefulShutdown(t *testing.T) {
 	if r.StatusCode != 200 {
 		t.Fatalf("in-flight request = %d", r.StatusCode)
 	}
-	select {
-	case err := <-p.Exited:
-		var ee *exec.ExitError
-		if errors.As(err, &ee) || err != nil {
-			t.Fatalf("exit: %v", err)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("leash did not exit within 10 s of SIGTERM")
+	if err := p.Wait(t); err != nil {
+		t.Fatalf("exit: %v", err)
 	}
 	if time.Since(sent) > 10*time.Second {
 		t.Fatal("shutdown took longer than 10 s")

@@ -10,7 +10,7 @@ import (
 )
 
 // TestOverridesAcrossInstances: two leash processes share one Redis. Instance b has the
-// namespace's rule (without overrides) cached; a rule write on a that adds per-key
+// namespace's rule (without overrides) cached; each rule write on a that adds per-key
 // overrides is in force on b within 1 s (spec §6.6, §6.7) for /v1 checks, for the Envoy
 // endpoint's namespace-rule fallback on the descriptor's counter key, and for leases; and
 // so is the write that takes them away again.
@@ -51,7 +51,9 @@ func TestOverridesAcrossInstances(t *testing.T) {
 		}
 		return resp.Statuses[0].GetCurrentLimit().GetRequestsPerUnit()
 	}
-	// within waits until b reports want for the probe, and fails when that takes 1 s or more.
+	// within waits until b reports want for the probe, and fails when that takes 1 s or more
+	// from written: the instant before the probe's own rule write, so that no probe's lag
+	// includes the time other probes took.
 	within := func(what string, written time.Time, probe func() float64, want float64) {
 		t.Helper()
 		for {
@@ -71,25 +73,32 @@ func TestOverridesAcrossInstances(t *testing.T) {
 		t.Logf("%s: in force on b after %v", what, lag.Round(time.Millisecond))
 	}
 
+	written := time.Now()
 	rules(a, `{"algorithm":"fixed_window","limit":10,"window_ms":60000}`)
+	within("the plain rule", written, func() float64 { return look("vip") }, 10)
 	rules(a, `{"algorithm":"concurrent_limit","limit":1,"window_ms":30000}`)
-	within("the plain rule", time.Now(), func() float64 { return look("vip") }, 10)
 	if got := envoy("gold"); got != 10 {
 		t.Fatalf("Envoy fallback before the overrides: limit %d, want 10", got)
 	}
 
-	written := time.Now()
-	rules(a, `{"algorithm":"fixed_window","limit":10,"window_ms":60000,"overrides":[{"key":"vip","limit":500},{"key":"client=gold","limit":50}]}`)
-	rules(a, `{"algorithm":"concurrent_limit","limit":1,"window_ms":30000,"overrides":[{"key":"batch","limit":4}]}`)
+	// One write per probe, each probe timed from its own write.
+	written = time.Now()
+	rules(a, `{"algorithm":"fixed_window","limit":10,"window_ms":60000,"overrides":[{"key":"vip","limit":500}]}`)
 	within("a check on an overridden key", written, func() float64 { return look("vip") }, 500)
+	written = time.Now()
+	rules(a, `{"algorithm":"fixed_window","limit":10,"window_ms":60000,"overrides":[{"key":"vip","limit":500},{"key":"client=gold","limit":50}]}`)
 	within("the Envoy fallback on an overridden counter key", written, func() float64 { return float64(envoy("gold")) }, 50)
+	written = time.Now()
+	rules(a, `{"algorithm":"concurrent_limit","limit":1,"window_ms":30000,"overrides":[{"key":"batch","limit":4}]}`)
 	within("a lease on an overridden key", written, func() float64 { return lease("batch") }, 4)
 	if got := look("other"); got != 10 {
 		t.Fatalf("a key without an override: limit %v, want 10", got)
 	}
 
 	written = time.Now()
-	rules(a, `{"algorithm":"fixed_window","limit":10,"window_ms":60000}`)
+	rules(a, `{"algorithm":"fixed_window","limit":10,"window_ms":60000,"overrides":[{"key":"client=gold","limit":50}]}`)
 	within("the overrides' removal", written, func() float64 { return look("vip") }, 10)
+	written = time.Now()
+	rules(a, `{"algorithm":"fixed_window","limit":10,"window_ms":60000}`)
 	within("the overrides' removal on the Envoy endpoint", written, func() float64 { return float64(envoy("gold")) }, 10)
 }

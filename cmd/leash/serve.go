@@ -12,7 +12,6 @@ import (
 	"os/signal"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -36,6 +35,9 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/health"
 )
+
+// errNotReady fails the peer's /healthcheck while /readyz would answer 503.
+var errNotReady = errors.New("not ready")
 
 func hashKey(key string) [32]byte { return engine.HashKey(key) }
 
@@ -112,10 +114,9 @@ func serve(paths, environ []string, stdout, stderr io.Writer) int {
 		ResponseHeaders: e.ResponseHeaders,
 		HeaderNames:     adapter.HeaderNames{Limit: e.HeaderNames.Limit, Remaining: e.HeaderNames.Remaining, Reset: e.HeaderNames.Reset},
 		ShadowMode:      e.ShadowMode, QuotaMode: e.QuotaMode, DynamicMetadata: e.ResponseDynamicMetadata,
-		Rules: m.Rules(),
-		Counters: adapter.Counters{Decision: envoyDecisions.Inc, ShadowDenial: m.ShadowDenial, GlobalShadow: m.GlobalShadow,
-			HardCap: func(account string) { m.HardCapDenial("envoy", account) }},
-		Trace: tr != nil,
+		Rules:    m.Rules(),
+		Counters: adapter.Counters{Decision: envoyDecisions.Inc, ShadowDenial: m.ShadowDenial, GlobalShadow: m.GlobalShadow},
+		Trace:    tr != nil,
 	})
 	rq := m.RLQS()
 	quota := rlqs.NewService(rlqs.Options{
@@ -205,33 +206,11 @@ func serve(paths, environ []string, stdout, stderr io.Writer) int {
 	defer stopXDS()
 	xdsDone := make(chan struct{})
 	if x := cfg.Envoy.XDS; x.Address != "" {
-		updates := prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "leash_xds_updates_total",
-			Help: "Descriptor config updates from the xDS management server: applied (ACK) or refused (NACK).",
-		}, []string{"result"})
-		connected := prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "leash_xds_connected",
-			Help: "1 while a stream to the xDS management server delivers responses, else 0.",
-		})
-		m.MustRegister(updates, connected)
-		applied, refused := updates.WithLabelValues("applied"), updates.WithLabelValues("refused")
+		updated, connected := m.XDS()
 		go func() {
 			defer close(xdsDone)
 			xdsconfig.Run(xdsCtx, xdsconfig.Options{Address: x.Address, NodeID: x.NodeID, TLS: xdsTLS, Apply: reloader.applyXDS, Logger: log,
-				Updated: func(ok bool) {
-					if ok {
-						applied.Inc()
-					} else {
-						refused.Inc()
-					}
-				},
-				Connected: func(up bool) {
-					if up {
-						connected.Set(1)
-					} else {
-						connected.Set(0)
-					}
-				},
+				Updated: updated, Connected: connected,
 			})
 		}()
 	} else {
@@ -241,20 +220,18 @@ func serve(paths, environ []string, stdout, stderr io.Writer) int {
 	serveErr := make(chan error, 4)
 	go func() { serveErr <- httpSrv.Serve(httpLn) }()
 	go func() { serveErr <- adminSrv.Serve(adminLn) }()
-	// The peer's /json and /healthcheck (spec §9.15); /healthcheck fails while draining.
-	var draining atomic.Bool
+	// The peer's /json and /healthcheck (spec §9.15); /healthcheck answers as /readyz
+	// does, so it fails while draining.
 	var jsonSrv *http.Server
 	jsonAddr := ""
 	if jsonLn != nil {
 		jsonSrv = httpapi.NewServerWith(cfg.Envoy.JSONAddr, adapter.NewJSONHandler(svc, adapter.JSONOptions{
 			Logger: log,
 			Healthy: func(ctx context.Context) error {
-				if draining.Load() {
-					return errors.New("draining")
+				if !adm.Ready(ctx) {
+					return errNotReady
 				}
-				ctx, cancel := context.WithTimeout(ctx, admin.ReadyTimeout)
-				defer cancel()
-				return eng.Ping(ctx)
+				return nil
 			},
 		}), httpTimeouts(cfg.HTTP))
 		jsonSrv.ErrorLog = httpSrv.ErrorLog
@@ -287,7 +264,6 @@ func serve(paths, environ []string, stdout, stderr io.Writer) int {
 
 	// 1. /readyz turns 503 so load balancers stop routing here; keep serving meanwhile.
 	adm.Drain()
-	draining.Store(true)
 	time.Sleep(min(cfg.Shutdown.DrainDelay, time.Until(deadline)/2))
 	// 2. Close the listeners and let every request already received complete; webhook
 	// deliveries in flight get a grace period (the outbox keeps the rest).

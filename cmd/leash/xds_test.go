@@ -2,12 +2,9 @@ package main
 
 import (
 	"context"
-	"errors"
 	"io"
 	"net/http"
-	"os/exec"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -96,17 +93,8 @@ func TestServeXDS(t *testing.T) {
 		}
 	}
 
-	if err := p.Cmd.Process.Signal(syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case err := <-p.Exited:
-		var ee *exec.ExitError
-		if errors.As(err, &ee) || err != nil {
-			t.Fatalf("exit: %v", err)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("leash did not exit within 10 s of SIGTERM")
+	if err := p.Stop(t); err != nil {
+		t.Fatalf("exit: %v", err)
 	}
 }
 

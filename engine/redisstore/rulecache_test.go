@@ -2,52 +2,70 @@ package redisstore
 
 import (
 	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/leashd/leash/engine"
 )
 
-// TestRuleCacheWeight: the in-process rule cache is bounded by the overrides it holds as
-// well as by its entries (spec §6.7: up to 1,000 per rule), and keeps its weight exact
-// through replacements and drops.
+// TestRuleCacheWeight: the in-process rule cache is bounded by the bytes it holds (its
+// override keys above all: up to 512 bytes each, spec §6.7) as well as by its entries,
+// and keeps its size exact through replacements and drops.
 func TestRuleCacheWeight(t *testing.T) {
 	c := newRuleCache(nil)
 	c.ver = 1
-	list := make([]engine.Override, engine.MaxOverrides)
+	// As many 512-byte keys as a 64 KiB rule body holds.
+	const n = 120
+	list := make([]engine.Override, n)
 	for i := range list {
-		list[i] = engine.Override{Key: "k" + strconv.Itoa(i), Limit: 1}
+		list[i] = engine.Override{Key: strings.Repeat("k", engine.MaxKey-4) + strconv.Itoa(1000+i), Limit: 1}
 	}
-	heavy := &engine.Rule{Algorithm: engine.FixedWindow, Limit: 1, WindowMS: 1, Overrides: engine.NewOverrides(list)}
+	name := "heavy"
+	heavy := &engine.Rule{Algorithm: engine.FixedWindow, Limit: 1, WindowMS: 1, Name: &name, Overrides: engine.NewOverrides(list)}
 	light := &engine.Rule{Algorithm: engine.FixedWindow, Limit: 1, WindowMS: 1}
 	entry := func(r *engine.Rule) ruleEntry {
 		return ruleEntry{rules: engine.Rules{Rate: r, Concurrent: light}, ver: 1}
 	}
+	lightSize := ruleEntryBytes + len("a") + len("y")
+	heavySize := ruleEntryBytes + len("a") + len("x") + len(name) + n*(engine.MaxKey+overrideBytes)
 
 	c.put(ruleKey{"a", "x"}, entry(light))
-	c.put(ruleKey{"a", "x"}, entry(heavy)) // replaces: 1 + 1000
+	c.put(ruleKey{"a", "x"}, entry(heavy)) // replaces the light one
 	c.put(ruleKey{"a", "y"}, entry(light))
-	if c.weight != 1001+1 || len(c.entries) != 2 {
-		t.Fatalf("weight %d with %d entries, want 1002 with 2", c.weight, len(c.entries))
+	if c.bytes != heavySize+lightSize || len(c.entries) != 2 {
+		t.Fatalf("%d bytes in %d entries, want %d in 2", c.bytes, len(c.entries), heavySize+lightSize)
 	}
 	c.drop(ruleKey{"a", "x"})
 	c.drop(ruleKey{"a", "never"})
-	if c.weight != 1 || len(c.entries) != 1 {
-		t.Fatalf("after drop: weight %d with %d entries, want 1 with 1", c.weight, len(c.entries))
+	if c.bytes != lightSize || len(c.entries) != 1 {
+		t.Fatalf("after drop: %d bytes in %d entries, want %d in 1", c.bytes, len(c.entries), lightSize)
 	}
-	most := 0
+	const limit = 64 << 20 // the documented bound
+	most, keys := 0, 0
 	for i := range 5000 {
-		c.put(ruleKey{"a", "ns" + strconv.Itoa(i)}, entry(heavy))
-		if c.weight > maxRuleWeight {
-			t.Fatalf("put %d: weight %d above %d", i, c.weight, maxRuleWeight)
+		c.put(ruleKey{"a", "x" + strconv.Itoa(i)}, entry(heavy))
+		if c.bytes > limit {
+			t.Fatalf("put %d: %d bytes above %d", i, c.bytes, limit)
+		}
+		if len(c.entries)%100 == 0 { // now and then, the keys the entries really hold
+			held := 0
+			for _, e := range c.entries {
+				held += e.rules.Rate.Overrides.KeyBytes()
+			}
+			if held > c.bytes {
+				t.Fatalf("put %d: %d bytes of override keys held, counted as %d", i, held, c.bytes)
+			}
+			keys = max(keys, held)
 		}
 		most = max(most, len(c.entries))
 	}
-	// 999 heavy entries (999,999) and the light one fill it; one more heavy one empties it.
-	if most != maxRuleWeight/1001+1 {
-		t.Fatalf("held at most %d entries, want %d", most, maxRuleWeight/1001+1)
+	// The light entry and as many heavy ones as fit; one more empties it.
+	if want := (limit-lightSize)/(heavySize+len("0000")) + 1; most < want-1 || most > want+1 {
+		t.Fatalf("held at most %d entries, want about %d", most, want)
 	}
+	t.Logf("at most %d entries, %d bytes of override keys", most, keys)
 	c.observe(2, true) // a new version empties the cache
-	if c.weight != 0 || len(c.entries) != 0 {
-		t.Fatalf("after a version change: weight %d with %d entries", c.weight, len(c.entries))
+	if c.bytes != 0 || len(c.entries) != 0 {
+		t.Fatalf("after a version change: %d bytes in %d entries", c.bytes, len(c.entries))
 	}
 }

@@ -31,10 +31,15 @@ const (
 	pollInterval   = 250 * time.Millisecond
 	maxStaleness   = 750 * time.Millisecond
 	maxRuleEntries = 100_000
-	// maxRuleWeight bounds the cache's overrides too (spec §6.7): an entry weighs 1 plus
-	// its rules' overrides, so a few namespaces with 1,000 overrides each cannot make the
-	// cache hold 100,000 times that.
-	maxRuleWeight = 1_000_000
+	// maxRuleBytes bounds the memory the cache holds, 64 MiB, as estimated by an entry's
+	// size: override keys are up to 512 bytes and a rule holds up to 1,000 overrides
+	// (spec §6.7), so counting entries alone would let 100,000 heavy rules hold gigabytes,
+	// and counting overrides would let rules of long keys hold hundreds of megabytes.
+	maxRuleBytes = 64 << 20
+	// ruleEntryBytes estimates an entry's fixed cost (its map slot, key, rule structs);
+	// overrideBytes an override's besides its key (its list element and map slot).
+	ruleEntryBytes = 256
+	overrideBytes  = 80
 )
 
 type ruleKey struct{ account, namespace string }
@@ -42,17 +47,23 @@ type ruleKey struct{ account, namespace string }
 type ruleEntry struct {
 	rules engine.Rules
 	ver   int64
+	size  int // sizeOf, set by put
 }
 
-// weight is what an entry counts toward maxRuleWeight.
-func (e *ruleEntry) weight() int {
-	w := 1
-	for _, r := range [2]*engine.Rule{e.rules.Rate, e.rules.Concurrent} {
-		if r != nil {
-			w += r.Overrides.Len()
+// sizeOf estimates the bytes the entry of k holds, which count toward maxRuleBytes: a
+// fixed cost, the names, and each override's key plus a fixed cost.
+func sizeOf(k ruleKey, rules engine.Rules) int {
+	n := ruleEntryBytes + len(k.account) + len(k.namespace)
+	for _, r := range [2]*engine.Rule{rules.Rate, rules.Concurrent} {
+		if r == nil {
+			continue
 		}
+		if r.Name != nil {
+			n += len(*r.Name)
+		}
+		n += r.Overrides.KeyBytes() + r.Overrides.Len()*overrideBytes
 	}
-	return w
+	return n
 }
 
 type ruleCache struct {
@@ -60,7 +71,7 @@ type ruleCache struct {
 
 	mu      sync.RWMutex
 	entries map[ruleKey]ruleEntry
-	weight  int   // the entries' total weight
+	bytes   int   // the entries' total size
 	ver     int64 // the rules version last seen
 
 	polledAt atomic.Int64 // Unix ns when the last successful poll started
@@ -152,17 +163,18 @@ func cloneRule(r *engine.Rule) *engine.Rule {
 }
 
 func (c *ruleCache) put(k ruleKey, e ruleEntry) {
+	e.size = sizeOf(k, e.rules) // outside the lock: it reads every override
 	c.mu.Lock()
 	if e.ver == c.ver {
 		if old, ok := c.entries[k]; ok {
-			c.weight -= old.weight()
+			c.bytes -= old.size
+			delete(c.entries, k)
 		}
-		w := e.weight()
-		if len(c.entries) >= maxRuleEntries || c.weight+w > maxRuleWeight {
+		if len(c.entries) >= maxRuleEntries || c.bytes+e.size > maxRuleBytes {
 			c.clearLocked()
 		}
 		c.entries[k] = e
-		c.weight += w
+		c.bytes += e.size
 	}
 	c.mu.Unlock()
 }
@@ -170,13 +182,13 @@ func (c *ruleCache) put(k ruleKey, e ruleEntry) {
 // clearLocked empties the cache; c.mu is held.
 func (c *ruleCache) clearLocked() {
 	clear(c.entries)
-	c.weight = 0
+	c.bytes = 0
 }
 
 func (c *ruleCache) drop(k ruleKey) {
 	c.mu.Lock()
 	if old, ok := c.entries[k]; ok {
-		c.weight -= old.weight()
+		c.bytes -= old.size
 		delete(c.entries, k)
 	}
 	c.mu.Unlock()

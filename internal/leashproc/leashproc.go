@@ -14,6 +14,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -90,14 +91,20 @@ type Proc struct {
 	raw  []string // stderr lines that are not JSON log records (panics, race reports)
 }
 
-// Start runs `bin serve args...` with env added to the test's environment, every listener
-// on a free loopback port, and waits for it to serve; the process is killed when the test
-// ends.
+// Environ is the test's environment without its LEASH_* variables (a developer's or CI's
+// own settings), so that a child's configuration is the test's alone.
+func Environ() []string {
+	return slices.DeleteFunc(os.Environ(), func(kv string) bool { return strings.HasPrefix(kv, "LEASH_") })
+}
+
+// Start runs `bin serve args...` with env added to the test's environment (less its
+// LEASH_* variables), every listener on a free loopback port, and waits for it to serve;
+// the process is killed when the test ends.
 func Start(t testing.TB, bin string, args []string, env ...string) *Proc {
 	t.Helper()
 	p := &Proc{Stdout: new(testkit.SyncBuffer), Exited: make(chan error, 1)}
 	p.Cmd = exec.Command(bin, append([]string{"serve"}, args...)...)
-	p.Cmd.Env = append(os.Environ(), append([]string{"LEASH_HTTP_ADDR=127.0.0.1:0", "LEASH_ADMIN_ADDR=127.0.0.1:0", "LEASH_GRPC_ADDR=127.0.0.1:0"}, env...)...)
+	p.Cmd.Env = append(Environ(), append([]string{"LEASH_HTTP_ADDR=127.0.0.1:0", "LEASH_ADMIN_ADDR=127.0.0.1:0", "LEASH_GRPC_ADDR=127.0.0.1:0"}, env...)...)
 	p.Cmd.Stdout = p.Stdout
 	stderr, err := p.Cmd.StderrPipe()
 	if err != nil {
@@ -151,6 +158,29 @@ func Start(t testing.TB, bin string, args []string, env ...string) *Proc {
 		t.Fatal("leash did not start")
 	}
 	return p
+}
+
+// Stop sends SIGTERM and waits for the process to exit, failing the test when it has not
+// within 10 s; it returns the exit error (nil for exit status 0).
+func (p *Proc) Stop(t testing.TB) error {
+	t.Helper()
+	if err := p.Cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	return p.Wait(t)
+}
+
+// Wait waits for the process to exit, failing the test when it has not within 10 s; it
+// returns the exit error (nil for exit status 0). Call it after a signal sent meanwhile.
+func (p *Proc) Wait(t testing.TB) error {
+	t.Helper()
+	select {
+	case err := <-p.Exited:
+		return err
+	case <-time.After(10 * time.Second):
+		t.Fatal("leash did not exit within 10 s of SIGTERM")
+		return nil
+	}
 }
 
 // HasLog reports whether the process logged a record with message msg.
