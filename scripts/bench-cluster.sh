@@ -18,28 +18,11 @@ MASTERS=${MASTERS:-1 3 6}
 DURATION=${DURATION:-10s}
 CONC=${CONC:-50}
 BASE_PORT=${BASE_PORT:-17300}
-GHZ_VERSION=v0.93.0
 need jq jq
 need redis-cli redis-tools
 need redis-benchmark redis-tools
 [ -x bin/leash ] || { echo "bin/leash is missing: make build" >&2; exit 1; }
-ghz=$out/bin/ghz
-if [ ! -x "$ghz" ]; then
-	(d=$(mktemp -d) && cd "$d" && go mod init scratch >/dev/null 2>&1 &&
-		GOBIN="$OLDPWD/$out/bin" GOFLAGS=-mod=mod go install "github.com/bojand/ghz/cmd/ghz@$GHZ_VERSION")
-fi
-go run ./scripts/rlsprotoset >"$out/rls.protoset"
-cat >"$out/ratelimit-bench.yaml" <<'YAML'
-domain: bench
-descriptors:
-  - key: user
-    rate_limit:
-      unit: minute
-      requests_per_unit: 1000000000
-YAML
-seq 0 9999 | awk 'BEGIN {printf "["} NR > 1 {printf ","}
-	{printf "{\"domain\":\"bench\",\"descriptors\":[{\"entries\":[{\"key\":\"user\",\"value\":\"user-%d\"}]}]}", $1}
-	END {print "]"}' >"$out/rls-data.json"
+grpc_bench_setup
 script="$(cat engine/redisstore/lua/prelude.lua engine/redisstore/lua/decide.lua engine/redisstore/lua/spend.lua)"
 
 # start_cluster N: N masters on BASE_PORT.., slots split evenly; sets ports and rpids.

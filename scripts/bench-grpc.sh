@@ -27,35 +27,11 @@ ROUNDS=${ROUNDS:-3}
 RATE=${RATE:-3000}
 LOAD_DURATION=${LOAD_DURATION:-20s}
 export REDIS_PORT=${REDIS_PORT:-16390}
-GHZ_VERSION=v0.93.0
 need jq jq
 need curl curl
 [ -x bin/leash ] || { echo "bin/leash is missing: make build" >&2; exit 1; }
 
-ghz=$out/bin/ghz
-if [ ! -x "$ghz" ]; then
-	echo "installing ghz $GHZ_VERSION into $out/bin"
-	(d=$(mktemp -d) && cd "$d" && go mod init scratch >/dev/null 2>&1 &&
-		GOBIN="$OLDPWD/$out/bin" GOFLAGS=-mod=mod go install "github.com/bojand/ghz/cmd/ghz@$GHZ_VERSION")
-fi
-
-go run ./scripts/rlsprotoset >"$out/rls.protoset"
-
-# Domain "bench" counts against account "bench"; descriptor user=<any> has a limit so high
-# that every check is allowed (one fixed-window counter per user value).
-cat >"$out/ratelimit-bench.yaml" <<'YAML'
-domain: bench
-descriptors:
-  - key: user
-    rate_limit:
-      unit: minute
-      requests_per_unit: 1000000000
-YAML
-# 10,000 user values so the run is not one hot counter. ghz sends a JSON array round robin,
-# converting each element once and reusing it (no per-request templating).
-seq 0 9999 | awk 'BEGIN {printf "["} NR > 1 {printf ","}
-	{printf "{\"domain\":\"bench\",\"descriptors\":[{\"entries\":[{\"key\":\"user\",\"value\":\"user-%d\"}]}]}", $1}
-	END {print "]"}' >"$out/rls-data.json"
+grpc_bench_setup
 
 # start_leash_grpc STORE starts bin/leash with gRPC on 127.0.0.1:18081 and a config file that
 # maps domain bench to account bench and loads the descriptor file; STORE is memory or redis.

@@ -47,3 +47,34 @@ start_empty() {
 
 # cpu_ticks PID prints utime+stime of a process in clock ticks (/proc/PID/stat fields 14, 15).
 cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
+
+# grpc_bench_setup installs ghz (pinned) into $out/bin, sets ghz to it, and writes what the gRPC
+# load scripts send: the protoset of the RateLimitService (scripts/rlsprotoset), the descriptor
+# file of domain bench and the request data.
+GHZ_VERSION=v0.93.0
+grpc_bench_setup() {
+	ghz=$out/bin/ghz
+	if [ ! -x "$ghz" ]; then
+		echo "installing ghz $GHZ_VERSION into $out/bin"
+		(d=$(mktemp -d) && cd "$d" && go mod init scratch >/dev/null 2>&1 &&
+			GOBIN="$OLDPWD/$out/bin" GOFLAGS=-mod=mod go install "github.com/bojand/ghz/cmd/ghz@$GHZ_VERSION")
+	fi
+
+	go run ./scripts/rlsprotoset >"$out/rls.protoset"
+
+	# Domain "bench" counts against account "bench"; descriptor user=<any> has a limit so high
+	# that every check is allowed (one fixed-window counter per user value).
+	cat >"$out/ratelimit-bench.yaml" <<-'YAML'
+	domain: bench
+	descriptors:
+	  - key: user
+	    rate_limit:
+	      unit: minute
+	      requests_per_unit: 1000000000
+	YAML
+	# 10,000 user values so the run is not one hot counter. ghz sends a JSON array round robin,
+	# converting each element once and reusing it (no per-request templating).
+	seq 0 9999 | awk 'BEGIN {printf "["} NR > 1 {printf ","}
+		{printf "{\"domain\":\"bench\",\"descriptors\":[{\"entries\":[{\"key\":\"user\",\"value\":\"user-%d\"}]}]}", $1}
+		END {print "]"}' >"$out/rls-data.json"
+}
