@@ -18,6 +18,7 @@ import (
 	"math"
 	"slices"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -162,8 +163,60 @@ type Options struct {
 // Service implements envoy.service.ratelimit.v3.RateLimitService.
 type Service struct {
 	rlsv3.UnimplementedRateLimitServiceServer
-	opts Options
-	cfg  atomic.Pointer[Config]
+	opts    Options
+	cfg     atomic.Pointer[Config]
+	scratch sync.Pool // of *scratch
+}
+
+// scratch is one ShouldRateLimit call's working memory (the matched plans, the engine's
+// items and results, the translated replies), reused across calls so that a decision
+// allocates little beyond its reply. Nothing in it outlives the call.
+type scratch struct {
+	plans   []plan
+	entries []descriptors.Entry
+	items   []engine.Item
+	results []engine.ItemResult
+	replies []reply
+	query   engine.Query
+}
+
+// sized returns s with length n and every element zero, reusing its array when it is
+// large enough.
+func sized[T any](s []T, n int) []T {
+	if cap(s) < n {
+		return make([]T, n)
+	}
+	s = s[:n]
+	clear(s)
+	return s
+}
+
+// getScratch returns working memory for a request of n descriptors.
+func (s *Service) getScratch(n int) *scratch {
+	sc, _ := s.scratch.Get().(*scratch)
+	if sc == nil {
+		sc = new(scratch)
+	}
+	sc.plans = sized(sc.plans, n)
+	sc.items = sized(sc.items, n)
+	sc.results = sized(sc.results, n)
+	sc.replies = sized(sc.replies, n)
+	return sc
+}
+
+// putScratch clears sc, so that it holds no request's strings, and keeps it for reuse; a
+// request of many descriptors leaves its large arrays to the collector.
+func (s *Service) putScratch(sc *scratch) {
+	if cap(sc.plans) > 64 || cap(sc.entries) > 256 {
+		return
+	}
+	clear(sc.plans)
+	clear(sc.entries[:cap(sc.entries)])
+	clear(sc.items)
+	clear(sc.results)
+	clear(sc.replies)
+	sc.query = engine.Query{}
+	s.scratch.Put(sc)
 }
 
 // NewService returns a service answering with cfg until SetConfig replaces it.
@@ -255,9 +308,10 @@ func (s *Service) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReque
 	if hits == 0 {
 		hits = 1 // proto3 default: unset
 	}
-	plans := s.plan(cfg, domain, ds)
-	items := make([]engine.Item, len(ds))
-	results := make([]engine.ItemResult, len(ds))
+	sc := s.getScratch(len(ds))
+	defer s.putScratch(sc)
+	plans := s.plan(cfg, domain, ds, sc)
+	items, results := sc.items, sc.results
 	for i, d := range ds {
 		cost := hits
 		if h := d.GetHitsAddend(); h != nil {
@@ -266,7 +320,8 @@ func (s *Service) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReque
 		plans[i].item(&items[i], cost, s.opts.QuotaMode)
 		items[i].Tag = s.ruleTag(domain, &plans[i])
 	}
-	out, err := s.opts.Engine.Decide(ctx, acct, &engine.Query{Edge: engine.EdgeEnvoy, Namespace: domain, Items: items, Shadow: s.opts.ShadowMode}, results)
+	sc.query = engine.Query{Edge: engine.EdgeEnvoy, Namespace: domain, Items: items, Shadow: s.opts.ShadowMode}
+	out, err := s.opts.Engine.Decide(ctx, acct, &sc.query, results)
 	if engine.CodeOf(err) == engine.CodeHardCapExceeded {
 		if s.opts.Trace && tracing.Recording(ctx) {
 			tracing.Annotate(ctx, tracing.AttrEdge.String(string(engine.EdgeEnvoy)), tracing.AttrDomain.String(domain),
@@ -289,7 +344,7 @@ func (s *Service) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReque
 	if out.ShadowDenied && s.opts.Counters.GlobalShadow != nil {
 		s.opts.Counters.GlobalShadow()
 	}
-	replies := make([]reply, len(ds))
+	replies := sc.replies
 	for i := range results {
 		r := &results[i]
 		replies[i] = plans[i].reply(r, out.NowMS)
@@ -354,13 +409,16 @@ type plan struct {
 
 // plan matches every descriptor and applies `replaces` across the request: a limit whose
 // name another matched descriptor replaces is dropped (spec §9.5).
-func (s *Service) plan(cfg *Config, domain string, ds []*rlcommon.RateLimitDescriptor) []plan {
-	plans := make([]plan, len(ds))
+func (s *Service) plan(cfg *Config, domain string, ds []*rlcommon.RateLimitDescriptor, sc *scratch) []plan {
+	plans := sc.plans
 	total := 0
 	for _, d := range ds {
 		total += len(d.GetEntries())
 	}
-	all := make([]descriptors.Entry, 0, total) // one allocation for every descriptor's entries
+	if cap(sc.entries) < total {
+		sc.entries = make([]descriptors.Entry, 0, total) // one array for every descriptor's entries
+	}
+	all := sc.entries[:0]
 	var replacedNames map[string]bool
 	for i, d := range ds {
 		p := &plans[i]
