@@ -234,11 +234,15 @@ func (p *parser) walkValue() jsontext.Value {
 }
 
 // unknown is the error for a member name no field has.
-func unknown(name []byte) error {
+func unknown(name []byte) error { return unknownIn("", name) }
+
+// unknownIn is the error for a member name no field has inside the object at path (a
+// prefix such as `overrides[2].`); a name over 64 bytes is cut to 61 and "...".
+func unknownIn(path string, name []byte) error {
 	if len(name) > 64 {
 		name = append(name[:61:61], "..."...)
 	}
-	return engine.Invalid("unknown field " + strconv.Quote(string(name)))
+	return engine.Invalid("unknown field " + strconv.Quote(path+string(name)))
 }
 
 // value reads the raw value of field, rejecting a second occurrence.

@@ -78,10 +78,7 @@ func (a *API) override(p *parser, buf *bytes.Buffer, at string, o *engine.Overri
 		case "window_ms":
 			err = p.integer(fWindow, at+".window_ms", intRule, &o.WindowMS, new(int64))
 		default:
-			if len(name) > 64 {
-				name = append(name[:61:61], "..."...)
-			}
-			err = engine.Invalid("unknown field " + strconv.Quote(at+"."+string(name)))
+			err = unknownIn(at+".", name)
 		}
 		if err != nil {
 			return err
