@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/leashd/leash/internal/leashproc"
 	"github.com/leashd/leash/internal/testkit"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
@@ -22,7 +23,6 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
-	reflectpb "google.golang.org/grpc/reflection/grpc_reflection_v1"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
@@ -732,27 +732,12 @@ func waitHealth(t *testing.T, hs interface {
 
 func TestReflectionListsService(t *testing.T) {
 	h := newHarness(t, scalePlan(), nil)
-	stream, err := reflectpb.NewServerReflectionClient(h.conn).ServerReflectionInfo(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := stream.Send(&reflectpb.ServerReflectionRequest{MessageRequest: &reflectpb.ServerReflectionRequest_ListServices{}}); err != nil {
-		t.Fatal(err)
-	}
-	resp, err := stream.Recv()
-	if err != nil {
-		t.Fatal(err)
-	}
-	names := map[string]bool{}
-	for _, s := range resp.GetListServicesResponse().GetService() {
-		names[s.GetName()] = true
-	}
+	names := leashproc.ReflectedServices(t, h.conn)
 	for _, want := range []string{adapter.ServiceName, "grpc.health.v1.Health"} {
 		if !names[want] {
 			t.Errorf("reflection lists %v, missing %s", names, want)
 		}
 	}
-	_ = stream.CloseSend()
 }
 
 func TestValidate(t *testing.T) {

@@ -16,12 +16,12 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
-	reflectpb "google.golang.org/grpc/reflection/grpc_reflection_v1"
 	"google.golang.org/grpc/status"
 
 	"github.com/leashd/leash/adapter"
 	"github.com/leashd/leash/adapter/descriptors"
 	"github.com/leashd/leash/adapter/rlqs"
+	"github.com/leashd/leash/internal/leashproc"
 	"github.com/leashd/leash/internal/testkit"
 )
 
@@ -392,25 +392,10 @@ func TestServedBesideRateLimitService(t *testing.T) {
 	if err != nil || st.GetStatus() != healthpb.HealthCheckResponse_SERVING {
 		t.Fatalf("health of %s: %v %v", rlqs.ServiceName, st, err)
 	}
-	stream, err := reflectpb.NewServerReflectionClient(conn).ServerReflectionInfo(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := stream.Send(&reflectpb.ServerReflectionRequest{MessageRequest: &reflectpb.ServerReflectionRequest_ListServices{}}); err != nil {
-		t.Fatal(err)
-	}
-	resp, err := stream.Recv()
-	if err != nil {
-		t.Fatal(err)
-	}
-	names := map[string]bool{}
-	for _, s := range resp.GetListServicesResponse().GetService() {
-		names[s.GetName()] = true
-	}
+	names := leashproc.ReflectedServices(t, conn)
 	if !names[rlqs.ServiceName] || !names[adapter.ServiceName] {
 		t.Errorf("reflection lists %v", names)
 	}
-	_ = stream.CloseSend()
 }
 
 // TestLostInstanceFreesShare: when an instance goes away with its streams (its demand

@@ -10,6 +10,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	reflectpb "google.golang.org/grpc/reflection/grpc_reflection_v1"
 )
 
 // RLSClient is a plaintext gRPC client of a running leash's Envoy endpoint and its health
@@ -56,4 +57,27 @@ func Counted() *rlcommon.RateLimitDescriptor {
 	d := Entry("client", "c1")
 	d.Limit = &rlcommon.RateLimitDescriptor_RateLimitOverride{RequestsPerUnit: 100, Unit: typev3.RateLimitUnit_MINUTE}
 	return d
+}
+
+// ReflectedServices asks the server behind conn, through gRPC server reflection, which
+// services it offers.
+func ReflectedServices(t testing.TB, conn grpc.ClientConnInterface) map[string]bool {
+	t.Helper()
+	stream, err := reflectpb.NewServerReflectionClient(conn).ServerReflectionInfo(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stream.CloseSend()
+	if err := stream.Send(&reflectpb.ServerReflectionRequest{MessageRequest: &reflectpb.ServerReflectionRequest_ListServices{}}); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := stream.Recv()
+	if err != nil {
+		t.Fatal(err)
+	}
+	names := map[string]bool{}
+	for _, s := range resp.GetListServicesResponse().GetService() {
+		names[s.GetName()] = true
+	}
+	return names
 }
