@@ -8,7 +8,8 @@ import (
 	"github.com/leashd/leash/engine"
 )
 
-// Spend decides one rate-limit request with one EVALSHA of lua/spend.lua.
+// Spend decides one rate-limit request with one EVALSHA of lua/spend.lua, which it may
+// share with Spend requests waiting to be written with it (respipe.Merge).
 func (s *Store) Spend(ctx context.Context, sp engine.Spend) (engine.Decision, error) {
 	if err := sp.Validate(); err != nil {
 		return engine.Decision{}, fmt.Errorf("redisstore: spend: %w", err)

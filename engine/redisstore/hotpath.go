@@ -3,6 +3,7 @@ package redisstore
 import (
 	"context"
 	"net"
+	"strings"
 
 	"github.com/redis/go-redis/v9"
 
@@ -10,7 +11,8 @@ import (
 )
 
 // The decisions' path to Redis: Spend, SpendAll, Acquire, Release and Renew are each one
-// EVALSHA sent on the pipe (package respipe) to the master that serves the key: the single
+// EVALSHA sent on the pipe (package respipe) to the master that serves the key (Spend
+// requests that wait to be written together share one: spend.lua is a respipe.Merge): the single
 // node, the key's slot's master in a Cluster (go-redis's MasterForKey), or the master the
 // sentinels name (dialed through go-redis's Sentinel dialer). go-redis takes every call the
 // pipe hands back (respipe.NotRunHere): it loads the script, follows the redirect, reloads
@@ -50,7 +52,12 @@ func (s *Store) runHot(ctx context.Context, sc *script, dst []int64, keys []stri
 	}
 	ctx = s.opCtx(ctx)
 	if p := s.pipeFor(ctx, keys[0]); p != nil {
-		c := p.NewEvalSha(sc.Hash(), keys, len(args))
+		var c *respipe.Call
+		if sc.merge != nil && len(keys) == 1 {
+			c = p.NewMerged(sc.merge, s.mergeGroup(keys[0]), keys[0])
+		} else {
+			c = p.NewEvalSha(sc.Hash(), keys, len(args))
+		}
 		for _, a := range args {
 			a.put(c)
 		}
@@ -70,6 +77,18 @@ func (s *Store) runHot(ctx context.Context, sc *script, dst []int64, keys []stri
 	}
 	r, err := s.evalInts(ctx, sc, keys, boxed...)
 	return append(dst, r...), err
+}
+
+// mergeGroup is the group of a key for respipe's Merge: on a Cluster its hash tag (one
+// script call may only touch keys of one slot), elsewhere one group for every key.
+func (s *Store) mergeGroup(key string) string {
+	if s.cluster == nil {
+		return ""
+	}
+	if i := strings.IndexByte(key, '}'); key != "" && key[0] == '{' && i > 0 {
+		return key[:i+1]
+	}
+	return key
 }
 
 // pipeFor returns the pipe to the node that serves key, or nil to use go-redis.

@@ -6,6 +6,8 @@ import (
 	"strings"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/leashd/leash/engine/redisstore/respipe"
 )
 
 // The Lua scripts. Each is one EVALSHA; go-redis' Script falls back to EVAL (which also
@@ -51,13 +53,19 @@ var (
 	luaDemandDrop string
 )
 
-// script is a Lua script with its source (for EVAL when Redis answers NOSCRIPT).
+// script is a Lua script with its source (for EVAL when Redis answers NOSCRIPT) and, for a
+// script that decides any number of keys at once, how the pipe merges its calls.
 type script struct {
 	*redis.Script
-	src string
+	src   string
+	merge *respipe.Merge
 }
 
-func newScript(src string) *script { return &script{redis.NewScript(src), src} }
+func newScript(src string) *script { return &script{Script: redis.NewScript(src), src: src} }
+
+// maxMerged is the most Spend requests one call of spend.lua decides: 64 keep one call's
+// Redis time (about 4 µs a request) well under a millisecond.
+const maxMerged = 64
 
 // scripts holds one Store's scripts (a Script caches its SHA, so each Store owns its own
 // set rather than sharing package state).
@@ -68,8 +76,10 @@ type scripts struct {
 }
 
 func newScripts() *scripts {
+	spend := newScript(luaPrelude + luaDecide + luaSpend)
+	spend.merge = &respipe.Merge{Sha: spend.Hash(), Head: 2, Width: 4, Reply: 4, Max: maxMerged}
 	return &scripts{
-		spend:    newScript(luaPrelude + luaDecide + luaSpend),
+		spend:    spend,
 		spendAll: newScript(luaPrelude + luaDecide + luaSpendAll),
 		reset:    newScript(luaPrelude + luaReset),
 		acquire:  newScript(luaPrelude + luaLeasePrelude + luaAcquire),

@@ -2,6 +2,7 @@ package respipe
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"crypto/tls"
 	"errors"
@@ -17,9 +18,10 @@ import (
 
 // Pipe is the connection to one node; it dials on first use and again after a failure.
 type Pipe struct {
-	addr string
-	opt  *Options        // its Pool's
-	wg   *sync.WaitGroup // its Pool's: reader goroutines
+	addr  string
+	opt   *Options        // its Pool's
+	wg    *sync.WaitGroup // its Pool's: reader goroutines
+	stats *counts         // its Pool's
 
 	mu       sync.Mutex // guards cur, retired, downTill, closed
 	cur      *pconn
@@ -40,27 +42,50 @@ type pconn struct {
 	retired atomic.Bool // set under mu: takes no more calls, closes once it owes nothing
 
 	mu      sync.Mutex // guards everything below
-	buf     []byte     // commands not written yet
-	owed    owedQueue  // calls whose replies are owed, oldest first
-	writing bool       // a caller is writing buf
+	queued  []*Call    // calls not written yet, in arrival order
+	owed    owedQueue  // calls (a merged command's first) whose replies are owed, oldest first
+	writing bool       // a caller is writing what is queued
 	err     error      // set once the connection failed; nothing more is sent
 
-	spare []byte // the buffer the writing caller last wrote (only it touches spare)
+	// The writing caller's scratch, touched by it alone: the buffer it last wrote, the
+	// queue it last took, and the commands it formed.
+	spare       []byte
+	spareQueued []*Call
+	cmds        []*Call
 }
 
 // errRetired is send's answer on a retired connection: nothing was written.
 var errRetired = errors.New("respipe: connection retired")
 
-// Call is one command and, once answered, its reply. Make one with NewCall or NewEvalSha,
-// add its arguments, and give it to Do, which recycles it.
+// Call is one command and, once answered, its reply. Make one with NewCall, NewEvalSha or
+// NewMerged, add its arguments, and give it to Do, which recycles it.
 type Call struct {
-	cmd   []byte
+	cmd   []byte       // the whole command; for a call of a Merge: key, head arguments, own arguments
 	state atomic.Int32 // callPending, callDone, callAbandoned
 	done  chan struct{}
 	sent  time.Time // when it was queued, for the overdue check
 	reply []int64
 	err   error
 	pool  *sync.Pool // its pipe's, where it goes back when done
+
+	// A call of a Merge: its group, how many arguments it has, where its key and its head
+	// arguments end in cmd, and, once it is the first of a merged command, the others.
+	merge           *Merge
+	group           string
+	nargs           int
+	keyEnd, headEnd int
+	others          []*Call
+}
+
+// Merge is a script whose calls may share one EVALSHA: it takes any number of keys, then
+// Head arguments that apply to all of them, then Width arguments per key in key order,
+// and replies Reply integers per key in key order. Calls of one Merge that are waiting to
+// be written together, name the same group (on Redis Cluster: keys of one slot) and have
+// equal head arguments are sent as one command of at most Max keys. A Merge must not be
+// changed once used.
+type Merge struct {
+	Sha                     string
+	Head, Width, Reply, Max int
 }
 
 const (
@@ -77,7 +102,7 @@ func (p *Pipe) NewCall(n int) *Call {
 		c = &Call{done: make(chan struct{}, 1), pool: &p.calls}
 	}
 	c.state.Store(callPending)
-	c.reply, c.err = c.reply[:0], nil
+	c.reply, c.err, c.merge = c.reply[:0], nil, nil
 	c.cmd = append(c.cmd[:0], '*')
 	c.cmd = strconv.AppendInt(c.cmd, int64(n), 10)
 	c.cmd = append(c.cmd, '\r', '\n')
@@ -97,13 +122,100 @@ func (p *Pipe) NewEvalSha(sha string, keys []string, nargs int) *Call {
 	return c
 }
 
+// NewMerged returns a call of m on key, in group, to which m.Head and then m.Width
+// arguments are still to be added. Sent alone it is EVALSHA m.Sha 1 key arguments...
+func (p *Pipe) NewMerged(m *Merge, group, key string) *Call {
+	c, _ := p.calls.Get().(*Call)
+	if c == nil {
+		c = &Call{done: make(chan struct{}, 1), pool: &p.calls}
+	}
+	c.state.Store(callPending)
+	c.reply, c.err = c.reply[:0], nil
+	c.merge, c.group, c.nargs = m, group, 0
+	c.cmd = appendBulk(c.cmd[:0], key)
+	c.keyEnd, c.headEnd = len(c.cmd), len(c.cmd)
+	return c
+}
+
 // Str appends a string argument.
-func (c *Call) Str(s string) { c.cmd = appendBulk(c.cmd, s) }
+func (c *Call) Str(s string) {
+	c.cmd = appendBulk(c.cmd, s)
+	c.counted()
+}
 
 // Int appends an integer argument, as Redis takes it: a bulk string of its digits.
 func (c *Call) Int(v int64) {
 	var d [20]byte
 	c.cmd = appendBulk(c.cmd, strconv.AppendInt(d[:0], v, 10))
+	c.counted()
+}
+
+// counted notes one more argument of a call of a Merge, and where its head ends.
+func (c *Call) counted() {
+	if c.merge == nil {
+		return
+	}
+	c.nargs++
+	if c.nargs == c.merge.Head {
+		c.headEnd = len(c.cmd)
+	}
+}
+
+// joins reports whether c may be sent in the merged command that h begins.
+func (h *Call) joins(c *Call) bool {
+	return h.merge == c.merge && h.group == c.group && len(h.others)+1 < h.merge.Max &&
+		bytes.Equal(h.cmd[h.keyEnd:h.headEnd], c.cmd[c.keyEnd:c.headEnd])
+}
+
+// appendCommand appends the command h begins: h's own, or the EVALSHA of h and its others.
+func (h *Call) appendCommand(b []byte) []byte {
+	if h.merge == nil {
+		return append(b, h.cmd...)
+	}
+	m, n := h.merge, 1+len(h.others)
+	b = append(b, '*')
+	b = strconv.AppendInt(b, int64(3+n+m.Head+n*m.Width), 10)
+	b = append(b, '\r', '\n')
+	b = appendBulk(b, "EVALSHA")
+	b = appendBulk(b, m.Sha)
+	var d [20]byte
+	b = appendBulk(b, strconv.AppendInt(d[:0], int64(n), 10))
+	b = append(b, h.cmd[:h.keyEnd]...)
+	for _, c := range h.others {
+		b = append(b, c.cmd[:c.keyEnd]...)
+	}
+	b = append(b, h.cmd[h.keyEnd:]...) // the head, then h's own arguments
+	for _, c := range h.others {
+		b = append(b, c.cmd[c.headEnd:]...)
+	}
+	return b
+}
+
+// answer hands the reply read into h.reply (or err) to the calls of the command h begins.
+// It reports false when a merged reply does not have Reply integers per call: then every
+// call gets ErrDown.
+func (h *Call) answer(err error) bool {
+	ok := true
+	if len(h.others) > 0 {
+		r := h.merge.Reply
+		switch {
+		case err != nil:
+		case len(h.reply) != r*(1+len(h.others)):
+			ok, err = false, ErrDown
+		default:
+			for i, c := range h.others {
+				c.reply = append(c.reply[:0], h.reply[r*(i+1):r*(i+2)]...)
+			}
+			h.reply = h.reply[:r]
+		}
+		for i, c := range h.others {
+			c.finish(err)
+			h.others[i] = nil
+		}
+		h.others = h.others[:0]
+	}
+	h.finish(err)
+	return ok
 }
 
 func appendBulk[T string | []byte](dst []byte, s T) []byte {
@@ -125,7 +237,7 @@ func (c *Call) finish(err error) {
 }
 
 func (c *Call) release() {
-	if cap(c.cmd) > 4<<10 || cap(c.reply) > 256 {
+	if cap(c.cmd) > 4<<10 || cap(c.reply) > 256 || cap(c.others) > 256 {
 		return
 	}
 	c.pool.Put(c)
@@ -135,6 +247,11 @@ func (c *Call) release() {
 // ReplyError for an error reply (see NotRunHere), ctx's error when ctx ended first (the
 // command may still run), or one of ErrDown, ErrClosed, ErrBusy.
 func (p *Pipe) Do(ctx context.Context, c *Call, dst []int64) ([]int64, error) {
+	if c.merge != nil && c.nargs != c.merge.Head+c.merge.Width {
+		n := c.nargs
+		c.release()
+		return nil, fmt.Errorf("respipe: a call of a Merge has %d arguments, want %d", n, c.merge.Head+c.merge.Width)
+	}
 	for {
 		pc, err := p.conn(ctx)
 		if err != nil {
@@ -351,13 +468,12 @@ func (pc *pconn) send(c *Call) error {
 		pc.mu.Unlock()
 		return ErrDown
 	}
-	if pc.owed.len() >= maxOwed {
+	if pc.owed.len()+len(pc.queued) >= maxOwed {
 		pc.mu.Unlock()
 		return ErrBusy
 	}
 	c.sent = time.Now()
-	pc.buf = append(pc.buf, c.cmd...)
-	pc.owed.push(c)
+	pc.queued = append(pc.queued, c)
 	lead := !pc.writing
 	pc.writing = true
 	pc.mu.Unlock()
@@ -371,18 +487,31 @@ func (pc *pconn) send(c *Call) error {
 	return nil
 }
 
-// flush writes what is queued, again and again while callers keep queueing.
+// flush writes what is queued, again and again while callers keep queueing. Calls of a
+// Merge that may share a command are merged as they are taken.
 func (pc *pconn) flush() {
 	for {
 		pc.mu.Lock()
-		if len(pc.buf) == 0 || pc.err != nil {
+		if len(pc.queued) == 0 || pc.err != nil {
 			pc.writing = false
 			pc.mu.Unlock()
 			return
 		}
-		b := pc.buf
-		pc.buf = pc.spare[:0]
+		q := pc.queued
+		pc.queued = pc.spareQueued[:0]
+		cmds := pc.form(pc.cmds[:0], q)
+		// Encoded under mu: once the reader has failed the connection, it may recycle
+		// the calls, but not before this returns.
+		b := pc.spare[:0]
+		for _, h := range cmds {
+			pc.owed.push(h)
+			b = h.appendCommand(b)
+		}
 		pc.mu.Unlock()
+		pc.p.stats.add(len(q), len(cmds))
+		clear(q)
+		clear(cmds)
+		pc.spareQueued, pc.cmds = q, cmds
 		_ = pc.conn.SetWriteDeadline(time.Now().Add(pc.p.opt.WriteTimeout))
 		if _, err := pc.conn.Write(b); err != nil {
 			pc.fail(err)
@@ -395,26 +524,52 @@ func (pc *pconn) flush() {
 	}
 }
 
+// mergeLookBack is how many of the commands formed last form looks through for one that a
+// call of a Merge can join.
+const mergeLookBack = 8
+
+// form appends to cmds the commands q makes, in order: each call alone, or a call of a
+// Merge joined to an earlier command of the same Merge, group and head.
+func (pc *pconn) form(cmds, q []*Call) []*Call {
+	for _, c := range q {
+		if c.merge != nil {
+			joined := false
+			for i := len(cmds) - 1; i >= 0 && i >= len(cmds)-mergeLookBack; i-- {
+				if h := cmds[i]; h.merge != nil && h.joins(c) {
+					h.others = append(h.others, c)
+					joined = true
+					break
+				}
+			}
+			if joined {
+				continue
+			}
+		}
+		cmds = append(cmds, c)
+	}
+	return cmds
+}
+
 // retire makes pc take no more calls, and closes it now if it owes nothing (else the
 // reader does once it has read what is owed).
 func (pc *pconn) retire() {
 	pc.mu.Lock()
 	pc.retired.Store(true)
-	idle := pc.owed.len() == 0
+	idle := pc.owed.len() == 0 && len(pc.queued) == 0
 	pc.mu.Unlock()
 	if idle {
 		pc.fail(ErrClosed)
 	}
 }
 
-// drained reports a retired connection that owes nothing more.
+// drained reports a retired connection that owes nothing more and has nothing to write.
 func (pc *pconn) drained() bool {
 	if !pc.retired.Load() {
 		return false
 	}
 	pc.mu.Lock()
 	defer pc.mu.Unlock()
-	return pc.owed.len() == 0
+	return pc.owed.len() == 0 && len(pc.queued) == 0
 }
 
 // fail closes the connection and fails every call still owed a reply.
@@ -426,7 +581,8 @@ func (pc *pconn) fail(err error) {
 	}
 	pc.err = err
 	owed := pc.owed.takeAll()
-	pc.buf = nil
+	queued := pc.queued
+	pc.queued = nil
 	pc.mu.Unlock()
 	_ = pc.conn.Close()
 	p := pc.p
@@ -438,7 +594,10 @@ func (pc *pconn) fail(err error) {
 		p.retired = slices.Delete(p.retired, i, i+1)
 	}
 	p.mu.Unlock()
-	for _, c := range owed {
+	for _, h := range owed {
+		h.answer(ErrDown)
+	}
+	for _, c := range queued {
 		c.finish(ErrDown)
 	}
 }
@@ -484,11 +643,14 @@ func (pc *pconn) readLoop() {
 		var rerr error
 		c.reply, rerr = readInts(pc.rd, c.reply[:0])
 		if _, isReply := rerr.(ReplyError); rerr != nil && !isReply {
-			c.finish(ErrDown)
+			c.answer(ErrDown)
 			pc.fail(rerr)
 			return
 		}
-		c.finish(rerr)
+		if !c.answer(rerr) {
+			pc.fail(ErrBadReply) // a merged reply of the wrong length
+			return
+		}
 		if pc.drained() {
 			pc.fail(ErrClosed)
 			return

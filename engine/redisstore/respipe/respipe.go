@@ -27,6 +27,7 @@ import (
 	"net"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -104,8 +105,9 @@ type Options struct {
 
 // Pool holds one Pipe per node address, and the reader goroutines of their connections.
 type Pool struct {
-	opt Options
-	wg  sync.WaitGroup // reader goroutines
+	opt   Options
+	wg    sync.WaitGroup // reader goroutines
+	stats counts
 
 	mu     sync.RWMutex // guards byAddr, closed
 	byAddr map[string]*Pipe
@@ -130,7 +132,7 @@ func (pl *Pool) Pipe(addr string) *Pipe {
 		return nil
 	}
 	if p = pl.byAddr[addr]; p == nil {
-		p = &Pipe{addr: addr, opt: &pl.opt, wg: &pl.wg}
+		p = &Pipe{addr: addr, opt: &pl.opt, wg: &pl.wg, stats: &pl.stats}
 		pl.byAddr[addr] = p
 	}
 	return p
@@ -147,6 +149,26 @@ func (pl *Pool) Conns() int {
 		}
 	}
 	return n
+}
+
+// Stats are a Pool's totals since it was made.
+type Stats struct {
+	// Calls is the calls written to Redis; Commands is the commands they were written as
+	// (fewer when calls of a Merge shared one).
+	Calls, Commands int64
+}
+
+// counts are a Pool's Stats, kept as they happen.
+type counts struct{ calls, commands atomic.Int64 }
+
+func (c *counts) add(calls, commands int) {
+	c.calls.Add(int64(calls))
+	c.commands.Add(int64(commands))
+}
+
+// Stats returns the pool's totals.
+func (pl *Pool) Stats() Stats {
+	return Stats{Calls: pl.stats.calls.Load(), Commands: pl.stats.commands.Load()}
 }
 
 // Close closes every pipe, fails the calls waiting on them with ErrDown, and waits for
