@@ -5,6 +5,9 @@
 #      store), concurrency CONC, alternating ROUNDS times, then the median of each; each run
 #      also reports the CPU per call of the server, redis-server and ghz, and how busy the
 #      machine was
+#      A second empty server answers every call with leash's own reply (scripts/emptyrls
+#      -reply-like): ghz decodes the same reply from both, so its rate is the ceiling for a
+#      server that gives leash's reply on this machine.
 #   2. leash and redis-server CPU per decision at a fixed RATE/s for LOAD_DURATION (ghz --rps),
 #      then the same on the memory store and on the empty server, for comparison
 #   With PEER_BIN=/path/to/ratelimit (envoyproxy/ratelimit's service_cmd, built from its public
@@ -80,6 +83,13 @@ start_emptyrls() {
 	wait_port 127.0.0.1:18091
 }
 
+# start_likerls starts the empty server that answers with leash's reply (leash must be up).
+start_likerls() {
+	"$out/emptyrls" -addr 127.0.0.1:18095 -reply-like 127.0.0.1:18081 2>"$out/likerls.log" &
+	pids+=($!); like_pid=$!
+	wait_port 127.0.0.1:18095
+}
+
 # run ADDR OUT [ghz flags]: one ghz run writing its JSON report to OUT (without the
 # per-call details and the request data); every call must be OK.
 run() {
@@ -131,6 +141,7 @@ machine() { awk '/^cpu / {print $2+$3+$4+$7+$8+$9, $5+$6}' /proc/stat; }
 start_redis "$REDIS_PORT"
 start_emptyrls
 start_leash_grpc redis
+start_likerls
 peer_pid=
 if [ -n "${PEER_BIN:-}" ]; then
 	start_peer
@@ -140,11 +151,13 @@ fi
 echo "== 1. ghz -c $CONC -z $DURATION: leash (Redis store) vs empty RateLimitService, $ROUNDS rounds"
 run 127.0.0.1:18081 "$out/grpc-warm.json" -c "$CONC" -z 3s # warm-up: connections, counters, GC heap
 run 127.0.0.1:18091 "$out/grpc-warm.json" -c "$CONC" -z 3s
+run 127.0.0.1:18095 "$out/grpc-warm.json" -c "$CONC" -z 3s
 : >"$out/grpc-rounds.txt"
 for i in $(seq "$ROUNDS"); do
 	e_line=$(saturate "$out/grpc-empty-$i.json" 127.0.0.1:18091 "$empty_pid")
+	k_line=$(saturate "$out/grpc-like-$i.json" 127.0.0.1:18095 "$like_pid")
 	l_line=$(saturate "$out/grpc-leash-$i.json" 127.0.0.1:18081 "$leash_pid" "$redis_pid")
-	printf 'round %d  empty: %s\n         leash(redis): %s\n' "$i" "$e_line" "$l_line" | tee -a "$out/grpc-rounds.txt"
+	printf 'round %d  empty: %s\n         empty, leash reply: %s\n         leash(redis): %s\n' "$i" "$e_line" "$k_line" "$l_line" | tee -a "$out/grpc-rounds.txt"
 	if [ -n "$peer_pid" ]; then
 		p_line=$(saturate "$out/grpc-peer-$i.json" 127.0.0.1:18092 "$peer_pid" "$redis_pid")
 		printf '         peer(redis):  %s\n' "$p_line" | tee -a "$out/grpc-rounds.txt"
@@ -153,7 +166,9 @@ done
 check_allowed
 e=$(for i in $(seq "$ROUNDS"); do rps "$out/grpc-empty-$i.json"; done | median)
 l=$(for i in $(seq "$ROUNDS"); do rps "$out/grpc-leash-$i.json"; done | median)
+k=$(for i in $(seq "$ROUNDS"); do rps "$out/grpc-like-$i.json"; done | median)
 awk -v l="$l" -v e="$e" 'BEGIN {printf "median: empty %.0f rps, leash(redis) %.0f rps, ratio %.1f%%\n", e, l, 100*l/e}'
+awk -v l="$l" -v k="$k" -v e="$e" 'BEGIN {printf "median: empty answering leash'"'"'s reply %.0f rps (%.1f%% of empty), leash(redis) %.1f%% of it\n", k, 100*k/e, 100*l/k}'
 if [ -n "$peer_pid" ]; then
 	p=$(for i in $(seq "$ROUNDS"); do rps "$out/grpc-peer-$i.json"; done | median)
 	awk -v l="$l" -v p="$p" 'BEGIN {printf "median: peer(redis) %.0f rps, leash/peer %.2fx\n", p, l/p}'
