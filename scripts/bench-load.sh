@@ -38,6 +38,13 @@ for P in 1 16; do
 	redis-benchmark -p "$REDIS_PORT" -c 50 -n 300000 -r 10000 -P "$P" -q \
 		EVALSHA "$sha" 1 '{bench:__rand_int__}:f:60000' t 1000 f 1000000000 60000 1 | tr '\r' '\n' | tail -1
 done
+# Merged: one EVALSHA deciding 16 counters, as the pipe sends when 16 Spend requests wait to
+# be written together (respipe's Merge).
+keys=() args=()
+for i in $(seq 16); do keys+=("{bench:__rand_int__}:f:6000$i"); args+=(f 1000000000 "6000$i" 1); done
+printf 'merged 16:   '
+redis-benchmark -p "$REDIS_PORT" -c 50 -n 40000 -r 10000 -q EVALSHA "$sha" 16 "${keys[@]}" t 1000 "${args[@]}" |
+	tr '\r' '\n' | tail -1 | sed -E 's/.*: ([0-9.]+) requests per second.*/\1/' | awk '{printf "%.0f calls/s = %.0f decisions/s\n", $1, 16 * $1}'
 printf 'pipeline  1: '
 redis-benchmark -p "$REDIS_PORT" -c 50 -n 300000 -q PING | tr '\r' '\n' | tail -1
 
