@@ -27,6 +27,7 @@ test:
 	$(GO) test -count=1 -run '^TestMemoryPerCounter$$' ./engine/memstore/
 	$(GO) test -count=1 -run '^TestTracingOffAddsNoAllocation$$' ./httpapi/
 	$(GO) test -count=1 -run '^TestTracingUnsampledAddsNoAllocation$$' ./adapter/
+	$(GO) test -count=1 -run '^TestCallsDoNotAllocate$$' ./engine/redisstore/respipe/
 	GO=$(GO) FUZZTIME=$(TEST_FUZZTIME) bash scripts/fuzz.sh
 
 # Every fuzz target in turn, FUZZTIME each (scripts/fuzz.sh; docs/reliability.md).

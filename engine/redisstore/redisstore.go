@@ -1,6 +1,7 @@
 // Package redisstore is Leash's Redis Store (single node, Redis Cluster or Sentinel). Every
 // decision (Spend, Reset, Acquire, Release, Renew) is one EVALSHA of a Lua script that
-// reads the time from Redis TIME and implements engine/algo's integer formulas. Spend,
+// reads the time from Redis TIME and implements engine/algo's integer formulas (Spend
+// requests written together share one, decided in turn). Spend,
 // SpendAll, Acquire, Release and Renew go on the decisions' own connection to the master
 // (package respipe; hotpath.go picks it and falls back to go-redis); everything else goes
 // through one go-redis v9 client (newClient). Rules are cached in process and invalidated

@@ -97,15 +97,21 @@ const (
 // NewCall returns a call whose command is an array of n bulk strings, to be added with
 // Str and Int.
 func (p *Pipe) NewCall(n int) *Call {
+	c := p.get()
+	c.cmd = append(c.cmd[:0], '*')
+	c.cmd = strconv.AppendInt(c.cmd, int64(n), 10)
+	c.cmd = append(c.cmd, '\r', '\n')
+	return c
+}
+
+// get returns a pending call, from the pool when it has one, with no reply and no Merge.
+func (p *Pipe) get() *Call {
 	c, _ := p.calls.Get().(*Call)
 	if c == nil {
 		c = &Call{done: make(chan struct{}, 1), pool: &p.calls}
 	}
 	c.state.Store(callPending)
 	c.reply, c.err, c.merge = c.reply[:0], nil, nil
-	c.cmd = append(c.cmd[:0], '*')
-	c.cmd = strconv.AppendInt(c.cmd, int64(n), 10)
-	c.cmd = append(c.cmd, '\r', '\n')
 	return c
 }
 
@@ -125,12 +131,7 @@ func (p *Pipe) NewEvalSha(sha string, keys []string, nargs int) *Call {
 // NewMerged returns a call of m on key, in group, to which m.Head and then m.Width
 // arguments are still to be added. Sent alone it is EVALSHA m.Sha 1 key arguments...
 func (p *Pipe) NewMerged(m *Merge, group, key string) *Call {
-	c, _ := p.calls.Get().(*Call)
-	if c == nil {
-		c = &Call{done: make(chan struct{}, 1), pool: &p.calls}
-	}
-	c.state.Store(callPending)
-	c.reply, c.err = c.reply[:0], nil
+	c := p.get()
 	c.merge, c.group, c.nargs = m, group, 0
 	c.cmd = appendBulk(c.cmd[:0], key)
 	c.keyEnd, c.headEnd = len(c.cmd), len(c.cmd)

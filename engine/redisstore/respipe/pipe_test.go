@@ -515,7 +515,8 @@ func TestOwedQueueStaysBounded(t *testing.T) {
 	}
 }
 
-// TestCallsDoNotAllocate: a call on a live connection allocates nothing.
+// TestCallsDoNotAllocate: a call on a live connection allocates nothing, nor does a call of
+// a Merge.
 func TestCallsDoNotAllocate(t *testing.T) {
 	if raceEnabled {
 		t.Skip("allocation counts mean nothing under the race detector")
@@ -529,8 +530,14 @@ func TestCallsDoNotAllocate(t *testing.T) {
 	p := newPool(t, Options{}).Pipe(srv.Addr())
 	keys := []string{"k"}
 	var buf [4]int64
+	m := &Merge{Sha: sha, Head: 0, Width: 1, Reply: 4, Max: 64}
 	run := func() {
 		c := p.NewEvalSha(sha, keys, 1)
+		c.Int(1)
+		if r, err := p.Do(ctx, c, buf[:0]); err != nil || len(r) != 4 {
+			t.Fatal(r, err)
+		}
+		c = p.NewMerged(m, "", "k") // a call of a Merge, alone
 		c.Int(1)
 		if r, err := p.Do(ctx, c, buf[:0]); err != nil || len(r) != 4 {
 			t.Fatal(r, err)

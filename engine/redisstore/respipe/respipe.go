@@ -2,10 +2,11 @@
 // Redis node, shared by every concurrent caller, for commands whose reply is an array of
 // integers (the decision scripts' EVALSHA).
 //
-// Concurrent callers append their encoded commands to one buffer, and whichever caller
-// finds no write in progress writes the whole buffer in one syscall, looping while more
-// arrived meanwhile (flat combining): commands that arrive together share a write without
-// a writer goroutine to wake. One reader goroutine per connection reads the replies, which
+// Concurrent callers queue their encoded commands, and whichever caller finds no write in
+// progress writes everything queued in one syscall, looping while more arrived meanwhile
+// (flat combining): commands that arrive together share a write without a writer goroutine
+// to wake. Calls of one Merge (a script that decides any number of keys) queued together
+// are written as one EVALSHA, and its reply is split among them. One reader goroutine per connection reads the replies, which
 // Redis sends in order, and hands each to its caller. Against go-redis this saves a
 // command object, boxed arguments and replies, and a goroutine handoff per call
 // (docs/performance.md).
