@@ -80,3 +80,47 @@ func redisCPU() time.Duration {
 	}
 	return d
 }
+
+// BenchmarkMergedSpendScript is the table of docs/performance.md ("Merged Spend calls"):
+//
+//	go test -run='^$' -bench=BenchmarkMergedSpendScript -benchtime=200000x ./engine/redisstore/
+//
+// It sends spend.lua as the pipe does when that many Spend requests wait together
+// (keys=1: one per call), 50 decisions per round trip (a go-redis pipeline), over 10,000
+// fixed_window counters, and reports the harness redis-server's CPU per decision.
+func BenchmarkMergedSpendScript(b *testing.B) {
+	url := singleURL(b)
+	for _, width := range []int{1, 2, 4, 8, 16, 50} {
+		b.Run(fmt.Sprintf("keys=%d", width), func(b *testing.B) {
+			s := openStore(b, Options{URL: url})
+			ctx := context.Background()
+			if err := s.sc.spend.Load(ctx, s.client).Err(); err != nil {
+				b.Fatal(err)
+			}
+			redis0 := redisCPU()
+			b.ResetTimer()
+			k := 0
+			for n := 0; n < b.N; {
+				p := s.client.Pipeline()
+				for j := 0; j+width <= 50 && n < b.N; j += width {
+					keys := make([]string, width)
+					args := []any{"t", 0}
+					for q := range keys {
+						k++
+						keys[q] = s.keys.counter(engine.Counter{Account: "acme", Namespace: "api", Key: fmt.Sprintf("user:%d", k%10_000), Algorithm: engine.FixedWindow, WindowMS: 60_000})
+						args = append(args, "f", 1_000_000_000, 60_000, 1)
+					}
+					s.sc.spend.EvalSha(ctx, p, keys, args...)
+					n += width
+				}
+				if _, err := p.Exec(ctx); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.StopTimer()
+			if redis0 >= 0 {
+				b.ReportMetric(float64((redisCPU()-redis0).Microseconds())/float64(b.N), "redis-cpu-µs/decision")
+			}
+		})
+	}
+}
