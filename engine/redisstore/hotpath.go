@@ -11,13 +11,13 @@ import (
 )
 
 // The decisions' path to Redis: Spend, SpendAll, Acquire, Release and Renew are each one
-// EVALSHA sent on the pipe (package respipe) to the master that serves the key (Spend
-// requests that wait to be written together share one: spend.lua is a respipe.Merge): the single
+// EVALSHA sent on the pipe (package respipe) to the master that serves the key: the single
 // node, the key's slot's master in a Cluster (go-redis's MasterForKey), or the master the
-// sentinels name (dialed through go-redis's Sentinel dialer). go-redis takes every call the
-// pipe hands back (respipe.NotRunHere): it loads the script, follows the redirect, reloads
-// the slot map or finds the new master. Everything else (rules, usage, webhooks, WAIT)
-// goes through go-redis.
+// sentinels name (dialed through go-redis's Sentinel dialer). Spend requests that wait to be
+// written together share one (spend.lua is a respipe.Merge; mergeGroup). go-redis takes
+// every call the pipe hands back (respipe.NotRunHere): it loads the script, follows the
+// redirect, reloads the slot map or finds the new master. Everything else (rules, usage,
+// webhooks, WAIT) goes through go-redis.
 
 // arg is one script argument, a string or an integer, encoded without boxing.
 type arg struct {
