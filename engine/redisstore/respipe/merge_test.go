@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/redis/go-redis/v9"
@@ -73,6 +74,21 @@ func burst(n, calls int, fn func(g, i int) error) error {
 	wg.Wait()
 	close(errs)
 	return <-errs
+}
+
+// failures runs fn(g) once in each of n goroutines, started together, and counts the calls
+// that failed with ErrDown; any other error is returned.
+func failures(n int, fn func(g int) error) (int, error) {
+	var down atomic.Int64
+	err := burst(n, 1, func(g, _ int) error {
+		err := fn(g)
+		if errors.Is(err, ErrDown) {
+			down.Add(1)
+			return nil
+		}
+		return err
+	})
+	return int(down.Load()), err
 }
 
 // TestMergedCallsShareCommands: concurrent calls of one Merge share commands, never more
@@ -160,19 +176,9 @@ func TestMergedReplyOfWrongLength(t *testing.T) {
 	ctx := context.Background()
 	for attempt := 0; ; attempt++ {
 		before := pl.Stats()
-		var mu sync.Mutex
-		down := 0
-		err := burst(16, 1, func(g, i int) error {
+		down, err := failures(16, func(g int) error {
 			_, err := merged(ctx, p, m, "g/h/k"+strconv.Itoa(g), 1)
-			if err != nil && !errors.Is(err, ErrDown) {
-				return err
-			}
-			if err != nil {
-				mu.Lock()
-				down++
-				mu.Unlock()
-			}
-			return nil
+			return err
 		})
 		if err != nil {
 			t.Fatal(err)
@@ -211,20 +217,9 @@ func TestMergedCommandCut(t *testing.T) {
 	for attempt := 0; ; attempt++ {
 		before := pl.Stats()
 		px.CutAfter(10) // inside the first reply: "*72\r\n:1000\r\n..." when merged
-		var mu sync.Mutex
-		down := 0
-		err := burst(callers, 1, func(g, i int) error {
+		down, err := failures(callers, func(g int) error {
 			_, err := merged(ctx, p, m, fmt.Sprintf("g/h/a%d-k%d", attempt, g), int64(g))
-			if err == nil {
-				return nil // written after the cut, on a new connection
-			}
-			if !errors.Is(err, ErrDown) {
-				return err
-			}
-			mu.Lock()
-			down++
-			mu.Unlock()
-			return nil
+			return err // nil: written after the cut, on a new connection
 		})
 		px.CutAfter(-1)
 		if err != nil {
