@@ -26,7 +26,7 @@ test:
 	# once more without it.
 	$(GO) test -count=1 -run '^TestMemoryPerCounter$$' ./engine/memstore/
 	$(GO) test -count=1 -run '^TestTracingOffAddsNoAllocation$$' ./httpapi/
-	$(GO) test -count=1 -run '^TestTracingUnsampledAddsNoAllocation$$' ./adapter/
+	$(GO) test -count=1 -run '^TestTracingUnsampledAddsNoAllocation$$' ./adapter/rls/
 	$(GO) test -count=1 -run '^TestCallsDoNotAllocate$$' ./engine/redisstore/respipe/
 	GO=$(GO) FUZZTIME=$(TEST_FUZZTIME) bash scripts/fuzz.sh
 

@@ -9,7 +9,7 @@ import (
 	"testing"
 
 	"github.com/leashd/leash/client"
-	"github.com/leashd/leash/internal/testkit"
+	"github.com/leashd/leash/testkit"
 )
 
 func TestParseInterleaved(t *testing.T) {

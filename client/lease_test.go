@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/leashd/leash/client"
-	"github.com/leashd/leash/internal/testkit"
+	"github.com/leashd/leash/testkit"
 )
 
 // renewedPastTTL polls an acquisition of jobs/key through c, denied every time, until the

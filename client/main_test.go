@@ -5,8 +5,8 @@ import (
 	"testing"
 
 	"github.com/leashd/leash/client"
-	"github.com/leashd/leash/internal/leashproc"
-	"github.com/leashd/leash/internal/testkit"
+	"github.com/leashd/leash/testkit"
+	"github.com/leashd/leash/testkit/leashproc"
 )
 
 var bin string

@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/leashd/leash/client"
-	"github.com/leashd/leash/internal/redistest"
+	"github.com/leashd/leash/testkit/redistest"
 )
 
 // TestLeasesAcrossInstances: two leash instances on one Redis share leases. A lease kept

@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/leashd/leash/engine"
-	"github.com/leashd/leash/internal/testkit"
+	"github.com/leashd/leash/testkit"
 )
 
 // writeFiles writes each content to its own file in a fresh folder and returns the paths.

@@ -8,7 +8,7 @@ import (
 
 	"github.com/leashd/leash/engine"
 	"github.com/leashd/leash/engine/memstore"
-	"github.com/leashd/leash/internal/testkit"
+	"github.com/leashd/leash/testkit"
 )
 
 // TestDecideItems drives one query through every kind of item (spec §1.4, §9.5): given

@@ -8,7 +8,7 @@ import (
 
 	"github.com/leashd/leash/engine"
 	"github.com/leashd/leash/engine/memstore"
-	"github.com/leashd/leash/internal/testkit"
+	"github.com/leashd/leash/testkit"
 )
 
 // capObserver records the hard-cap refusals the engine reports.

@@ -6,7 +6,7 @@ import (
 
 	"github.com/leashd/leash/engine"
 	"github.com/leashd/leash/engine/memstore"
-	"github.com/leashd/leash/internal/testkit"
+	"github.com/leashd/leash/testkit"
 )
 
 // leaseEngine is an engine on a memory store for fuzzing, replaced by a fresh one every

@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"github.com/leashd/leash/engine"
-	"github.com/leashd/leash/internal/testkit"
+	"github.com/leashd/leash/testkit"
 )
 
 func override(key string, limit int64, window *int64) engine.OverrideRequest {

@@ -5,7 +5,7 @@ import "context"
 // Store holds Leash's state: a backend implements every role below. Every method is one
 // atomic operation (on Redis, one Lua script or one pipeline), decides with the store's
 // own clock, and returns an error only when the store cannot answer; the engine turns
-// those into "unavailable". The conformance suite (engine/storetest) holds every backend
+// those into "unavailable". The conformance suite (testkit/storetest) holds every backend
 // to the same behaviour.
 type Store interface {
 	Decider

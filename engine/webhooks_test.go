@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/leashd/leash/internal/testkit"
+	"github.com/leashd/leash/testkit"
 
 	"github.com/leashd/leash/engine"
 )

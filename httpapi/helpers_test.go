@@ -17,8 +17,8 @@ import (
 	"github.com/leashd/leash/engine"
 	"github.com/leashd/leash/engine/memstore"
 	"github.com/leashd/leash/httpapi"
-	"github.com/leashd/leash/internal/testkit"
 	"github.com/leashd/leash/metrics"
+	"github.com/leashd/leash/testkit"
 )
 
 // t0 is the tests' start: minute-aligned, 8 days 14 hours before the end of the month.

@@ -18,7 +18,7 @@ import (
 
 	"github.com/leashd/leash/engine"
 	"github.com/leashd/leash/engine/memstore"
-	"github.com/leashd/leash/internal/testkit"
+	"github.com/leashd/leash/testkit"
 	"github.com/leashd/leash/webhook"
 	"github.com/leashd/leash/webhook/ssrf"
 )

@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/leashd/leash/internal/testkit"
+	"github.com/leashd/leash/testkit"
 )
 
 // logBuffer collects log output safely across goroutines.

@@ -18,11 +18,13 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/status"
 
-	"github.com/leashd/leash/adapter"
+	"github.com/leashd/leash/adapter/rls"
+
 	"github.com/leashd/leash/adapter/descriptors"
+	"github.com/leashd/leash/adapter/domains"
 	"github.com/leashd/leash/adapter/rlqs"
-	"github.com/leashd/leash/internal/leashproc"
-	"github.com/leashd/leash/internal/testkit"
+	"github.com/leashd/leash/testkit"
+	"github.com/leashd/leash/testkit/leashproc"
 )
 
 // budget is the bucket's steady budget in requests per second.
@@ -200,10 +202,10 @@ descriptors:
 		t.Fatal(err)
 	}
 	defer conn.Close()
-	rls := rlsv3.NewRateLimitServiceClient(conn)
+	rlsClient := rlsv3.NewRateLimitServiceClient(conn)
 	ask := func() *rlsv3.RateLimitResponse_DescriptorStatus {
 		t.Helper()
-		resp, err := rls.ShouldRateLimit(context.Background(), &rlsv3.RateLimitRequest{Domain: "web", Descriptors: []*rlcommon.RateLimitDescriptor{
+		resp, err := rlsClient.ShouldRateLimit(context.Background(), &rlsv3.RateLimitRequest{Domain: "web", Descriptors: []*rlcommon.RateLimitDescriptor{
 			{Entries: []*rlcommon.RateLimitDescriptor_Entry{{Key: "user", Value: "bob"}}}}})
 		if err != nil {
 			t.Fatal(err)
@@ -215,7 +217,7 @@ descriptors:
 	}
 	// The /v1/limit check of the same counter: namespace = domain, key = the counter key.
 	acct, _ := in.eng.Account("acme")
-	chk := testkit.Check{Namespace: "web", Key: adapter.CounterKey([]descriptors.Entry{{Key: "user", Value: "bob"}}), Algorithm: testkit.Ptr("fixed_window"),
+	chk := testkit.Check{Namespace: "web", Key: domains.CounterKey([]descriptors.Entry{{Key: "user", Value: "bob"}}), Algorithm: testkit.Ptr("fixed_window"),
 		Limit: testkit.Ptr(int64(100)), WindowMS: testkit.Ptr(int64(60_000)), Cost: testkit.Ptr(int64(68))}
 	if d, err := chk.Do(context.Background(), in.eng, acct); err != nil || !d.Allowed || d.Remaining != 1 {
 		t.Fatalf("/v1 check: %+v %v", d, err)
@@ -393,7 +395,7 @@ func TestServedBesideRateLimitService(t *testing.T) {
 		t.Fatalf("health of %s: %v %v", rlqs.ServiceName, st, err)
 	}
 	names := leashproc.ReflectedServices(t, conn)
-	if !names[rlqs.ServiceName] || !names[adapter.ServiceName] {
+	if !names[rlqs.ServiceName] || !names[rls.ServiceName] {
 		t.Errorf("reflection lists %v", names)
 	}
 }

@@ -20,13 +20,15 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/protobuf/types/known/durationpb"
 
-	"github.com/leashd/leash/adapter"
+	"github.com/leashd/leash/adapter/rls"
+
 	"github.com/leashd/leash/adapter/descriptors"
+	"github.com/leashd/leash/adapter/domains"
 	"github.com/leashd/leash/adapter/rlqs"
 	"github.com/leashd/leash/engine"
 	"github.com/leashd/leash/engine/memstore"
 	"github.com/leashd/leash/engine/redisstore"
-	"github.com/leashd/leash/internal/redistest"
+	"github.com/leashd/leash/testkit/redistest"
 )
 
 // The harness: Leash instances serving RLQS (and RateLimitService) on loopback ports, and
@@ -42,7 +44,7 @@ import (
 type instance struct {
 	t     *testing.T
 	eng   *engine.Engine
-	rls   *adapter.Service
+	rls   *rls.Service
 	quota *rlqs.Service
 	srv   *grpc.Server
 	addr  string
@@ -86,16 +88,16 @@ func startInstance(t *testing.T, store engine.Store, st setup, addr string) *ins
 	}
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	eng := engine.New(store, dir, engine.Options{Logger: log})
-	cfg := &adapter.Config{Descriptors: loadDescriptors(t, st.descriptors), Routing: adapter.Routing{Domains: st.domains, DefaultAccount: st.defaultAcct}}
+	cfg := &domains.Config{Descriptors: loadDescriptors(t, st.descriptors), Routing: domains.Routing{Domains: st.domains, DefaultAccount: st.defaultAcct}}
 	if err := cfg.Validate(dir); err != nil {
 		t.Fatal(err)
 	}
-	rls := adapter.NewService(cfg, adapter.Options{Engine: eng, Accounts: eng.Account, Logger: log})
+	rlsSvc := rls.NewService(cfg, rls.Options{Engine: eng, Accounts: eng.Account, Logger: log})
 	o := st.opts
-	o.Engine, o.Demand, o.Accounts, o.Config, o.Logger = eng, store, eng.Account, rls.Config, log
+	o.Engine, o.Demand, o.Accounts, o.Config, o.Logger = eng, store, eng.Account, rlsSvc.Config, log
 	quota := rlqs.NewService(o)
-	srv, hs := adapter.NewServerWith(rls, nil, adapter.Limits{})
-	adapter.RegisterQuota(srv, hs, quota)
+	srv, hs := rls.NewServerWith(rlsSvc, nil, rls.Limits{})
+	rls.RegisterQuota(srv, hs, quota)
 	if addr == "" {
 		addr = "127.0.0.1:0"
 	}
@@ -110,7 +112,7 @@ func startInstance(t *testing.T, store engine.Store, st setup, addr string) *ins
 	if err != nil {
 		t.Fatal(err)
 	}
-	in := &instance{t: t, eng: eng, rls: rls, quota: quota, srv: srv, addr: ln.Addr().String()}
+	in := &instance{t: t, eng: eng, rls: rlsSvc, quota: quota, srv: srv, addr: ln.Addr().String()}
 	go func() { _ = srv.Serve(ln) }()
 	t.Cleanup(in.kill)
 	return in

@@ -23,13 +23,14 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/durationpb"
 
-	"github.com/leashd/leash/adapter"
+
 	"github.com/leashd/leash/adapter/descriptors"
+	"github.com/leashd/leash/adapter/domains"
 	"github.com/leashd/leash/engine"
 )
 
 // ServiceName is the gRPC service Envoy's rate_limit_quota filter calls.
-const ServiceName = adapter.QuotaServiceName
+const ServiceName = "envoy.service.rate_limit_quota.v3.RateLimitQuotaService"
 
 // Defaults of Options (spec §14.6).
 const (
@@ -73,7 +74,7 @@ type Options struct {
 	Accounts func(id string) (*engine.Account, bool)
 	// Config returns the descriptor config and routing in force (the RateLimitService's,
 	// so reloads and xDS updates apply to both).
-	Config func() *adapter.Config
+	Config func() *domains.Config
 	// ReportingInterval is assumed for a stream until its reports show their own;
 	// default DefaultReportingInterval.
 	ReportingInterval time.Duration
@@ -248,14 +249,14 @@ type resolved struct {
 }
 
 // resolve matches a bucket id against the domain's descriptors (spec §14.2).
-func resolve(cfg *adapter.Config, domain string, bid map[string]string) resolved {
+func resolve(cfg *domains.Config, domain string, bid map[string]string) resolved {
 	if m, ok := cfg.Descriptors.MatchBucket(domain, bid); ok {
 		r := resolved{rule: m.Rule.File + "#" + m.Rule.Path}
 		if m.Rule.Unlimited {
 			r.item.Source = engine.NoLimit
 			return r
 		}
-		r.item = engine.Item{Key: adapter.CounterKey(m.Entries), Source: engine.Given, Limits: m.Rule.EngineLimits, Shadow: m.Rule.ShadowMode}
+		r.item = engine.Item{Key: domains.CounterKey(m.Entries), Source: engine.Given, Limits: m.Rule.EngineLimits, Shadow: m.Rule.ShadowMode}
 		return r
 	}
 	return resolved{rule: "ns", item: engine.Item{Key: sortedKey(bid), Source: engine.RuleIfAny}}
@@ -269,11 +270,11 @@ func sortedKey(bid map[string]string) string {
 	for i, k := range keys {
 		es[i] = descriptors.Entry{Key: k, Value: bid[k]}
 	}
-	return adapter.CounterKey(es)
+	return domains.CounterKey(es)
 }
 
 // usage spends one bucket's report and returns the action to send, if any.
-func (s *Service) usage(ctx context.Context, sc *stream, cfg *adapter.Config, acct *engine.Account, u *rlqsv3.RateLimitQuotaUsageReports_BucketQuotaUsage) *rlqsv3.RateLimitQuotaResponse_BucketAction {
+func (s *Service) usage(ctx context.Context, sc *stream, cfg *domains.Config, acct *engine.Account, u *rlqsv3.RateLimitQuotaUsageReports_BucketQuotaUsage) *rlqsv3.RateLimitQuotaResponse_BucketAction {
 	bid := u.GetBucketId().GetBucket()
 	if len(bid) == 0 || len(bid) > descriptors.MaxBucketEntries {
 		s.reject("bad_bucket")
@@ -542,7 +543,7 @@ func (s *Service) release(sc *stream, bs []*bucket) {
 }
 
 // domainLabel bounds the domain label of metrics: a configured domain, else "other".
-func domainLabel(cfg *adapter.Config, d string) string {
+func domainLabel(cfg *domains.Config, d string) string {
 	if _, ok := cfg.Routing.Domains[d]; ok || cfg.Descriptors.File(d) != "" {
 		return d
 	}

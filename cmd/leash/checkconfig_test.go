@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/leashd/leash/internal/leashproc"
+	"github.com/leashd/leash/testkit/leashproc"
 )
 
 // runCheck runs the built `leash check-config args...` with no LEASH_ variables set and

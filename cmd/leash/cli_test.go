@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/leashd/leash/internal/leashproc"
+	"github.com/leashd/leash/testkit/leashproc"
 )
 
 // leashCLI runs the built binary with args and env (plus PATH only) and returns its exit

@@ -10,8 +10,10 @@ import (
 	"slices"
 	"sync"
 
-	"github.com/leashd/leash/adapter"
+	"github.com/leashd/leash/adapter/rls"
+
 	"github.com/leashd/leash/adapter/descriptors"
+	"github.com/leashd/leash/adapter/domains"
 	"github.com/leashd/leash/config"
 	"github.com/leashd/leash/engine"
 	"github.com/leashd/leash/internal/setup"
@@ -25,10 +27,10 @@ import (
 type envoyReloader struct {
 	ctx   context.Context // ends the descriptor watcher
 	eng   *engine.Engine
-	svc   *adapter.Service
+	svc   *rls.Service
 	log   *slog.Logger
 	mu    sync.Mutex
-	cfg   *adapter.Config
+	cfg   *domains.Config
 	files *descriptors.Config // the descriptor files' domains in force
 	xds   *descriptors.Config // the xDS domains in force; nil before any update
 	keys  []string            // envoy.config_paths being watched
@@ -37,7 +39,7 @@ type envoyReloader struct {
 	wg        sync.WaitGroup
 }
 
-func newEnvoyReloader(ctx context.Context, eng *engine.Engine, svc *adapter.Service, cfg *adapter.Config, paths []string, log *slog.Logger) *envoyReloader {
+func newEnvoyReloader(ctx context.Context, eng *engine.Engine, svc *rls.Service, cfg *domains.Config, paths []string, log *slog.Logger) *envoyReloader {
 	r := &envoyReloader{ctx: ctx, eng: eng, svc: svc, cfg: cfg, files: cfg.Descriptors, log: log}
 	r.watch(paths)
 	return r
@@ -67,7 +69,7 @@ func (r *envoyReloader) watch(paths []string) {
 func (r *envoyReloader) applyDescriptors(d *descriptors.Config) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	next, err := adapter.Compose(d, r.xds, r.cfg.Routing, r.eng.Directory())
+	next, err := domains.Compose(d, r.xds, r.cfg.Routing, r.eng.Directory())
 	if err != nil {
 		return err
 	}
@@ -82,7 +84,7 @@ func (r *envoyReloader) applyDescriptors(d *descriptors.Config) error {
 func (r *envoyReloader) applyXDS(x *descriptors.Config) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	next, err := adapter.Compose(r.files, x, r.cfg.Routing, r.eng.Directory())
+	next, err := domains.Compose(r.files, x, r.cfg.Routing, r.eng.Directory())
 	if err != nil {
 		return err
 	}
@@ -111,7 +113,7 @@ func (r *envoyReloader) applyConfig(c *config.Config) {
 			}
 		}
 	}
-	next, err := adapter.Compose(files, r.xds, setup.Routing(c), d)
+	next, err := domains.Compose(files, r.xds, setup.Routing(c), d)
 	if err != nil {
 		r.log.Error("config reload: envoy config rejected; keeping the running config", "err", err)
 		return

@@ -12,8 +12,8 @@ import (
 	"time"
 
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
-	"github.com/leashd/leash/internal/leashproc"
-	"github.com/leashd/leash/internal/testkit"
+	"github.com/leashd/leash/testkit"
+	"github.com/leashd/leash/testkit/leashproc"
 	"google.golang.org/grpc/codes"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/status"

@@ -11,8 +11,8 @@ import (
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"google.golang.org/protobuf/encoding/protojson"
 
-	"github.com/leashd/leash/internal/leashproc"
-	"github.com/leashd/leash/internal/testkit"
+	"github.com/leashd/leash/testkit"
+	"github.com/leashd/leash/testkit/leashproc"
 )
 
 // The built binary serves the peer's /json and /healthcheck on envoy.json_addr

@@ -21,8 +21,8 @@ import (
 	"time"
 
 	"github.com/leashd/leash/engine/redisstore"
-	"github.com/leashd/leash/internal/leashproc"
-	"github.com/leashd/leash/internal/testkit"
+	"github.com/leashd/leash/testkit"
+	"github.com/leashd/leash/testkit/leashproc"
 )
 
 var binary string

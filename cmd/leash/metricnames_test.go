@@ -17,8 +17,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/leashd/leash/internal/leashproc"
-	"github.com/leashd/leash/internal/redistest"
+	"github.com/leashd/leash/testkit/leashproc"
+	"github.com/leashd/leash/testkit/redistest"
 )
 
 // Files that query or document Leash's metrics (spec §12.2, §12.9).

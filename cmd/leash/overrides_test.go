@@ -5,8 +5,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/leashd/leash/internal/leashproc"
-	"github.com/leashd/leash/internal/redistest"
+	"github.com/leashd/leash/testkit/leashproc"
+	"github.com/leashd/leash/testkit/redistest"
 )
 
 // TestOverridesAcrossInstances: two leash processes share one Redis. Instance b has the

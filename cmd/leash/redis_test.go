@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/leashd/leash/internal/leashproc"
-	"github.com/leashd/leash/internal/redistest"
+	"github.com/leashd/leash/testkit/leashproc"
+	"github.com/leashd/leash/testkit/redistest"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 )
 

@@ -11,8 +11,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/leashd/leash/internal/leashproc"
-	"github.com/leashd/leash/internal/testkit"
+	"github.com/leashd/leash/testkit"
+	"github.com/leashd/leash/testkit/leashproc"
 )
 
 // metricsText reads a running leash's /metrics page.

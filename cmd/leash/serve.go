@@ -15,9 +15,9 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/leashd/leash/adapter"
 	"github.com/leashd/leash/adapter/rlqs"
-	"github.com/leashd/leash/adapter/xdsconfig"
+	"github.com/leashd/leash/adapter/rls"
+	"github.com/leashd/leash/adapter/xds"
 	"github.com/leashd/leash/admin"
 	"github.com/leashd/leash/config"
 	"github.com/leashd/leash/engine"
@@ -100,7 +100,7 @@ func serve(paths, environ []string, stdout, stderr io.Writer) int {
 	}
 	var xdsTLS *tls.Config
 	if x := cfg.Envoy.XDS; x.Address != "" && (x.TLS.CAFile != "" || x.TLS.CertFile != "" || x.TLS.KeyFile != "" || x.TLS.ServerName != "") {
-		if xdsTLS, err = xdsconfig.TLSConfig(x.TLS.CAFile, x.TLS.CertFile, x.TLS.KeyFile, x.TLS.ServerName); err != nil {
+		if xdsTLS, err = xds.TLSConfig(x.TLS.CAFile, x.TLS.CertFile, x.TLS.KeyFile, x.TLS.ServerName); err != nil {
 			log.Error("invalid envoy.xds.tls", "err", err)
 			_ = store.Close()
 			return 1
@@ -109,13 +109,13 @@ func serve(paths, environ []string, stdout, stderr io.Writer) int {
 	envoyDecisions := m.Decisions("envoy")
 	m.LocalCache(eng.LocalCacheHits)
 	e := cfg.Envoy
-	svc := adapter.NewService(envoyCfg, adapter.Options{
+	svc := rls.NewService(envoyCfg, rls.Options{
 		Engine: eng, Accounts: eng.Account, Logger: log,
 		ResponseHeaders: e.ResponseHeaders,
-		HeaderNames:     adapter.HeaderNames{Limit: e.HeaderNames.Limit, Remaining: e.HeaderNames.Remaining, Reset: e.HeaderNames.Reset},
+		HeaderNames:     rls.HeaderNames{Limit: e.HeaderNames.Limit, Remaining: e.HeaderNames.Remaining, Reset: e.HeaderNames.Reset},
 		ShadowMode:      e.ShadowMode, QuotaMode: e.QuotaMode, DynamicMetadata: e.ResponseDynamicMetadata,
 		Rules:    m.Rules(),
-		Counters: adapter.Counters{Decision: envoyDecisions.Inc, ShadowDenial: m.ShadowDenial, GlobalShadow: m.GlobalShadow},
+		Counters: rls.Counters{Decision: envoyDecisions.Inc, ShadowDenial: m.ShadowDenial, GlobalShadow: m.GlobalShadow},
 		Trace:    tr != nil,
 	})
 	rq := m.RLQS()
@@ -209,7 +209,7 @@ func serve(paths, environ []string, stdout, stderr io.Writer) int {
 		updated, connected := m.XDS()
 		go func() {
 			defer close(xdsDone)
-			xdsconfig.Run(xdsCtx, xdsconfig.Options{Address: x.Address, NodeID: x.NodeID, TLS: xdsTLS, Apply: reloader.applyXDS, Logger: log,
+			xds.Run(xdsCtx, xds.Options{Address: x.Address, NodeID: x.NodeID, TLS: xdsTLS, Apply: reloader.applyXDS, Logger: log,
 				Updated: updated, Connected: connected,
 			})
 		}()
@@ -225,7 +225,7 @@ func serve(paths, environ []string, stdout, stderr io.Writer) int {
 	var jsonSrv *http.Server
 	jsonAddr := ""
 	if jsonLn != nil {
-		jsonSrv = httpapi.NewServerWith(cfg.Envoy.JSONAddr, adapter.NewJSONHandler(svc, adapter.JSONOptions{
+		jsonSrv = httpapi.NewServerWith(cfg.Envoy.JSONAddr, rls.NewJSONHandler(svc, rls.JSONOptions{
 			Logger: log,
 			Healthy: func(ctx context.Context) error {
 				if !adm.Ready(ctx) {
@@ -242,9 +242,9 @@ func serve(paths, environ []string, stdout, stderr io.Writer) int {
 	var grpcSrv *grpc.Server
 	if grpcLn != nil {
 		var hs *health.Server
-		grpcSrv, hs = adapter.NewServerWith(svc, grpcTLSConfig, adapter.DefaultLimits(), append(m.GRPC().ServerOptions(), tr.ServerOptions()...)...)
-		adapter.RegisterQuota(grpcSrv, hs, quota)
-		go adapter.WatchHealth(watchCtx, hs, eng.Ping, time.Second, cfg.Store.Redis.ReadTimeout, log)
+		grpcSrv, hs = rls.NewServerWith(svc, grpcTLSConfig, rls.DefaultLimits(), append(m.GRPC().ServerOptions(), tr.ServerOptions()...)...)
+		rls.RegisterQuota(grpcSrv, hs, quota)
+		go rls.WatchHealth(watchCtx, hs, eng.Ping, time.Second, cfg.Store.Redis.ReadTimeout, log)
 		go func() { serveErr <- grpcSrv.Serve(grpcLn) }()
 		grpcAddr = grpcLn.Addr().String()
 	}

@@ -12,8 +12,8 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 
-	"github.com/leashd/leash/internal/leashproc"
-	"github.com/leashd/leash/internal/testcert"
+	"github.com/leashd/leash/testkit/leashproc"
+	"github.com/leashd/leash/testkit/testcert"
 )
 
 // testPKI is a CA with a server certificate for 127.0.0.1 and a client certificate,

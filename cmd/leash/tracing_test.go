@@ -21,8 +21,8 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/metadata"
 
-	"github.com/leashd/leash/internal/leashproc"
-	"github.com/leashd/leash/internal/testkit"
+	"github.com/leashd/leash/testkit"
+	"github.com/leashd/leash/testkit/leashproc"
 )
 
 // otlpReceiver is an OTLP/gRPC trace receiver: the collector's TraceService, keeping

@@ -11,8 +11,8 @@ import (
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	rlconf "github.com/envoyproxy/go-control-plane/ratelimit/config/ratelimit/v3"
 
-	"github.com/leashd/leash/internal/leashproc"
-	"github.com/leashd/leash/internal/xdstest"
+	"github.com/leashd/leash/testkit/leashproc"
+	"github.com/leashd/leash/testkit/xdstest"
 )
 
 func xdsDomain(name, domain string, perMinute uint32) *rlconf.RateLimitConfig {

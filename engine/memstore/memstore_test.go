@@ -11,10 +11,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/leashd/leash/internal/testkit"
+	"github.com/leashd/leash/testkit"
 
 	"github.com/leashd/leash/engine"
-	"github.com/leashd/leash/engine/storetest"
+	"github.com/leashd/leash/testkit/storetest"
 )
 
 func TestConformance(t *testing.T) {

@@ -4,7 +4,7 @@ import (
 	"testing"
 
 	"github.com/leashd/leash/engine"
-	"github.com/leashd/leash/engine/storetest"
+	"github.com/leashd/leash/testkit/storetest"
 )
 
 // TestConformanceSingle runs the shared conformance suite, unchanged, against one Redis

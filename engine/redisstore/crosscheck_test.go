@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/leashd/leash/internal/testkit"
+	"github.com/leashd/leash/testkit"
 
 	"github.com/leashd/leash/engine"
 	"github.com/leashd/leash/engine/algo"

@@ -14,8 +14,8 @@ import (
 	"github.com/redis/go-redis/v9/maintnotifications"
 
 	"github.com/leashd/leash/engine"
-	"github.com/leashd/leash/internal/redistest"
-	"github.com/leashd/leash/internal/testkit"
+	"github.com/leashd/leash/testkit"
+	"github.com/leashd/leash/testkit/redistest"
 )
 
 func bufLogger(w *testkit.SyncBuffer) *slog.Logger {

@@ -9,8 +9,8 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/leashd/leash/engine"
-	"github.com/leashd/leash/internal/redistest"
-	"github.com/leashd/leash/internal/testcert"
+	"github.com/leashd/leash/testkit/redistest"
+	"github.com/leashd/leash/testkit/testcert"
 )
 
 // The decisions' path (hotpath.go) through the Store's public methods: which pipe a

@@ -7,10 +7,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/leashd/leash/internal/testkit"
+	"github.com/leashd/leash/testkit"
 
 	"github.com/leashd/leash/engine"
-	"github.com/leashd/leash/internal/redistest"
+	"github.com/leashd/leash/testkit/redistest"
 )
 
 // hashTag returns what Redis Cluster hashes: the part between the first '{' and the next

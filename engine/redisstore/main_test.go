@@ -15,7 +15,7 @@ import (
 	"time"
 
 	"github.com/leashd/leash/engine"
-	"github.com/leashd/leash/internal/redistest"
+	"github.com/leashd/leash/testkit/redistest"
 )
 
 // shared holds the servers tests share (one single node, one cluster), started on first

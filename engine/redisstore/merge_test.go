@@ -10,8 +10,8 @@ import (
 	"testing"
 
 	"github.com/leashd/leash/engine"
-	"github.com/leashd/leash/engine/storetest"
-	"github.com/leashd/leash/internal/redistest"
+	"github.com/leashd/leash/testkit/redistest"
+	"github.com/leashd/leash/testkit/storetest"
 )
 
 // Spend requests that wait to be written together share one call of spend.lua (respipe's

@@ -12,8 +12,8 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/leashd/leash/engine"
-	"github.com/leashd/leash/internal/redistest"
-	"github.com/leashd/leash/internal/testkit"
+	"github.com/leashd/leash/testkit"
+	"github.com/leashd/leash/testkit/redistest"
 )
 
 // TestSentinelFailover: a master, one replica and three sentinels on loopback. Leases

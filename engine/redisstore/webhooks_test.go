@@ -8,10 +8,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/leashd/leash/internal/testkit"
+	"github.com/leashd/leash/testkit"
 
 	"github.com/leashd/leash/engine"
-	"github.com/leashd/leash/internal/redistest"
+	"github.com/leashd/leash/testkit/redistest"
 )
 
 func testEvent(id string, createdMS int64) engine.OutboxEvent {

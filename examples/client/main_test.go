@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/leashd/leash/internal/leashproc"
+	"github.com/leashd/leash/testkit/leashproc"
 )
 
 var bin string

@@ -25,7 +25,7 @@ import (
 	"github.com/leashd/leash/adapter/descriptors"
 	"github.com/leashd/leash/config"
 	"github.com/leashd/leash/engine"
-	"github.com/leashd/leash/internal/envoycheck"
+	"github.com/leashd/leash/testkit/envoycheck"
 )
 
 const (

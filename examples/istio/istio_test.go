@@ -23,7 +23,7 @@ import (
 
 	"github.com/leashd/leash/adapter/descriptors"
 	"github.com/leashd/leash/config"
-	"github.com/leashd/leash/internal/envoycheck"
+	"github.com/leashd/leash/testkit/envoycheck"
 )
 
 // object is one Kubernetes object of the example.

@@ -9,8 +9,8 @@ import (
 	"fmt"
 	"slices"
 
-	"github.com/leashd/leash/adapter"
 	"github.com/leashd/leash/adapter/descriptors"
+	"github.com/leashd/leash/adapter/domains"
 	"github.com/leashd/leash/config"
 	"github.com/leashd/leash/engine"
 )
@@ -29,8 +29,8 @@ func Directory(cfg *config.Config, devKeys ...[32]byte) (*engine.Directory, erro
 }
 
 // Routing is the domain routing of cfg (envoy.domains and envoy.default_account).
-func Routing(cfg *config.Config) adapter.Routing {
-	r := adapter.Routing{DefaultAccount: cfg.Envoy.DefaultAccount, Domains: make(map[string]string, len(cfg.Envoy.Domains))}
+func Routing(cfg *config.Config) domains.Routing {
+	r := domains.Routing{DefaultAccount: cfg.Envoy.DefaultAccount, Domains: make(map[string]string, len(cfg.Envoy.Domains))}
 	for d, v := range cfg.Envoy.Domains {
 		r.Domains[d] = v.Account
 	}
@@ -39,8 +39,8 @@ func Routing(cfg *config.Config) adapter.Routing {
 
 // Envoy loads the descriptor files and folders of envoy.config_paths, then extra ones,
 // with the domain routing. It does not check them against the accounts: Validate does.
-func Envoy(cfg *config.Config, extra ...string) (*adapter.Config, error) {
-	ec := &adapter.Config{Routing: Routing(cfg)}
+func Envoy(cfg *config.Config, extra ...string) (*domains.Config, error) {
+	ec := &domains.Config{Routing: Routing(cfg)}
 	if paths := slices.Concat(cfg.Envoy.ConfigPaths, extra); len(paths) > 0 {
 		d, err := descriptors.Load(paths...)
 		if err != nil {

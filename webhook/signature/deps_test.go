@@ -3,7 +3,7 @@ package signature
 import (
 	"testing"
 
-	"github.com/leashd/leash/internal/testkit"
+	"github.com/leashd/leash/testkit"
 )
 
 // TestStdlibOnly: a receiver importing this package compiles no engine, store or grpc.

@@ -11,8 +11,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 
-	"github.com/leashd/leash/adapter"
 	"github.com/leashd/leash/adapter/descriptors"
+	"github.com/leashd/leash/adapter/domains"
 	"github.com/leashd/leash/config"
 	"github.com/leashd/leash/engine"
 )
@@ -190,11 +190,11 @@ func loadContainerConfig(t *testing.T, pod corev1.PodSpec, c corev1.Container, o
 	if err != nil {
 		t.Fatalf("accounts: %v", err)
 	}
-	routing := adapter.Routing{DefaultAccount: cfg.Envoy.DefaultAccount, Domains: map[string]string{}}
+	routing := domains.Routing{DefaultAccount: cfg.Envoy.DefaultAccount, Domains: map[string]string{}}
 	for d, v := range cfg.Envoy.Domains {
 		routing.Domains[d] = v.Account
 	}
-	ec := &adapter.Config{Routing: routing}
+	ec := &domains.Config{Routing: routing}
 	if len(cfg.Envoy.ConfigPaths) > 0 {
 		var dp []string
 		for _, p := range cfg.Envoy.ConfigPaths {

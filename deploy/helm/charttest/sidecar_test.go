@@ -14,7 +14,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/yaml"
 
-	"github.com/leashd/leash/internal/envoycheck"
+	"github.com/leashd/leash/testkit/envoycheck"
 )
 
 const sidecarDir = "../../sidecar"

@@ -18,8 +18,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/leashd/leash/internal/redistest"
-	"github.com/leashd/leash/internal/testcert"
+	"github.com/leashd/leash/testkit/redistest"
+	"github.com/leashd/leash/testkit/testcert"
 )
 
 // incrScript replies {tag, the key's count after an INCR}: a reply that tells its caller

@@ -16,7 +16,7 @@ import (
 
 	"github.com/leashd/leash/adapter/descriptors"
 	"github.com/leashd/leash/config"
-	"github.com/leashd/leash/internal/envoycheck"
+	"github.com/leashd/leash/testkit/envoycheck"
 )
 
 func readDoc(t *testing.T, path string) any {
