@@ -9,7 +9,7 @@ import (
 // compiles grpc.
 func TestNonStdlibDeps(t *testing.T) {
 	for pkg, want := range map[string]string{
-		"github.com/leashd/leash/webhook": "github.com/leashd/leash/engine (not in the standard library)",
+		"github.com/leashd/leash/webhook":     "github.com/leashd/leash/engine (not in the standard library)",
 		"github.com/leashd/leash/adapter/rls": "google.golang.org/grpc (grpc, go-redis, viper, prometheus, k8s or envoy)",
 	} {
 		bad, err := NonStdlibDeps(pkg)
