@@ -94,7 +94,7 @@ func BenchmarkMergedSpendScript(b *testing.B) {
 		b.Run(fmt.Sprintf("keys=%d", width), func(b *testing.B) {
 			s := openStore(b, Options{URL: url})
 			ctx := context.Background()
-			if err := s.sc.spend.Load(ctx, s.client).Err(); err != nil {
+			if err := s.scripts.spend.Load(ctx, s.client).Err(); err != nil {
 				b.Fatal(err)
 			}
 			redis0 := redisCPU()
@@ -110,7 +110,7 @@ func BenchmarkMergedSpendScript(b *testing.B) {
 						keys[q] = s.keys.counter(engine.Counter{Account: "acme", Namespace: "api", Key: fmt.Sprintf("user:%d", k%10_000), Algorithm: engine.FixedWindow, WindowMS: 60_000})
 						args = append(args, "f", 1_000_000_000, 60_000, 1)
 					}
-					s.sc.spend.EvalSha(ctx, p, keys, args...)
+					s.scripts.spend.EvalSha(ctx, p, keys, args...)
 					n += width
 				}
 				if _, err := p.Exec(ctx); err != nil {

@@ -68,6 +68,11 @@ type Call struct {
 	err   error
 	pool  *sync.Pool // its pipe's, where it goes back when done
 
+	// asking sends ASKING before the command (a Cluster's ASK redirect); such a call is
+	// never merged. sentOn is the connection it was last written to.
+	asking bool
+	sentOn *pconn
+
 	// A call of a Merge: its group, how many arguments it has, where its key and its head
 	// arguments end in cmd, and, once it is the first of a merged command, the others.
 	merge           *Merge
@@ -111,7 +116,7 @@ func (p *Pipe) get() *Call {
 		c = &Call{done: make(chan struct{}, 1), pool: &p.calls}
 	}
 	c.state.Store(callPending)
-	c.reply, c.err, c.merge = c.reply[:0], nil, nil
+	c.reply, c.err, c.merge, c.asking = c.reply[:0], nil, nil, false
 	return c
 }
 
@@ -162,14 +167,21 @@ func (c *Call) counted() {
 	}
 }
 
+// Asking makes c's next send go after ASKING, as a Cluster's ASK redirect asks: the node
+// then runs it on a slot it is importing. Such a call is sent alone, not merged.
+func (c *Call) Asking() { c.asking = true }
+
 // joins reports whether c may be sent in the merged command that h begins.
 func (h *Call) joins(c *Call) bool {
-	return h.merge == c.merge && h.group == c.group && len(h.others)+1 < h.merge.Max &&
+	return !h.asking && !c.asking && h.merge == c.merge && h.group == c.group && len(h.others)+1 < h.merge.Max &&
 		bytes.Equal(h.cmd[h.keyEnd:h.headEnd], c.cmd[c.keyEnd:c.headEnd])
 }
 
 // appendCommand appends the command h begins: h's own, or the EVALSHA of h and its others.
 func (h *Call) appendCommand(b []byte) []byte {
+	if h.asking {
+		b = append(b, askingCommand...)
+	}
 	if h.merge == nil {
 		return append(b, h.cmd...)
 	}
@@ -219,6 +231,9 @@ func (h *Call) answer(err error) bool {
 	return ok
 }
 
+// askingCommand is ASKING, encoded.
+const askingCommand = "*1\r\n$6\r\nASKING\r\n"
+
 func appendBulk[T string | []byte](dst []byte, s T) []byte {
 	dst = append(dst, '$')
 	dst = strconv.AppendInt(dst, int64(len(s)), 10)
@@ -238,16 +253,21 @@ func (c *Call) finish(err error) {
 }
 
 func (c *Call) release() {
+	c.sentOn = nil
 	if cap(c.cmd) > 4<<10 || cap(c.reply) > 256 || cap(c.others) > 256 {
 		return
 	}
 	c.pool.Put(c)
 }
 
-// Do sends c and appends its integer array reply to dst; c is recycled. The error is a
-// ReplyError for an error reply (see NotRunHere), ctx's error when ctx ended first (the
-// command may still run), or one of ErrDown, ErrClosed, ErrBusy.
+// Do sends c and appends its integer array reply to dst. The error is a ReplyError for an
+// error reply (see NotRunHere), ctx's error when ctx ended first (the command may still
+// run), or one of ErrDown, ErrClosed, ErrBusy. c is recycled, except after a reply that
+// NotRunHere reports: then c, unchanged, is the caller's to give to Do again (on this pipe
+// or another, e.g. once the script is loaded or the redirect's node found) or to drop.
 func (p *Pipe) Do(ctx context.Context, c *Call, dst []int64) ([]int64, error) {
+	c.state.Store(callPending)
+	c.reply, c.err = c.reply[:0], nil
 	if c.merge != nil && c.nargs != c.merge.Head+c.merge.Width {
 		n := c.nargs
 		c.release()
@@ -281,7 +301,9 @@ func (p *Pipe) Do(ctx context.Context, c *Call, dst []int64) ([]int64, error) {
 	if err == nil {
 		dst = append(dst, c.reply...)
 	}
-	c.release()
+	if !NotRunHere(err) {
+		c.release()
+	}
 	return dst, err
 }
 
@@ -300,6 +322,21 @@ func (p *Pipe) Redial() {
 		pc.retire()
 	}
 }
+
+// RedialAfter is Redial, unless the pipe's connection is no longer the one c was last
+// written to (another caller redialed already): for the calls of one merged command, which
+// all get the same answer, one redial.
+func (p *Pipe) RedialAfter(c *Call) {
+	p.mu.Lock()
+	current := p.cur != nil && p.cur == c.sentOn
+	p.mu.Unlock()
+	if current {
+		p.Redial()
+	}
+}
+
+// Addr returns the address of the pipe's node.
+func (p *Pipe) Addr() string { return p.addr }
 
 // Open reports whether the pipe has a live connection.
 func (p *Pipe) Open() bool {
@@ -473,7 +510,7 @@ func (pc *pconn) send(c *Call) error {
 		pc.mu.Unlock()
 		return ErrBusy
 	}
-	c.sent = time.Now()
+	c.sent, c.sentOn = time.Now(), pc
 	pc.queued = append(pc.queued, c)
 	lead := !pc.writing
 	pc.writing = true
@@ -533,7 +570,7 @@ const mergeLookBack = 8
 // Merge joined to an earlier command of the same Merge, group and head.
 func (pc *pconn) form(cmds, q []*Call) []*Call {
 	for _, c := range q {
-		if c.merge != nil {
+		if c.merge != nil && !c.asking {
 			joined := false
 			for i := len(cmds) - 1; i >= 0 && i >= len(cmds)-mergeLookBack; i-- {
 				if h := cmds[i]; h.merge != nil && h.joins(c) {
@@ -640,6 +677,19 @@ func (pc *pconn) readLoop() {
 		if c == nil {
 			pc.fail(ErrBadReply) // a reply nobody asked for
 			return
+		}
+		if c.asking {
+			// ASKING's own reply (+OK) comes first.
+			c.asking = false
+			line, err := pc.rd.ReadSlice('\n')
+			if err == nil {
+				err = skipReply(pc.rd, line)
+			}
+			if err != nil {
+				c.answer(ErrDown)
+				pc.fail(err)
+				return
+			}
 		}
 		var rerr error
 		c.reply, rerr = readInts(pc.rd, c.reply[:0])
