@@ -28,20 +28,20 @@ const maxResends = 2
 
 // arg is one script argument, a string or an integer, encoded without boxing.
 type arg struct {
-	s     string
-	n     int64
+	str   string
+	num   int64
 	isNum bool
 }
 
-func strArg(s string) arg { return arg{s: s} }
-func intArg(n int64) arg  { return arg{n: n, isNum: true} }
+func strArg(s string) arg { return arg{str: s} }
+func intArg(n int64) arg  { return arg{num: n, isNum: true} }
 
 func (a arg) put(c *respipe.Call) {
 	if a.isNum {
-		c.Int(a.n)
+		c.Int(a.num)
 		return
 	}
-	c.Str(a.s)
+	c.Str(a.str)
 }
 
 // runHot runs lua (a decision script: its reply is an array of integers) on the pipe of

@@ -35,9 +35,9 @@ type Pipe struct {
 
 // pconn is one established connection of a pipe.
 type pconn struct {
-	conn net.Conn
-	rd   *bufio.Reader
-	p    *Pipe
+	conn   net.Conn
+	reader *bufio.Reader
+	p      *Pipe
 
 	retired atomic.Bool // set under mu: takes no more calls, closes once it owes nothing
 
@@ -151,8 +151,8 @@ func (c *Call) Str(s string) {
 
 // Int appends an integer argument, as Redis takes it: a bulk string of its digits.
 func (c *Call) Int(v int64) {
-	var d [20]byte
-	c.cmd = appendBulk(c.cmd, strconv.AppendInt(d[:0], v, 10))
+	var digits [20]byte
+	c.cmd = appendBulk(c.cmd, strconv.AppendInt(digits[:0], v, 10))
 	c.counted()
 }
 
@@ -191,8 +191,8 @@ func (h *Call) appendCommand(b []byte) []byte {
 	b = append(b, '\r', '\n')
 	b = appendBulk(b, "EVALSHA")
 	b = appendBulk(b, m.Sha)
-	var d [20]byte
-	b = appendBulk(b, strconv.AppendInt(d[:0], int64(n), 10))
+	var digits [20]byte
+	b = appendBulk(b, strconv.AppendInt(digits[:0], int64(n), 10))
 	b = append(b, h.cmd[:h.keyEnd]...)
 	for _, c := range h.others {
 		b = append(b, c.cmd[:c.keyEnd]...)
@@ -406,20 +406,20 @@ func (p *Pipe) conn(ctx context.Context) (*pconn, error) {
 // selects the database.
 func (p *Pipe) dial(ctx context.Context) (*pconn, error) {
 	o := p.opt
-	dctx, cancel := context.WithTimeout(ctx, o.DialTimeout)
+	dialCtx, cancel := context.WithTimeout(ctx, o.DialTimeout)
 	defer cancel()
 	var conn net.Conn
 	var err error
 	if o.Dial != nil {
-		conn, err = o.Dial(dctx, p.addr)
+		conn, err = o.Dial(dialCtx, p.addr)
 	} else {
-		conn, err = dialTCP(dctx, p.addr, o.TLS)
+		conn, err = dialTCP(dialCtx, p.addr, o.TLS)
 	}
 	if err != nil {
 		return nil, err
 	}
-	pc := &pconn{conn: conn, rd: bufio.NewReaderSize(conn, 16<<10), p: p}
-	if err := pc.setup(dctx); err != nil {
+	pc := &pconn{conn: conn, reader: bufio.NewReaderSize(conn, 16<<10), p: p}
+	if err := pc.setup(dialCtx); err != nil {
 		_ = conn.Close()
 		return nil, err
 	}
@@ -484,7 +484,7 @@ func (pc *pconn) setup(ctx context.Context) error {
 		return err
 	}
 	for range n {
-		line, err := pc.rd.ReadSlice('\n')
+		line, err := pc.reader.ReadSlice('\n')
 		if err != nil {
 			return err
 		}
@@ -642,9 +642,9 @@ func (pc *pconn) fail(err error) {
 
 // readLoop reads replies until the connection fails, is closed, or is retired and drained.
 func (pc *pconn) readLoop() {
-	rto := pc.p.opt.ReadTimeout
+	readTimeout := pc.p.opt.ReadTimeout
 	for {
-		if pc.rd.Buffered() == 0 {
+		if pc.reader.Buffered() == 0 {
 			// Block for more, but not past the point where the oldest owed reply is overdue.
 			pc.mu.Lock()
 			var oldest time.Time
@@ -652,17 +652,17 @@ func (pc *pconn) readLoop() {
 				oldest = c.sent
 			}
 			pc.mu.Unlock()
-			dl := time.Now().Add(rto)
+			deadline := time.Now().Add(readTimeout)
 			if !oldest.IsZero() {
-				dl = oldest.Add(rto)
+				deadline = oldest.Add(readTimeout)
 			}
-			_ = pc.conn.SetReadDeadline(dl)
-			if _, err := pc.rd.Peek(1); err != nil {
+			_ = pc.conn.SetReadDeadline(deadline)
+			if _, err := pc.reader.Peek(1); err != nil {
 				var ne net.Error
 				if errors.As(err, &ne) && ne.Timeout() {
 					pc.mu.Lock()
 					c := pc.owed.oldest()
-					overdue := c != nil && time.Since(c.sent) >= rto
+					overdue := c != nil && time.Since(c.sent) >= readTimeout
 					pc.mu.Unlock()
 					if !overdue {
 						continue // idle, or the oldest call is younger than it was
@@ -681,9 +681,9 @@ func (pc *pconn) readLoop() {
 		if c.asking {
 			// ASKING's own reply (+OK) comes first.
 			c.asking = false
-			line, err := pc.rd.ReadSlice('\n')
+			line, err := pc.reader.ReadSlice('\n')
 			if err == nil {
-				err = skipReply(pc.rd, line)
+				err = skipReply(pc.reader, line)
 			}
 			if err != nil {
 				c.answer(ErrDown)
@@ -691,14 +691,14 @@ func (pc *pconn) readLoop() {
 				return
 			}
 		}
-		var rerr error
-		c.reply, rerr = readInts(pc.rd, c.reply[:0])
-		if _, isReply := rerr.(ReplyError); rerr != nil && !isReply {
+		var replyErr error
+		c.reply, replyErr = readInts(pc.reader, c.reply[:0])
+		if _, isReply := replyErr.(ReplyError); replyErr != nil && !isReply {
 			c.answer(ErrDown)
-			pc.fail(rerr)
+			pc.fail(replyErr)
 			return
 		}
-		if !c.answer(rerr) {
+		if !c.answer(replyErr) {
 			pc.fail(ErrBadReply) // a merged reply of the wrong length
 			return
 		}
