@@ -336,7 +336,8 @@ func (s *Store) checkEviction(ctx context.Context) {
 }
 
 // loadScripts loads every script up front (on every master in a cluster) so the first
-// calls are EVALSHAs; a failure here is harmless (Script.Run falls back to EVAL).
+// calls are EVALSHAs; a failure here is harmless (a decision's script is loaded when Redis
+// answers NOSCRIPT, the others fall back to EVAL).
 func (s *Store) loadScripts(ctx context.Context) {
 	lctx, cancel := context.WithTimeout(ctx, 2*s.opTimeout)
 	defer cancel()
