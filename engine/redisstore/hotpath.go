@@ -2,6 +2,7 @@ package redisstore
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"strings"
@@ -77,27 +78,17 @@ func (s *Store) runHot(ctx context.Context, lua *script, dst []int64, keys []str
 
 // resendTo does what Redis's answer to call c on pipe from asks, for the answers it can
 // act on, and returns the pipe to send c to again; any other answer is returned as the
-// error. NOSCRIPT: go-redis loads lua on the key's master. MOVED and ASK (Cluster): the
+// error. NOSCRIPT: go-redis loads lua on the node that answered. MOVED and ASK (Cluster): the
 // node the answer names, with ASKING for ASK; go-redis reloads its slot map for the calls
 // after. READONLY: on Sentinel the pipe dials the master the sentinels name now; on a
 // Cluster the key's master after a slot map reload.
 func (s *Store) resendTo(ctx context.Context, lua *script, key string, from *respipe.Pipe, c *respipe.Call, reply respipe.ReplyError) (*respipe.Pipe, error) {
 	switch code := reply.Code(); {
 	case code == "NOSCRIPT":
-		if s.cluster == nil {
-			if err := lua.Load(ctx, s.client).Err(); err != nil {
-				return nil, fmt.Errorf("redisstore: loading a script: %w", err)
-			}
-			return from, nil
+		if err := s.loadOn(ctx, lua, from.Addr()); err != nil {
+			return nil, err
 		}
-		node, err := s.cluster.MasterForKey(ctx, key)
-		if err != nil {
-			return nil, fmt.Errorf("redisstore: finding the key's master: %w: %v", respipe.ErrDown, err)
-		}
-		if err := lua.Load(ctx, node).Err(); err != nil {
-			return nil, fmt.Errorf("redisstore: loading a script: %w", err)
-		}
-		return s.livePipe(node.Options().Addr)
+		return from, nil
 	case (code == "MOVED" || code == "ASK") && s.cluster != nil:
 		addr, ok := redirectAddr(string(reply), from.Addr())
 		if !ok {
@@ -119,6 +110,31 @@ func (s *Store) resendTo(ctx context.Context, lua *script, key string, from *res
 		return s.pipeFor(ctx, key)
 	}
 	return nil, reply
+}
+
+// loadOn loads lua on the node at addr: the single node, the Sentinel master (go-redis's
+// connections and the pipe's both dial the one the sentinels name), or that Cluster node.
+func (s *Store) loadOn(ctx context.Context, lua *script, addr string) error {
+	var err error
+	if s.cluster == nil {
+		err = lua.Load(ctx, s.client).Err()
+	} else {
+		found := false
+		err = s.cluster.ForEachShard(ctx, func(ctx context.Context, node *redis.Client) error {
+			if node.Options().Addr != addr {
+				return nil
+			}
+			found = true // one node has addr: no other goroutine writes found
+			return lua.Load(ctx, node).Err()
+		})
+		if err == nil && !found {
+			err = errors.New("the node is not in the slot map")
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("redisstore: loading a script: %w", err)
+	}
+	return nil
 }
 
 // redirectAddr is the node address of a MOVED or ASK answer ("MOVED 3999 host:port"); a

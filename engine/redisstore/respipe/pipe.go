@@ -69,7 +69,8 @@ type Call struct {
 	pool  *sync.Pool // its pipe's, where it goes back when done
 
 	// asking sends ASKING before the command (a Cluster's ASK redirect); such a call is
-	// never merged. sentOn is the connection it was last written to.
+	// never merged. Set by its caller between sends. sentOn is the connection it was last
+	// written to.
 	asking bool
 	sentOn *pconn
 
@@ -167,8 +168,9 @@ func (c *Call) counted() {
 	}
 }
 
-// Asking makes c's next send go after ASKING, as a Cluster's ASK redirect asks: the node
-// then runs it on a slot it is importing. Such a call is sent alone, not merged.
+// Asking makes c's sends from now on go after ASKING, as a Cluster's ASK redirect asks: the
+// node then runs it on a slot it is importing (elsewhere ASKING changes nothing). Such a
+// call is sent alone, not merged.
 func (c *Call) Asking() { c.asking = true }
 
 // joins reports whether c may be sent in the merged command that h begins.
@@ -680,7 +682,6 @@ func (pc *pconn) readLoop() {
 		}
 		if c.asking {
 			// ASKING's own reply (+OK) comes first.
-			c.asking = false
 			line, err := pc.reader.ReadSlice('\n')
 			if err == nil {
 				err = skipReply(pc.reader, line)
