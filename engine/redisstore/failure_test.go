@@ -312,11 +312,11 @@ func TestNewClient(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	sc, ok := c.(*redis.Client)
+	singleClient, ok := c.(*redis.Client)
 	if !ok {
 		t.Fatalf("URL: %T, want *redis.Client", c)
 	}
-	so := sc.Options()
+	so := singleClient.Options()
 	check("URL", so.MaxRetries, so.DialerRetries, so.DialTimeout, so.ReadTimeout, so.WriteTimeout, so.PoolTimeout, so.PoolSize, so.ContextTimeoutEnabled)
 	if so.Addr != "127.0.0.1:7001" || so.DB != 4 || so.Username != "u" || so.Password != "override" || so.ClientName != "leash" ||
 		so.TLSConfig == nil || !so.TLSConfig.InsecureSkipVerify || so.MaintNotificationsConfig.Mode != maintnotifications.ModeDisabled {
