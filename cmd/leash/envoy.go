@@ -96,6 +96,9 @@ func (r *envoyReloader) applyXDS(x *descriptors.Config) error {
 // applyConfig is the main config watcher's callback: accounts, plans and envoy settings.
 func (r *envoyReloader) applyConfig(c *config.Config) {
 	d, err := c.Directory()
+	if err == nil && c.HasAccounts() {
+		err = r.eng.CheckDirectory(d)
+	}
 	if err != nil || !c.HasAccounts() {
 		r.log.Error("config reload: accounts rejected; keeping the running config", "err", err)
 		return

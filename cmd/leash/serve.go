@@ -79,8 +79,16 @@ func serve(paths, environ []string, stdout, stderr io.Writer) int {
 	istore := m.InstrumentTraced(store, tracer)
 	policy := ssrf.Policy{AllowHTTP: cfg.Webhooks.AllowHTTP, AllowPrivateTargets: cfg.Webhooks.AllowPrivateTargets}
 	wake := make(chan struct{}, 1) // an event was queued here: deliver without waiting for the poll
+	adminChanges := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "leash_admin_changes_total",
+		Help: "Changes made through the admin and key routes, by action (spec §15.8).",
+	}, []string{"action"})
+	m.MustRegister(adminChanges)
+	accounts, _ := store.(engine.AccountStore)
 	eng := engine.New(istore, dir, engine.Options{Logger: log, LocalCacheMaxEntries: cfg.Envoy.LocalCache.MaxEntries,
-		Observer: m.Observer(cfg.Metrics.Namespaces, cfg.Metrics.NearLimitRatio), Webhooks: engine.WebhookOptions{
+		Accounts:      accounts,
+		OnAdminChange: func(a engine.AdminAction) { adminChanges.WithLabelValues(string(a)).Inc() },
+		Observer:      m.Observer(cfg.Metrics.Namespaces, cfg.Metrics.NearLimitRatio), Webhooks: engine.WebhookOptions{
 			Policy: policy,
 			Enqueued: func() {
 				select {
@@ -89,6 +97,11 @@ func serve(paths, environ []string, stdout, stderr io.Writer) int {
 				}
 			},
 		}})
+	if err := loadAccounts(ctx, eng); err != nil {
+		log.Error("invalid accounts", "err", err)
+		_ = store.Close()
+		return 1
+	}
 	envoyCfg, err := setup.Envoy(cfg)
 	if err == nil {
 		err = envoyCfg.Validate(dir)
@@ -173,6 +186,12 @@ func serve(paths, environ []string, stdout, stderr io.Writer) int {
 	httpSrv := httpapi.NewServerWith(cfg.HTTP.Addr, api, httpTimeouts(cfg.HTTP))
 	httpSrv.ErrorLog = slog.NewLogLogger(log.Handler(), slog.LevelWarn)
 	adminSrv := httpapi.NewServer(cfg.Admin.Addr, adm)
+
+	// The accounts of the admin API, polled until shutdown (spec §15.2).
+	accountsCtx, stopAccounts := context.WithCancel(context.Background())
+	accountsDone := make(chan struct{})
+	go func() { eng.WatchAccounts(accountsCtx); close(accountsDone) }()
+	defer func() { stopAccounts(); <-accountsDone }()
 
 	flushCtx, stopFlush := context.WithCancel(context.Background())
 	flushed := make(chan error, 1)
@@ -344,10 +363,30 @@ func httpTimeouts(h config.HTTP) httpapi.Timeouts {
 }
 
 // directory builds the accounts: the config's, or with none the dev account on plan
-// scale whose key is $LEASH_DEV_API_KEY or generated and printed once.
+// scale whose key is $LEASH_DEV_API_KEY or generated and printed once; and the operators:
+// the config's, or with neither accounts nor operators configured the dev operator whose
+// key is $LEASH_DEV_OPERATOR_KEY or generated and printed once (spec §2.4, §15.1).
 func directory(cfg *config.Config, environ []string, stdout io.Writer, log *slog.Logger) (*engine.Directory, error) {
+	var devOps []engine.OperatorSpec
+	if !cfg.HasAccounts() && len(cfg.Operators) == 0 {
+		key := lookupEnv(environ, config.DevOperatorKeyEnv)
+		if key == "" {
+			key = newAPIKey()
+			lasts := "They are kept in Redis."
+			if cfg.Store.Backend == "memory" {
+				lasts = "On the memory store they last as long as this process."
+			}
+			fmt.Fprintf(stdout, "No operators configured: operator \"dev\" uses key\n\n    %s\n\n"+
+				"  LEASH_OPERATOR_KEY=%s leash admin accounts create acme --plan pro\n\n"+
+				"Accounts and keys created through the admin API are served at once. %s\n\n",
+				key, key, lasts)
+		} else {
+			log.Info("dev operator uses the key from " + config.DevOperatorKeyEnv)
+		}
+		devOps = []engine.OperatorSpec{{ID: config.DevOperatorID, KeyHashes: [][32]byte{engine.HashKey(key)}}}
+	}
 	if cfg.HasAccounts() {
-		return cfg.Directory()
+		return cfg.Directory(devOps...)
 	}
 	key := lookupEnv(environ, config.DevAPIKeyEnv)
 	if key == "" {
@@ -359,7 +398,15 @@ func directory(cfg *config.Config, environ []string, stdout io.Writer, log *slog
 	} else {
 		log.Info("dev account uses the API key from " + config.DevAPIKeyEnv)
 	}
-	return setup.Directory(cfg, engine.HashKey(key))
+	return setup.DirectoryWith(cfg, devOps, engine.HashKey(key))
+}
+
+// loadAccounts reads the admin API's accounts before serving; a store that does not answer
+// in 10 s, or an API account whose id the configuration also defines, stops start-up.
+func loadAccounts(ctx context.Context, eng *engine.Engine) error {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	return eng.LoadAccounts(ctx)
 }
 
 func openStore(ctx context.Context, cfg *config.Config, m *metrics.Metrics, log *slog.Logger) (engine.Store, error) {

@@ -77,6 +77,7 @@ type Store struct {
 	usage     usageStore
 	hooks     hookStore   // webhooks and the outbox (webhooks.go)
 	demand    demandStore // RLQS demand entries (demand.go)
+	accts     accountStore // accounts and keys of the admin API (accounts.go)
 	evictions atomic.Uint64
 	closed    atomic.Bool
 	stop      chan struct{}

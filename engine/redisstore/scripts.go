@@ -52,6 +52,8 @@ var (
 	luaDemandReport string
 	//go:embed lua/demand_drop.lua
 	luaDemandDrop string
+	//go:embed lua/accounts.lua
+	luaAccounts string
 )
 
 // script is a Lua script with its source (for EVAL when Redis answers NOSCRIPT) and, for a
@@ -74,6 +76,7 @@ type scriptSet struct {
 	spend, spendAll, reset, acquire, release, renew, rulesGet, rulesPut, rulesDel, usageAdd *script
 	outboxEnqueue, outboxClaim, outboxAck, outboxRetry                                      *script
 	demandReport, demandDrop                                                                *script
+	accounts                                                                                *script
 }
 
 func newScriptSet() *scriptSet {
@@ -98,12 +101,14 @@ func newScriptSet() *scriptSet {
 
 		demandReport: newScript(luaPrelude + luaDemandReport),
 		demandDrop:   newScript(luaDemandDrop),
+
+		accounts: newScript(luaPrelude + luaAccounts),
 	}
 }
 
 func (s *scriptSet) all() []*script {
 	return []*script{s.spend, s.spendAll, s.reset, s.acquire, s.release, s.renew, s.rulesGet, s.rulesPut, s.rulesDel, s.usageAdd,
-		s.outboxEnqueue, s.outboxClaim, s.outboxAck, s.outboxRetry, s.demandReport, s.demandDrop}
+		s.outboxEnqueue, s.outboxClaim, s.outboxAck, s.outboxRetry, s.demandReport, s.demandDrop, s.accounts}
 }
 
 // isNoScript reports Redis's answer to an EVALSHA of a script it does not have.
