@@ -173,7 +173,7 @@ func (e *Engine) Flush(ctx context.Context) error {
 				break
 			}
 		}
-		if err := e.store.AddUsage(ctx, u.pending.batch); err != nil {
+		if err := e.store.Usage.AddUsage(ctx, u.pending.batch); err != nil {
 			return err
 		}
 		for account, n := range u.pending.sums {
@@ -189,7 +189,7 @@ func (e *Engine) Flush(ctx context.Context) error {
 // refreshTotals reads the month totals of the accounts that have a hard cap or
 // webhooks, and queues the usage events they became due (webhooks.go).
 func (e *Engine) refreshTotals(ctx context.Context) error {
-	nowMS, err := e.store.NowMS(ctx)
+	nowMS, err := e.store.Decider.NowMS(ctx)
 	if err != nil {
 		return err
 	}
@@ -209,7 +209,7 @@ func (e *Engine) refreshTotals(ctx context.Context) error {
 		return nil
 	}
 	month := DayOf(nowMS).Month()
-	totals, err := e.store.MonthTotals(ctx, month, ids)
+	totals, err := e.store.Usage.MonthTotals(ctx, month, ids)
 	if err != nil {
 		return err
 	}

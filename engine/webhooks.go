@@ -61,7 +61,7 @@ func errNoWebhook() error { return newError(CodeWebhookNotFound, "no webhook is 
 
 // Webhook returns the account's webhook URL; none configured is webhook_not_found.
 func (e *Engine) Webhook(ctx context.Context, a *Account) (string, error) {
-	w, ok, err := e.store.Webhook(ctx, a.ID)
+	w, ok, err := e.store.Webhooks.Webhook(ctx, a.ID)
 	if err != nil {
 		return "", unavailable(err)
 	}
@@ -92,7 +92,7 @@ func (e *Engine) PutWebhook(ctx context.Context, a *Account, rawURL string) (Web
 		return Webhook{}, newError(CodeWebhookURLRejected, "webhook URL rejected: host does not resolve")
 	}
 	w := Webhook{URL: u.String(), Secret: newSecret()}
-	if err := e.store.PutWebhook(ctx, a.ID, w); err != nil {
+	if err := e.store.Webhooks.PutWebhook(ctx, a.ID, w); err != nil {
 		return Webhook{}, unavailable(err)
 	}
 	return w, nil
@@ -101,7 +101,7 @@ func (e *Engine) PutWebhook(ctx context.Context, a *Account, rawURL string) (Web
 // DeleteWebhook removes the account's webhook; removing none is not an error. Events
 // still waiting for it are dropped when their delivery finds no webhook.
 func (e *Engine) DeleteWebhook(ctx context.Context, a *Account) error {
-	if _, err := e.store.DeleteWebhook(ctx, a.ID); err != nil {
+	if _, err := e.store.Webhooks.DeleteWebhook(ctx, a.ID); err != nil {
 		return unavailable(err)
 	}
 	return nil
@@ -112,12 +112,12 @@ func (e *Engine) TestWebhook(ctx context.Context, a *Account) (string, error) {
 	if err := WebhooksAllowed(a); err != nil {
 		return "", err
 	}
-	if _, ok, err := e.store.Webhook(ctx, a.ID); err != nil {
+	if _, ok, err := e.store.Webhooks.Webhook(ctx, a.ID); err != nil {
 		return "", unavailable(err)
 	} else if !ok {
 		return "", errNoWebhook()
 	}
-	nowMS, err := e.store.NowMS(ctx)
+	nowMS, err := e.store.Decider.NowMS(ctx)
 	if err != nil {
 		return "", unavailable(err)
 	}
@@ -130,7 +130,7 @@ func (e *Engine) TestWebhook(ctx context.Context, a *Account) (string, error) {
 
 // enqueue adds ev to the outbox and tells the local deliverer.
 func (e *Engine) enqueue(ctx context.Context, ev OutboxEvent, onceKey string) (bool, error) {
-	added, err := e.store.Enqueue(ctx, ev, onceKey)
+	added, err := e.store.Webhooks.Enqueue(ctx, ev, onceKey)
 	if added && e.hooks.Enqueued != nil {
 		e.hooks.Enqueued()
 	}

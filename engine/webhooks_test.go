@@ -76,7 +76,7 @@ func TestUsageEvents(t *testing.T) {
 	}
 	// A second instance on the same store does not queue them again (the store's
 	// once-key, not this instance's memory, decides).
-	other := engine.New(f.store, f.eng.Directory(), engine.Options{})
+	other := engine.New(engine.RolesOf(f.store), f.eng.Directory(), engine.Options{})
 	if err := other.Flush(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -156,7 +156,7 @@ func TestWebhookConfig(t *testing.T) {
 	f := newFixture(t, nil)
 	acme, cheap := f.accts["acme"], f.accts["cheap"]
 	var woken atomic.Int32
-	eng := engine.New(f.store, f.eng.Directory(), engine.Options{Webhooks: engine.WebhookOptions{
+	eng := engine.New(engine.RolesOf(f.store), f.eng.Directory(), engine.Options{Webhooks: engine.WebhookOptions{
 		Resolver: staticResolver{},
 		Enqueued: func() { woken.Add(1) },
 	}})

@@ -81,7 +81,7 @@ func newEnv(t testing.TB, wrap func(engine.Store) engine.Store) *env {
 	logs := &testkit.SyncBuffer{}
 	log := slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	met := metrics.New()
-	eng := engine.New(store, directory(t), engine.Options{Logger: log, Observer: met.Observer(nil, 0.8), Webhooks: engine.WebhookOptions{Resolver: fakeResolver{}}})
+	eng := engine.New(engine.RolesOf(store), directory(t), engine.Options{Logger: log, Observer: met.Observer(nil, 0.8), Webhooks: engine.WebhookOptions{Resolver: fakeResolver{}}})
 	api := httpapi.New(httpapi.Options{Engine: eng, Metrics: met, Logger: log})
 	return &env{t: t, clock: clock, store: ms, eng: eng, api: api, met: met, logs: logs}
 }

@@ -119,7 +119,7 @@ func newFixtureWith(t *testing.T, opts webhook.Options, before func(*fixture)) *
 		t.Fatal(err)
 	}
 	wake := make(chan struct{}, 1)
-	f.eng = engine.New(f.store, dir, engine.Options{Webhooks: engine.WebhookOptions{
+	f.eng = engine.New(engine.RolesOf(f.store), dir, engine.Options{Webhooks: engine.WebhookOptions{
 		Policy: testPolicy,
 		Enqueued: func() {
 			select {
