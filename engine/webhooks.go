@@ -8,8 +8,6 @@ import (
 	"errors"
 	"strconv"
 	"time"
-
-	"github.com/leashd/leash/webhook/ssrf"
 )
 
 // Webhooks (spec §8): an account's one webhook, and the events Leash sends it. The
@@ -33,16 +31,32 @@ const (
 
 // WebhookOptions configures webhook URL screening and delivery hand-off.
 type WebhookOptions struct {
-	// Policy is what URL screening admits (the zero value is production's).
-	Policy ssrf.Policy
-	// Resolver looks up webhook host names; nil is the system resolver.
-	Resolver ssrf.Resolver
+	// Screen checks every URL set as a webhook (spec §8.2). Without one, setting a webhook
+	// fails with an internal error.
+	Screen URLScreen
 	// Enqueued, if set, is called after an event was added to the outbox, so a local
 	// deliverer can start at once instead of at its next poll. It must not block.
 	Enqueued func()
 }
 
-// screenTimeout bounds the DNS lookups of one URL screening.
+// URLScreen checks a webhook URL before it is stored (spec §8.2). It returns the URL in
+// the canonical form deliveries will use, so they go to the address that was checked. A
+// URL it refuses is an error wrapping a *URLRejectedError; any other error (a host name
+// lookup that did not finish in time) is taken as a host that does not resolve, unless
+// the caller's ctx ended.
+type URLScreen func(ctx context.Context, rawURL string) (canonical string, err error)
+
+// URLRejectedError is a URLScreen's refusal of a URL. Reason says why; it is shown to the
+// caller, so it names no resolved address.
+type URLRejectedError struct{ Reason string }
+
+// Error returns the refusal with its reason.
+func (e *URLRejectedError) Error() string { return "webhook URL rejected: " + e.Reason }
+
+// errNoScreen is PutWebhook's error on an engine built without a URLScreen.
+var errNoScreen = errors.New("engine: no webhook URL screen (WebhookOptions.Screen)")
+
+// screenTimeout bounds one URL screening (its DNS lookups).
 const screenTimeout = 5 * time.Second
 
 // secretBytes is the size of a webhook secret's random part.
@@ -78,12 +92,15 @@ func (e *Engine) PutWebhook(ctx context.Context, a *Account, rawURL string) (Web
 	if err := WebhooksAllowed(a); err != nil {
 		return Webhook{}, err
 	}
+	if e.hooks.Screen == nil {
+		return Webhook{}, errNoScreen
+	}
 	sctx, cancel := context.WithTimeout(ctx, screenTimeout)
-	u, err := e.hooks.Policy.CheckURL(sctx, rawURL, e.hooks.Resolver)
+	u, err := e.hooks.Screen(sctx, rawURL)
 	cancel()
 	if err != nil {
-		if se, ok := errors.AsType[*ssrf.Error](err); ok {
-			return Webhook{}, newError(CodeWebhookURLRejected, "webhook URL rejected: "+se.Reason)
+		if re, ok := errors.AsType[*URLRejectedError](err); ok {
+			return Webhook{}, newError(CodeWebhookURLRejected, "webhook URL rejected: "+re.Reason)
 		}
 		if ctx.Err() != nil {
 			return Webhook{}, unavailable(err)
@@ -91,7 +108,7 @@ func (e *Engine) PutWebhook(ctx context.Context, a *Account, rawURL string) (Web
 		// The lookup ran out of time: the name does not resolve for us (spec §8.2).
 		return Webhook{}, newError(CodeWebhookURLRejected, "webhook URL rejected: host does not resolve")
 	}
-	w := Webhook{URL: u.String(), Secret: newSecret()}
+	w := Webhook{URL: u, Secret: newSecret()}
 	if err := e.store.Webhooks.PutWebhook(ctx, a.ID, w); err != nil {
 		return Webhook{}, unavailable(err)
 	}

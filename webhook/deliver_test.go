@@ -120,7 +120,7 @@ func newFixtureWith(t *testing.T, opts webhook.Options, before func(*fixture)) *
 	}
 	wake := make(chan struct{}, 1)
 	f.eng = engine.New(engine.RolesOf(f.store), dir, engine.Options{Webhooks: engine.WebhookOptions{
-		Policy: testPolicy,
+		Screen: webhook.Screen(testPolicy, nil),
 		Enqueued: func() {
 			select {
 			case wake <- struct{}{}:

@@ -81,7 +81,7 @@ func serve(paths, environ []string, stdout, stderr io.Writer) int {
 	wake := make(chan struct{}, 1) // an event was queued here: deliver without waiting for the poll
 	eng := engine.New(engine.RolesOf(istore), dir, engine.Options{Logger: log, LocalCacheMaxEntries: cfg.Envoy.LocalCache.MaxEntries,
 		Observer: m.Observer(cfg.Metrics.Namespaces, cfg.Metrics.NearLimitRatio), Webhooks: engine.WebhookOptions{
-			Policy: policy,
+			Screen: webhook.Screen(policy, nil),
 			Enqueued: func() {
 				select {
 				case wake <- struct{}{}:
