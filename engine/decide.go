@@ -230,9 +230,9 @@ func (e *Engine) Decide(ctx context.Context, a *Account, q *Query, out []ItemRes
 			res.Allowed = false
 		}
 		if rep := it.Report; rep != nil {
-			e.usage.recordN(a, q.Namespace, now, rep.Allowed+rep.Denied, rep.Denied)
+			e.tally.recordN(a, q.Namespace, now, rep.Allowed+rep.Denied, rep.Denied)
 		} else {
-			e.usage.record(a, q.Namespace, now, !r.Allowed && !q.Shadow)
+			e.tally.record(a, q.Namespace, now, !r.Allowed && !q.Shadow)
 		}
 		if e.observer != nil {
 			e.observer.Decided(a, q, it, r)

@@ -94,15 +94,15 @@ type Options struct {
 
 // Engine decides checks and leases for accounts over the roles of one store.
 type Engine struct {
-	store     Roles
-	directory atomic.Pointer[Directory]
-	usage     *usage
-	interval  time.Duration
-	log       *slog.Logger
-	hooks     WebhookOptions
-	observer  Observer
-	cache     *overLimitCache // nil when off
-	clock     storeClock      // the store's clock between operations, for cached answers
+	store         Roles
+	directory     atomic.Pointer[Directory]
+	tally         *usageTally // usage counted here, not yet in the store
+	flushInterval time.Duration
+	log           *slog.Logger
+	webhooks      WebhookOptions
+	observer      Observer
+	cache         *overLimitCache // nil when off
+	clock         storeClock      // the store's clock between operations, for cached answers
 }
 
 // New returns an engine over the store roles serving the accounts of dir; every role is
@@ -117,7 +117,7 @@ func New(store Roles, dir *Directory, opts Options) *Engine {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
-	e := &Engine{store: store, usage: newUsage(), interval: opts.FlushInterval, log: opts.Logger, hooks: opts.Webhooks,
+	e := &Engine{store: store, tally: newUsageTally(), flushInterval: opts.FlushInterval, log: opts.Logger, webhooks: opts.Webhooks,
 		cache: newOverLimitCache(opts.LocalCacheMaxEntries), clock: storeClock{start: time.Now()}, observer: opts.Observer}
 	e.directory.Store(dir)
 	return e
@@ -176,7 +176,7 @@ func (e *Engine) hardCap(a *Account, edge Edge) error {
 	if a.Plan.HardCap == nil {
 		return nil
 	}
-	total, nowMS := e.usage.monthTotal(a.ID)
+	total, nowMS := e.tally.monthTotal(a.ID)
 	if total < *a.Plan.HardCap {
 		return nil
 	}
@@ -250,7 +250,7 @@ func (e *Engine) Acquire(ctx context.Context, a *Account, r *AcquireRequest) (Le
 	if d.Allowed {
 		d.LeaseID = FormatLeaseID(r.Namespace, r.Key, token)
 	}
-	e.usage.record(a, r.Namespace, d.NowMS, !d.Allowed)
+	e.tally.record(a, r.Namespace, d.NowMS, !d.Allowed)
 	return d, nil
 }
 

@@ -92,11 +92,11 @@ func (e *Engine) PutWebhook(ctx context.Context, a *Account, rawURL string) (Web
 	if err := WebhooksAllowed(a); err != nil {
 		return Webhook{}, err
 	}
-	if e.hooks.Screen == nil {
+	if e.webhooks.Screen == nil {
 		return Webhook{}, errNoScreen
 	}
 	sctx, cancel := context.WithTimeout(ctx, screenTimeout)
-	u, err := e.hooks.Screen(sctx, rawURL)
+	u, err := e.webhooks.Screen(sctx, rawURL)
 	cancel()
 	if err != nil {
 		if re, ok := errors.AsType[*URLRejectedError](err); ok {
@@ -148,8 +148,8 @@ func (e *Engine) TestWebhook(ctx context.Context, a *Account) (string, error) {
 // enqueue adds ev to the outbox and tells the local deliverer.
 func (e *Engine) enqueue(ctx context.Context, ev OutboxEvent, onceKey string) (bool, error) {
 	added, err := e.store.Webhooks.Enqueue(ctx, ev, onceKey)
-	if added && e.hooks.Enqueued != nil {
-		e.hooks.Enqueued()
+	if added && e.webhooks.Enqueued != nil {
+		e.webhooks.Enqueued()
 	}
 	return added, err
 }
@@ -188,7 +188,7 @@ func (e *Engine) notifyUsage(ctx context.Context, nowMS int64, month Month, acco
 		}
 		for _, ue := range usageEvents(a, totals[i]) {
 			k := notifiedKey{a.ID, ue.typ}
-			if m, ok := e.usage.notified[k]; ok && m == month {
+			if m, ok := e.tally.notified[k]; ok && m == month {
 				continue
 			}
 			data := `{"month":"` + month.String() + `","total":` + strconv.FormatInt(totals[i], 10) +
@@ -201,7 +201,7 @@ func (e *Engine) notifyUsage(ctx context.Context, nowMS int64, month Month, acco
 				}
 				continue
 			}
-			e.usage.notified[k] = month
+			e.tally.notified[k] = month
 			if added {
 				e.log.Info("webhook event queued", "account", a.ID, "type", ue.typ, "event_id", ev.ID,
 					"month", month.String(), "total", totals[i])
