@@ -119,8 +119,8 @@ func newFixtureWith(t *testing.T, opts webhook.Options, before func(*fixture)) *
 		t.Fatal(err)
 	}
 	wake := make(chan struct{}, 1)
-	f.eng = engine.New(f.store, dir, engine.Options{Webhooks: engine.WebhookOptions{
-		Policy: testPolicy,
+	f.eng = engine.New(engine.RolesOf(f.store), dir, engine.Options{Webhooks: engine.WebhookOptions{
+		Screen: webhook.Screen(testPolicy, nil),
 		Enqueued: func() {
 			select {
 			case wake <- struct{}{}:

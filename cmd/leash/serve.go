@@ -79,9 +79,9 @@ func serve(paths, environ []string, stdout, stderr io.Writer) int {
 	istore := m.InstrumentTraced(store, tracer)
 	policy := ssrf.Policy{AllowHTTP: cfg.Webhooks.AllowHTTP, AllowPrivateTargets: cfg.Webhooks.AllowPrivateTargets}
 	wake := make(chan struct{}, 1) // an event was queued here: deliver without waiting for the poll
-	eng := engine.New(istore, dir, engine.Options{Logger: log, LocalCacheMaxEntries: cfg.Envoy.LocalCache.MaxEntries,
+	eng := engine.New(engine.RolesOf(istore), dir, engine.Options{Logger: log, LocalCacheMaxEntries: cfg.Envoy.LocalCache.MaxEntries,
 		Observer: m.Observer(cfg.Metrics.Namespaces, cfg.Metrics.NearLimitRatio), Webhooks: engine.WebhookOptions{
-			Policy: policy,
+			Screen: webhook.Screen(policy, nil),
 			Enqueued: func() {
 				select {
 				case wake <- struct{}{}:
