@@ -31,7 +31,8 @@ const usageText = `usage:
   leash serve [--config FILE]...   start the service (no config: memory store, dev account)
   leash check-config [--config FILE]... [DESCRIPTOR_PATH]...
                                    check config and descriptor files as serve would load
-                                   them; exit 0 valid, 1 invalid, 2 bad usage
+                                   them (DESCRIPTOR_PATHs given replace envoy.config_paths);
+                                   exit 0 valid, 1 invalid, 2 bad usage
   leash keys new                   print a new API key and the line to put in the config
   leash version                    print the version
 ` + cli.Usage
@@ -105,19 +106,31 @@ func parseCheckArgs(args []string, stderr io.Writer) (configs, descs []string, o
 // checkConfig is `leash check-config` (spec §9.16): every problem on stderr, one a line.
 func checkConfig(configs, descs, environ []string, stdout, stderr io.Writer) int {
 	res := setup.Check(configs, descs, environ)
+	if len(res.Replaced) > 0 {
+		fmt.Fprintf(stderr, "leash check-config: envoy.config_paths (%s) not checked: the paths named on the command line replace them\n",
+			strings.Join(res.Replaced, ", "))
+	}
 	if len(res.Errors) > 0 {
 		for _, err := range res.Errors {
 			fmt.Fprintln(stderr, err)
 		}
-		fmt.Fprintf(stderr, "leash check-config: invalid (%d problem(s))\n", len(res.Errors))
+		fmt.Fprintf(stderr, "leash check-config: invalid (%s)\n", plural(res.Problems, "problem"))
 		return 1
 	}
-	fmt.Fprintf(stdout, "leash check-config: valid: %d account(s), %d domain(s)", res.Accounts, len(res.Domains))
+	fmt.Fprintf(stdout, "leash check-config: valid: %s, %s", plural(res.Accounts, "account"), plural(len(res.Domains), "domain"))
 	if len(res.Domains) > 0 {
 		fmt.Fprintf(stdout, ": %s", strings.Join(res.Domains, ", "))
 	}
 	fmt.Fprintln(stdout)
 	return 0
+}
+
+// plural is "1 problem", "2 problems", "0 problems".
+func plural(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
 }
 
 // listFlag collects a repeated string flag.
