@@ -158,3 +158,30 @@ envoy:
 		})
 	}
 }
+
+// TestCLIHelp: --help or -h on any command prints that command's usage on stdout and exits
+// 0 (spec §13.5), the binary's own commands and the /v1 verbs alike.
+func TestCLIHelp(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string // a line of the usage
+		not  string // a line of another command's usage
+	}{
+		{[]string{"check-config", "--help"}, "  leash check-config [--config FILE]... [DESCRIPTOR_PATH]...", "leash serve"},
+		{[]string{"check-config", "--config", "x.yaml", "-h"}, "  leash check-config [--config FILE]... [DESCRIPTOR_PATH]...", "leash serve"},
+		{[]string{"serve", "--help"}, "  leash serve [--config FILE]...", "leash check-config"},
+		{[]string{"serve", "-h"}, "  leash serve [--config FILE]...", "leash check-config"},
+		{[]string{"keys", "--help"}, "  leash keys new", "leash serve"},
+		{[]string{"keys", "new", "-h"}, "  leash keys new", "leash serve"},
+		{[]string{"lease", "--help"}, "  leash lease release LEASE_ID", "leash limit"},
+		{[]string{"lease", "acquire", "--help"}, "  leash lease acquire NAMESPACE KEY", "leash lease release"},
+		{[]string{"webhook", "test", "-h"}, "  leash webhook test", "leash limit"},
+		{[]string{"--help"}, "  leash lease renew LEASE_ID", ""},
+	} {
+		code, out, errOut := leashCLI(t, nil, tc.args...)
+		if code != 0 || errOut != "" || !strings.HasPrefix(out, "usage:\n") || !strings.Contains(out, tc.want) ||
+			(tc.not != "" && strings.Contains(out, tc.not)) {
+			t.Errorf("%v: exit %d, stderr %q, stdout:\n%s", tc.args, code, errOut, out)
+		}
+	}
+}
