@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -63,6 +64,12 @@ envoy:
 	noDefault := writeTestFile(t, dir, "nodefault.yaml", "accounts:\n  - {id: acme, plan: free}\n")
 	badCfg := writeTestFile(t, dir, "badcfg.yaml", "http:\n  adr: \":1\"\n")
 	twoBad := writeTestFile(t, dir, "twobad.yaml", "http:\n  adr: \":1\"\n  bogus: 2\n")
+	var many strings.Builder // 22 unknown keys: the loader prints 20 and says how many more
+	many.WriteString("http:\n")
+	for i := range 22 {
+		fmt.Fprintf(&many, "  bogus%d: 1\n", i)
+	}
+	manyBad := writeTestFile(t, dir, "manybad.yaml", many.String())
 	// A config written for a container: its descriptor folder is not on this machine, and
 	// its store is a host name only the container network resolves.
 	container := writeTestFile(t, dir, "container.yaml", `
@@ -113,6 +120,8 @@ envoy:
 		{"two config problems count as two", []string{"--config", twoBad}, 1, nil, []string{
 			"twobad.yaml: http.adr: unknown key", "twobad.yaml: http.bogus: unknown key", "invalid (2 problems)\n"}},
 		{"one problem", []string{"--config", badCfg}, 1, nil, []string{"invalid (1 problem)\n"}},
+		{"more config problems than the loader lists", []string{"--config", manyBad}, 1, nil, []string{
+			"manybad.yaml: http.bogus0: unknown key", "manybad.yaml: and 2 more errors", "invalid (22 problems)\n"}},
 		{"every file's problems, named one by one", []string{"--config", noDefault, threeA, threeB, threeC}, 1, nil, []string{
 			threeA + `:4: descriptors[0].rate_limit.unit: unknown unit "fortnight"`,
 			threeB + `:1: domain "nobody" maps to no account`,
