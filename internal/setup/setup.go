@@ -7,8 +7,6 @@ package setup
 import (
 	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 
@@ -130,50 +128,11 @@ func count(errs []error, cfgErr error) int {
 func loadEach(paths []string) (*descriptors.Config, []error) {
 	var errs []error
 	var files []string
-	seen := map[string]bool{}
-	file := func(name string) {
-		key := name
-		if abs, err := filepath.Abs(name); err == nil {
-			key = abs
-		}
-		if !seen[key] {
-			seen[key] = true
-			files = append(files, name)
-		}
-	}
-	// unreadable is the loader's own error for a path it cannot stat or list.
-	unreadable := func(p string) {
-		if _, err := descriptors.Load(p); err != nil {
-			errs = append(errs, err)
-		}
-	}
-	for _, p := range paths {
-		info, err := os.Stat(p)
-		if err != nil {
-			unreadable(p)
-			continue
-		}
-		if !info.IsDir() {
-			file(p)
-			continue
-		}
-		ents, err := os.ReadDir(p)
-		if err != nil {
-			unreadable(p)
-			continue
-		}
-		for _, e := range ents {
-			name := e.Name()
-			ext := strings.ToLower(filepath.Ext(name))
-			if strings.HasPrefix(name, ".") || ext != ".yaml" && ext != ".yml" {
-				continue
-			}
-			full := filepath.Join(p, name)
-			if info, err := os.Stat(full); err != nil {
-				unreadable(full)
-			} else if info.Mode().IsRegular() {
-				file(full)
-			}
+	for _, l := range descriptors.Files(paths) {
+		if l.Err != nil {
+			errs = append(errs, l.Err)
+		} else {
+			files = append(files, l.Name)
 		}
 	}
 	var all *descriptors.Config
