@@ -131,19 +131,22 @@ type Options struct {
 	Engine *engine.Engine
 	// Metrics receives decision counts and request latencies; nil disables them.
 	Metrics *metrics.Metrics
-	// Logger receives 5xx failures and recovered panics; default slog.Default().
+	// Logger receives 5xx failures, recovered panics, refusals worth an operator's eye
+	// and, at debug, every request (spec §12.4); default slog.Default().
 	Logger *slog.Logger
 	// Tracing, if set, gives every request a server span with the decision's outcome
 	// (spec §12.8); nil is tracing off, at the cost of a nil check per request.
 	Tracing *tracing.Tracing
+	// Clock times the refusal summary's interval (spec §12.4); nil is the system clock.
+	Clock engine.Clock
 }
 
 // API is the /v1 HTTP handler.
 type API struct {
-	eng    *engine.Engine
-	met    *metrics.Metrics
-	log    *slog.Logger
-	tr     *tracing.Tracing
+	eng *engine.Engine
+	met *metrics.Metrics
+	log *slog.Logger
+	tr  *tracing.Tracing
 	mux *http.ServeMux // the routes; its own 404 and 405 are answered in JSON
 
 	exchanges sync.Pool // *exchange: per-request transport state and buffers
@@ -154,6 +157,8 @@ type API struct {
 
 	idPrefix string
 	idSeq    atomic.Uint64
+
+	refusals *refusalLog
 
 	// Header values shared by every response. They are never mutated: net/http only
 	// reads header value slices.
@@ -173,12 +178,13 @@ func New(opts Options) *API {
 	var pfx [6]byte
 	_, _ = rand.Read(pfx[:]) // crypto/rand.Read never fails (Go 1.24+)
 	a := &API{
-		eng:      opts.Engine,
-		met:      opts.Metrics,
-		log:      opts.Logger,
-		tr:       opts.Tracing,
-		mux:      http.NewServeMux(),
-		idPrefix: hex.EncodeToString(pfx[:]) + "-",
+		eng:       opts.Engine,
+		met:       opts.Metrics,
+		log:       opts.Logger,
+		tr:        opts.Tracing,
+		mux:       http.NewServeMux(),
+		idPrefix:  hex.EncodeToString(pfx[:]) + "-",
+		refusals:  newRefusalLog(opts.Logger, opts.Clock),
 		hdrJSON:   []string{"application/json"},
 		hdrBearer: []string{"Bearer"},
 		hdrRetry1: []string{"1"},
@@ -268,6 +274,9 @@ func (a *API) finish(x *exchange, start time.Time) {
 	}
 	if x.status == 0 { // a handler that wrote nothing
 		x.WriteHeader(http.StatusOK)
+	}
+	if x.status >= 400 && x.status < 500 {
+		a.refusals.refused(x.r.Context(), x, a.requestID(x))
 	}
 	if x.status >= 500 && x.err != nil {
 		a.log.Error("request failed", "request_id", a.requestID(x), "method", x.r.Method, "route", x.route,

@@ -295,7 +295,7 @@ type (
 		Algorithm string         `json:"algorithm"`
 		Limit     int64          `json:"limit"`
 		WindowMS  int64          `json:"window_ms"`
-		Name      *string        `json:"name,omitzero"`      // absent when none was given
+		Name      *string        `json:"name,omitzero"`       // absent when none was given
 		Overrides []overrideJSON `json:"overrides,omitempty"` // absent when none (spec §6.7)
 	}
 	overrideJSON struct {
