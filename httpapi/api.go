@@ -15,6 +15,7 @@ import (
 	"net/http"
 	"runtime/debug"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -148,6 +149,11 @@ type API struct {
 	log *slog.Logger
 	tr  *tracing.Tracing
 	mux *http.ServeMux // the routes; its own 404 and 405 are answered in JSON
+	// literal holds the routes whose path has no wildcard, by path, the mux's own
+	// handlers: an exact match skips the mux's pattern matching, the hot path's largest
+	// routing cost (BenchmarkRouteLimit, docs/performance.md). Anything else, every 404
+	// and 405 included, is the mux's.
+	literal map[string][]literalRoute
 
 	exchanges sync.Pool // *exchange: per-request transport state and buffers
 
@@ -191,8 +197,13 @@ func New(opts Options) *API {
 	}
 	a.exchanges.New = func() any { return new(exchange) }
 	routes := routeTable()
+	a.literal = make(map[string][]literalRoute)
 	for i := range routes {
-		a.register(a.mux, &routes[i])
+		rt := &routes[i]
+		h := a.register(a.mux, rt)
+		if !strings.Contains(rt.Path, "{") {
+			a.literal[rt.Path] = append(a.literal[rt.Path], literalRoute{rt.Method, rt.pattern, h})
+		}
 	}
 	if m := opts.Metrics; m != nil {
 		a.limitDecisions, a.leaseDecisions = m.Decisions("limit"), m.Decisions("leases")
@@ -239,9 +250,22 @@ func (a *API) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		a.notFound(x)
 		return
 	}
+	for _, rt := range a.literal[r.URL.Path] {
+		if rt.method == r.Method {
+			r.Pattern = rt.pattern // as the mux would set it
+			rt.handler.ServeHTTP(x, r)
+			return
+		}
+	}
 	x.routed = false
 	a.mux.ServeHTTP(x, r)
 	a.routed(x)
+}
+
+// literalRoute is a route without wildcards, served without the mux's matching.
+type literalRoute struct {
+	method, pattern string
+	handler         http.Handler
 }
 
 // finish recovers a panic as 500 internal (or aborts the connection if the response had

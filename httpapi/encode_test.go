@@ -3,6 +3,8 @@ package httpapi
 import (
 	"math"
 	"math/rand/v2"
+	"net/http"
+	"net/http/httptest"
 	"testing"
 
 	"github.com/go-json-experiment/json"
@@ -63,6 +65,23 @@ func BenchmarkDecodeLimitBody(b *testing.B) {
 		req = limitRequest{}
 		if err := decodeBody(body, &req); err != nil {
 			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkRouteLimit measures net/http's ServeMux finding POST /v1/limit among the API's
+// routes, the routing the API does per request (docs/performance.md).
+func BenchmarkRouteLimit(b *testing.B) {
+	mux := http.NewServeMux()
+	a := &API{}
+	for _, rt := range routeTable() {
+		a.register(mux, &rt)
+	}
+	r := httptest.NewRequest(http.MethodPost, "/v1/limit", nil)
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, p := mux.Handler(r); p != "POST /v1/limit" {
+			b.Fatal(p)
 		}
 	}
 }

@@ -70,17 +70,19 @@ func routeTable() []route {
 	return t
 }
 
-// register adds rt to mux: its pattern, or one literal pattern per allowed kind.
-func (a *API) register(mux *http.ServeMux, rt *route) {
+// register adds rt to mux, its pattern or one literal pattern per allowed kind, and
+// returns its handler.
+func (a *API) register(mux *http.ServeMux, rt *route) http.Handler {
 	h := a.routeHandler(rt)
 	if rt.kinds == nil {
 		mux.Handle(rt.pattern, h)
-		return
+		return h
 	}
 	base := rt.pattern[:strings.LastIndexByte(rt.pattern, '/')+1]
 	for _, k := range rt.kinds {
 		mux.Handle(base+k, h)
 	}
+	return h
 }
 
 // routeHandler runs the checks every /v1 route shares, in the order of spec §3.7,
