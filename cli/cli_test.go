@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"flag"
+	"net/http"
+	"net/http/httptest"
 	"slices"
 	"strings"
 	"testing"
@@ -187,5 +189,21 @@ func TestVerbsInUsage(t *testing.T) {
 		if !strings.Contains(Usage, "  leash "+v.synopsis+"\n") && !strings.Contains(Usage, "  leash "+v.synopsis+"  ") {
 			t.Errorf("Usage lacks %q", v.synopsis)
 		}
+	}
+}
+
+// webhook get with none set says so in the API's own words (spec §8.1).
+func TestWebhookGetNoneWording(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusNotFound)
+		_, _ = w.Write([]byte(`{"error":"no webhook is configured","code":"webhook_not_found"}`))
+	}))
+	defer srv.Close()
+	var out, errb bytes.Buffer
+	env := func(string) string { return "" }
+	code := Run(context.Background(), []string{"webhook", "get", "--url", srv.URL, "--key", "k"}, env, &out, &errb)
+	if code != ExitService || !strings.Contains(errb.String(), "webhook_not_found (404): no webhook is configured") {
+		t.Fatalf("webhook get: %d %q", code, errb.String())
 	}
 }

@@ -231,7 +231,7 @@ func runWebhookGet(ctx context.Context, c *command, a []string, f *flags) int {
 		return c.fail(err)
 	}
 	if !ok {
-		fmt.Fprintf(c.stderr, "leash %s: %s (404): no webhook is set\n", c.verb, client.CodeWebhookNotFound)
+		fmt.Fprintf(c.stderr, "leash %s: %s (404): no webhook is configured\n", c.verb, client.CodeWebhookNotFound)
 		return ExitService
 	}
 	c.print(w, w.URL+"\n")

@@ -310,10 +310,10 @@ func (e *Engine) PutRule(ctx context.Context, a *Account, ns string, r *RuleRequ
 		return NamespaceRule{}, false, Invalid("window_ms is required")
 	}
 	if *r.Limit < 0 {
-		return NamespaceRule{}, false, Invalid("limit must be a non-negative integer")
+		return NamespaceRule{}, false, Invalid(RangeMessage("limit", 1, MaxLimit))
 	}
 	if *r.WindowMS < 0 {
-		return NamespaceRule{}, false, Invalid("window_ms must be a non-negative integer")
+		return NamespaceRule{}, false, Invalid(RangeMessage("window_ms", 1, MaxWindowMS))
 	}
 	if r.Name != nil && len(*r.Name) > MaxRuleName {
 		return NamespaceRule{}, false, Invalid("name must be at most 256 bytes")
@@ -322,10 +322,10 @@ func (e *Engine) PutRule(ctx context.Context, a *Account, ns string, r *RuleRequ
 		return NamespaceRule{}, false, err
 	}
 	if *r.Limit < 1 || *r.Limit > MaxLimit {
-		return NamespaceRule{}, false, newError(CodeInvalidRule, "limit must be from 1 to 1000000000")
+		return NamespaceRule{}, false, newError(CodeInvalidRule, RangeMessage("limit", 1, MaxLimit))
 	}
 	if *r.WindowMS < 1 || *r.WindowMS > MaxWindowMS {
-		return NamespaceRule{}, false, newError(CodeInvalidRule, "window_ms must be from 1 to 31622400000")
+		return NamespaceRule{}, false, newError(CodeInvalidRule, RangeMessage("window_ms", 1, MaxWindowMS))
 	}
 	overrides, err := checkOverrideRanges(r.Overrides)
 	if err != nil {

@@ -254,7 +254,7 @@ func serve(paths, environ []string, stdout, stderr io.Writer) int {
 	code := 0
 	select {
 	case <-ctx.Done():
-		log.Info("shutting down", "drain_delay", cfg.Shutdown.DrainDelay.String())
+		log.Info("shutting down", "drain_delay_ms", cfg.Shutdown.DrainDelay.Milliseconds())
 	case err := <-serveErr:
 		log.Error("listener failed", "err", err)
 		code = 1
