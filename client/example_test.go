@@ -28,7 +28,7 @@ func exampleLeash() (url string, stop func()) {
 		panic(err)
 	}
 	store := memstore.New(memstore.Options{})
-	srv := httptest.NewServer(httpapi.New(httpapi.Options{Engine: engine.New(store, dir, engine.Options{})}))
+	srv := httptest.NewServer(httpapi.New(httpapi.Options{Engine: engine.New(engine.RolesOf(store), dir, engine.Options{})}))
 	return srv.URL, func() { srv.Close(); _ = store.Close() }
 }
 

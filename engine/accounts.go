@@ -464,7 +464,7 @@ func (e *Engine) DeleteAccount(ctx context.Context, by Actor, id string) error {
 		return notFound(id)
 	}
 	e.changed(ctx, by, ActionAccountDeleted, id)
-	if _, err := e.store.DeleteWebhook(ctx, id); err != nil {
+	if _, err := e.store.Webhooks.DeleteWebhook(ctx, id); err != nil {
 		// The account is gone; its webhook is never used without it.
 		e.log.Warn("accounts: deleted account's webhook not removed", "account", id, "err", err)
 	}

@@ -25,7 +25,7 @@ func twoEngines(t *testing.T, cfg []engine.AccountSpec) (a, b *engine.Engine, s 
 	t.Cleanup(func() { cancel(); <-done; <-done })
 	var engs [2]*engine.Engine
 	for i := range engs {
-		engs[i] = engine.New(s, dir, engine.Options{Accounts: s})
+		engs[i] = engine.New(engine.RolesOf(s), dir, engine.Options{Accounts: s})
 		if err := engs[i].LoadAccounts(ctx); err != nil {
 			t.Fatal(err)
 		}
@@ -93,7 +93,7 @@ func TestAccountsConflictWithConfig(t *testing.T) {
 	if err := a.CheckDirectory(clash); err == nil || !strings.Contains(err.Error(), `"acme"`) {
 		t.Errorf("CheckDirectory with a clashing config = %v, want an error naming acme", err)
 	}
-	fresh := engine.New(s, clash, engine.Options{Accounts: s})
+	fresh := engine.New(engine.RolesOf(s), clash, engine.Options{Accounts: s})
 	if err := fresh.LoadAccounts(ctx); err == nil || !strings.Contains(err.Error(), `"acme"`) {
 		t.Errorf("LoadAccounts at start-up with a clashing config = %v, want an error naming acme", err)
 	}

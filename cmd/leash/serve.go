@@ -84,12 +84,15 @@ func serve(paths, environ []string, stdout, stderr io.Writer) int {
 		Help: "Changes made through the admin and key routes, by action (spec §15.8).",
 	}, []string{"action"})
 	m.MustRegister(adminChanges)
-	accounts, _ := store.(engine.AccountStore)
-	eng := engine.New(istore, dir, engine.Options{Logger: log, LocalCacheMaxEntries: cfg.Envoy.LocalCache.MaxEntries,
+	var accounts engine.AccountStore
+	if as, ok := store.(engine.AccountStore); ok {
+		accounts = m.InstrumentAccounts(as, tracer)
+	}
+	eng := engine.New(engine.RolesOf(istore), dir, engine.Options{Logger: log, LocalCacheMaxEntries: cfg.Envoy.LocalCache.MaxEntries,
 		Accounts:      accounts,
 		OnAdminChange: func(a engine.AdminAction) { adminChanges.WithLabelValues(string(a)).Inc() },
 		Observer:      m.Observer(cfg.Metrics.Namespaces, cfg.Metrics.NearLimitRatio), Webhooks: engine.WebhookOptions{
-			Policy: policy,
+			Screen: webhook.Screen(policy, nil),
 			Enqueued: func() {
 				select {
 				case wake <- struct{}{}:
@@ -273,7 +276,7 @@ func serve(paths, environ []string, stdout, stderr io.Writer) int {
 	code := 0
 	select {
 	case <-ctx.Done():
-		log.Info("shutting down", "drain_delay", cfg.Shutdown.DrainDelay.String())
+		log.Info("shutting down", "drain_delay_ms", cfg.Shutdown.DrainDelay.Milliseconds())
 	case err := <-serveErr:
 		log.Error("listener failed", "err", err)
 		code = 1

@@ -193,6 +193,9 @@ func TestStartupWaitsForRedis(t *testing.T) {
 	if !strings.Contains(logs.String(), "Redis not reachable yet; retrying") {
 		t.Fatalf("no retry log line; logs:\n%s", logs.String())
 	}
+	if !strings.Contains(logs.String(), "retry_in_ms=") { // a duration names its unit
+		t.Fatalf("retry line without retry_in_ms; logs:\n%s", logs.String())
+	}
 	if err := s.Ping(context.Background()); err != nil {
 		t.Fatal(err)
 	}

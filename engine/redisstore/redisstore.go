@@ -300,7 +300,7 @@ func (s *Store) waitReady(ctx context.Context, o *Options) error {
 		if ctx.Err() != nil {
 			return fmt.Errorf("redisstore: Redis not reachable before start-up gave up: %w", err)
 		}
-		s.log.Warn("redis store: Redis not reachable yet; retrying", "attempt", attempt, "retry_in", backoff.String(), "err", err)
+		s.log.Warn("redis store: Redis not reachable yet; retrying", "attempt", attempt, "retry_in_ms", backoff.Milliseconds(), "err", err)
 		select {
 		case <-ctx.Done():
 			return fmt.Errorf("redisstore: Redis not reachable before start-up gave up: %w", err)

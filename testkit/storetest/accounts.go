@@ -305,7 +305,7 @@ func engineAccountsTest(h *harness) {
 	if err != nil {
 		h.t.Fatal(err)
 	}
-	eng := engine.New(h.s, dir, engine.Options{Accounts: h.accounts()})
+	eng := engine.New(engine.RolesOf(h.s), dir, engine.Options{Accounts: h.accounts()})
 	if err := eng.LoadAccounts(ctx); err != nil {
 		h.t.Fatal(err)
 	}
