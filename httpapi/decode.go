@@ -86,6 +86,7 @@ const (
 	errFraction                     // a number with a fraction or an exponent
 	errNegative                     // a negative integer
 	errTooBig                       // a non-negative integer beyond int64
+	errNotBool                      // not true or false
 )
 
 func (e valueError) Error() string { return "invalid value " + strconv.Itoa(int(e)) }
@@ -323,6 +324,8 @@ func decodeError(body []byte, err error) error {
 				return engine.Invalid(field + " must be an integer")
 			case errFraction:
 				return engine.Invalid(field + " must be an integer, without fraction or exponent")
+			case errNotBool:
+				return engine.Invalid(field + " must be true or false")
 			}
 			return engine.Invalid(rangeMessage(field, name, ve))
 		}

@@ -143,7 +143,18 @@ func serve(paths, environ []string, stdout, stderr io.Writer) int {
 	})
 	adm := admin.New(admin.Options{Ping: eng.Ping, Gatherer: m.Registry, Pprof: cfg.Admin.Pprof})
 	m.Readiness(func() bool { return adm.Ready(context.Background()) })
-	api := httpapi.New(httpapi.Options{Engine: eng, Metrics: m, Logger: log, Tracing: tr})
+	guard := engine.NewAuthGuard(engine.AuthGuardOptions{})
+	m.MustRegister(
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "leash_auth_failures_total",
+			Help: "Calls on /v1 refused 401 for a missing or unknown key (spec §15.7).",
+		}, func() float64 { return float64(guard.Failures()) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "leash_auth_throttled_total",
+			Help: "Calls on /v1 refused 429 too_many_auth_failures: their client address failed authentication too often (spec §15.7).",
+		}, func() float64 { return float64(guard.Refused()) }),
+	)
+	api := httpapi.New(httpapi.Options{Engine: eng, Metrics: m, Logger: log, Tracing: tr, AuthGuard: guard})
 
 	// Bind every listener before serving, so a taken port is a start-up error.
 	httpLn, err := listen(cfg.HTTP.Addr, cfg.HTTP.TLS.CertFile, cfg.HTTP.TLS.KeyFile)
