@@ -30,9 +30,9 @@ type exchange struct {
 	idSeq  uint64 // the sequence number of a generated id
 	acct   *engine.Account
 	op     *engine.Operator // on an operator route
-	code   engine.Code // the error code answered, for the refusal log
-	err    error       // the cause of a 5xx, for the log only
-	span   trace.Span  // the request's server span when it records; nil with tracing off or unsampled
+	code   engine.Code      // the error code answered, for the refusal log
+	err    error            // the cause of a 5xx, for the log only
+	span   trace.Span       // the request's server span when it records; nil with tracing off or unsampled
 
 	body bytes.Buffer // the request body
 	out  bytes.Buffer // the reply body being built
