@@ -84,6 +84,10 @@ func serve(paths, environ []string, stdout, stderr io.Writer) int {
 		Help: "Changes made through the admin and key routes, by action (spec §15.8).",
 	}, []string{"action"})
 	m.MustRegister(adminChanges)
+	for _, a := range []engine.AdminAction{engine.ActionAccountCreated, engine.ActionAccountUpdated, engine.ActionAccountDeleted,
+		engine.ActionKeyIssued, engine.ActionKeyRevoked} {
+		adminChanges.WithLabelValues(string(a))
+	}
 	var accounts engine.AccountStore
 	if as, ok := store.(engine.AccountStore); ok {
 		accounts = m.InstrumentAccounts(as, tracer)
@@ -381,6 +385,20 @@ func httpTimeouts(h config.HTTP) httpapi.Timeouts {
 // the config's, or with neither accounts nor operators configured the dev operator whose
 // key is $LEASH_DEV_OPERATOR_KEY or generated and printed once (spec §2.4, §15.1).
 func directory(cfg *config.Config, environ []string, stdout io.Writer, log *slog.Logger) (*engine.Directory, error) {
+	var devKey [32]byte
+	if !cfg.HasAccounts() {
+		key := lookupEnv(environ, config.DevAPIKeyEnv)
+		if key == "" {
+			key = newAPIKey()
+			fmt.Fprintf(stdout, "No accounts configured: account \"dev\" (plan scale) uses API key\n\n    %s\n\n"+
+				"  curl -H 'Authorization: Bearer %s' -H 'Content-Type: application/json' \\\n"+
+				"       -d '{\"namespace\":\"demo\",\"key\":\"user-1\",\"limit\":5,\"window_ms\":60000}' http://localhost%s/v1/limit\n\n",
+				key, key, portOf(cfg.HTTP.Addr))
+		} else {
+			log.Info("dev account uses the API key from " + config.DevAPIKeyEnv)
+		}
+		devKey = engine.HashKey(key)
+	}
 	var devOps []engine.OperatorSpec
 	if !cfg.HasAccounts() && len(cfg.Operators) == 0 {
 		key := lookupEnv(environ, config.DevOperatorKeyEnv)
@@ -402,17 +420,7 @@ func directory(cfg *config.Config, environ []string, stdout io.Writer, log *slog
 	if cfg.HasAccounts() {
 		return cfg.Directory(devOps...)
 	}
-	key := lookupEnv(environ, config.DevAPIKeyEnv)
-	if key == "" {
-		key = newAPIKey()
-		fmt.Fprintf(stdout, "No accounts configured: account \"dev\" (plan scale) uses API key\n\n    %s\n\n"+
-			"  curl -H 'Authorization: Bearer %s' -H 'Content-Type: application/json' \\\n"+
-			"       -d '{\"namespace\":\"demo\",\"key\":\"user-1\",\"limit\":5,\"window_ms\":60000}' http://localhost%s/v1/limit\n\n",
-			key, key, portOf(cfg.HTTP.Addr))
-	} else {
-		log.Info("dev account uses the API key from " + config.DevAPIKeyEnv)
-	}
-	return setup.DirectoryWith(cfg, devOps, engine.HashKey(key))
+	return setup.DirectoryWith(cfg, devOps, devKey)
 }
 
 // loadAccounts reads the admin API's accounts before serving; a store that does not answer
