@@ -193,3 +193,82 @@ func (c *Client) RevokeKey(ctx context.Context, keyID string) error {
 	_, err := c.call(ctx, http.MethodDelete, "/v1/keys/"+escape(keyID), nil, false, nil)
 	return err
 }
+
+// NamespaceUsage is one namespace's totals over the last 30 UTC days.
+type NamespaceUsage struct {
+	Namespace string `json:"namespace"`
+	Total     int64  `json:"total"`
+	Blocked   int64  `json:"blocked"`
+}
+
+// Usage is an account across all its namespaces (GET /v1/usage): its month, each
+// namespace with usage in the last 30 UTC days, and those days summed over namespaces.
+type Usage struct {
+	Month      MonthUsage       `json:"month"`
+	Namespaces []NamespaceUsage `json:"namespaces"`
+	Days       []DayUsage       `json:"days"`
+}
+
+// Namespace is one namespace of Namespaces: its rules and its last 30 days' totals.
+type Namespace struct {
+	Namespace string `json:"namespace"`
+	Rules     int    `json:"rules"`
+	Total     int64  `json:"total"`
+	Blocked   int64  `json:"blocked"`
+}
+
+// HeldLease is one lease of a Leases answer.
+type HeldLease struct {
+	LeaseID     string `json:"lease_id"`
+	ExpiresInMS int64  `json:"expires_in_ms"`
+}
+
+// LeaseList is who holds one key's leases (GET /v1/namespaces/{ns}/leases). Limit is what
+// an acquisition without inline values would resolve now; nil without a concurrent rule.
+type LeaseList struct {
+	Namespace string      `json:"namespace"`
+	Key       string      `json:"key"`
+	Active    int64       `json:"active"`
+	Limit     *int64      `json:"limit"`
+	Leases    []HeldLease `json:"leases"`
+}
+
+// Usage returns the calling account's usage across its namespaces: GET /v1/usage.
+func (c *Client) Usage(ctx context.Context) (*Usage, error) {
+	var out Usage
+	if _, err := c.call(ctx, http.MethodGet, "/v1/usage", nil, true, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// AdminUsage returns an account's usage: GET /v1/admin/accounts/{id}/usage.
+func (c *Client) AdminUsage(ctx context.Context, account string) (*Usage, error) {
+	var out Usage
+	if _, err := c.call(ctx, http.MethodGet, "/v1/admin/accounts/"+escape(account)+"/usage", nil, true, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// Namespaces lists the calling account's namespaces with a rule or recent usage: GET
+// /v1/namespaces.
+func (c *Client) Namespaces(ctx context.Context) ([]Namespace, error) {
+	var out struct {
+		Namespaces []Namespace `json:"namespaces"`
+	}
+	if _, err := c.call(ctx, http.MethodGet, "/v1/namespaces", nil, true, &out); err != nil {
+		return nil, err
+	}
+	return out.Namespaces, nil
+}
+
+// Leases lists the leases held on (namespace, key): GET /v1/namespaces/{ns}/leases?key=K.
+func (c *Client) Leases(ctx context.Context, namespace, key string) (*LeaseList, error) {
+	var out LeaseList
+	path := "/v1/namespaces/" + escape(namespace) + "/leases?" + url.Values{"key": {key}}.Encode()
+	if _, err := c.call(ctx, http.MethodGet, path, nil, true, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}

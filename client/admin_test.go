@@ -98,6 +98,38 @@ func TestAdminMethods(t *testing.T) {
 	if _, err := ops.AdminUpdateAccount(ctx, "scale", client.AccountUpdate{Plan: &pro}); !client.IsCode(err, client.CodeConfigReadOnly) {
 		t.Errorf("re-plan a configured account: %v", err)
 	}
+	// The account-wide reads.
+	k3, err := ops.AdminIssueKey(ctx, "acme", "reads")
+	if err != nil {
+		t.Fatal(err)
+	}
+	acme2 = newClient(t, p.URL, k3.Key)
+	if _, err := acme2.Limit(ctx, "web", "u1", client.WithLimit(5), client.WithWindowMS(60000)); err != nil {
+		t.Fatal(err)
+	}
+	l, err := acme2.Acquire(ctx, "jobs", "w1", client.WithLimit(2), client.WithWindowMS(60000))
+	if err != nil {
+		t.Fatal(err)
+	}
+	held, err := acme2.Leases(ctx, "jobs", "w1")
+	if err != nil || held.Active != 1 || len(held.Leases) != 1 || held.Leases[0].LeaseID != l.ID || held.Limit != nil {
+		t.Errorf("Leases = %+v, %v", held, err)
+	}
+	if _, _, err := acme2.SetRule(ctx, "jobs", client.Rule{Algorithm: client.ConcurrentLimit, Limit: 4, WindowMS: 1000}); err != nil {
+		t.Fatal(err)
+	}
+	if held, err := acme2.Leases(ctx, "jobs", "w1"); err != nil || held.Limit == nil || *held.Limit != 4 {
+		t.Errorf("Leases with a rule = %+v, %v", held, err)
+	}
+	if nss, err := acme2.Namespaces(ctx); err != nil || len(nss) < 1 || nss[0].Namespace != "jobs" || nss[0].Rules != 1 {
+		t.Errorf("Namespaces = %+v, %v", nss, err)
+	}
+	if u, err := acme2.Usage(ctx); err != nil || len(u.Days) != 30 || u.Month.Quota != 10_000_000 {
+		t.Errorf("Usage = %+v, %v", u, err)
+	}
+	if u, err := ops.AdminUsage(ctx, "acme"); err != nil || len(u.Days) != 30 {
+		t.Errorf("AdminUsage = %+v, %v", u, err)
+	}
 	if err := ops.AdminDeleteAccount(ctx, "acme"); err != nil {
 		t.Fatal(err)
 	}

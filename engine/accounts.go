@@ -443,7 +443,7 @@ func (e *Engine) UpdateAccount(ctx context.Context, by Actor, id string, u Accou
 	return storedInfo(a, a.Keys), nil
 }
 
-// DeleteAccount deletes an API account with its keys and its webhook (DELETE
+// DeleteAccount deletes an API account with its keys, its webhook and its rules (DELETE
 // /v1/admin/accounts/{id}); what stays is spec §15.6's.
 func (e *Engine) DeleteAccount(ctx context.Context, by Actor, id string) error {
 	s, err := e.accountsStore()
@@ -464,9 +464,13 @@ func (e *Engine) DeleteAccount(ctx context.Context, by Actor, id string) error {
 		return notFound(id)
 	}
 	e.changed(ctx, by, ActionAccountDeleted, id)
+	// The account is gone, so its webhook and rules are never used again; they are removed
+	// so that an account created with the same id does not inherit them.
 	if _, err := e.store.Webhooks.DeleteWebhook(ctx, id); err != nil {
-		// The account is gone; its webhook is never used without it.
 		e.log.Warn("accounts: deleted account's webhook not removed", "account", id, "err", err)
+	}
+	if err := e.deleteRules(ctx, id); err != nil {
+		e.log.Warn("accounts: deleted account's rules not all removed", "account", id, "err", err)
 	}
 	return nil
 }

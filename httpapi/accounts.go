@@ -31,6 +31,10 @@ func accountRoutes() []route {
 		{Route: Route{http.MethodGet, "/v1/keys"}, serve: (*API).ownKeys},
 		{Route: Route{http.MethodPost, "/v1/keys"}, body: optionalBody, serve: (*API).ownIssueKey},
 		{Route: Route{http.MethodDelete, "/v1/keys/{key_id}"}, serve: (*API).ownRevokeKey},
+		{Route: Route{http.MethodGet, "/v1/usage"}, serve: (*API).ownUsage},
+		{Route: Route{http.MethodGet, "/v1/admin/accounts/{id}/usage"}, operator: true, serve: (*API).adminUsage},
+		{Route: Route{http.MethodGet, "/v1/namespaces"}, serve: (*API).listNamespaces},
+		{Route: Route{http.MethodGet, "/v1/namespaces/{ns}/leases"}, serve: (*API).listLeases},
 	}
 }
 
@@ -326,4 +330,109 @@ func (a *API) ownAccount(x *exchange) {
 		Plan       string     `json:"plan"`
 		PlanLimits planLimits `json:"plan_limits"`
 	}{x.acct.ID, p.Name, lim})
+}
+
+// usageJSON is the body of GET /v1/usage and GET /v1/admin/accounts/{id}/usage.
+type usageJSON struct {
+	Month      monthJSON    `json:"month"`
+	Namespaces []totalsJSON `json:"namespaces"`
+	Days       []dayJSON    `json:"days"`
+}
+
+type totalsJSON struct {
+	Namespace string `json:"namespace"`
+	Total     int64  `json:"total"`
+	Blocked   int64  `json:"blocked"`
+}
+
+func (a *API) writeUsage(x *exchange, u engine.AccountUsage) {
+	out := usageJSON{
+		Month: monthJSON{Month: u.Month.Month.String(), Total: u.Month.Total, Quota: u.Month.Quota,
+			OverQuota: u.Month.OverQuota, HardCap: u.Month.HardCap},
+		Namespaces: make([]totalsJSON, len(u.Namespaces)),
+		Days:       make([]dayJSON, len(u.Days)),
+	}
+	for i, n := range u.Namespaces {
+		out.Namespaces[i] = totalsJSON{Namespace: n.Namespace, Total: n.Total, Blocked: n.Blocked}
+	}
+	for i, d := range u.Days {
+		out.Days[i] = dayJSON{Day: d.Day.String(), Total: d.Total, Blocked: d.Blocked}
+	}
+	a.reply(x, http.StatusOK, &out)
+}
+
+// ownUsage serves GET /v1/usage: the account across all its namespaces.
+func (a *API) ownUsage(x *exchange) {
+	u, err := a.eng.Usage(x.r.Context(), x.acct)
+	if err != nil {
+		a.engineError(x, err)
+		return
+	}
+	a.writeUsage(x, u)
+}
+
+// adminUsage serves GET /v1/admin/accounts/{id}/usage: the same body for any account.
+func (a *API) adminUsage(x *exchange) {
+	u, err := a.eng.UsageOf(x.r.Context(), x.r.PathValue("id"))
+	if err != nil {
+		a.engineError(x, err)
+		return
+	}
+	a.writeUsage(x, u)
+}
+
+// listNamespaces serves GET /v1/namespaces.
+func (a *API) listNamespaces(x *exchange) {
+	list, err := a.eng.Namespaces(x.r.Context(), x.acct)
+	if err != nil {
+		a.engineError(x, err)
+		return
+	}
+	type nsJSON struct {
+		Namespace string `json:"namespace"`
+		Rules     int    `json:"rules"`
+		Total     int64  `json:"total"`
+		Blocked   int64  `json:"blocked"`
+	}
+	out := struct {
+		Namespaces []nsJSON `json:"namespaces"`
+	}{make([]nsJSON, len(list))}
+	for i, n := range list {
+		out.Namespaces[i] = nsJSON{n.Namespace, n.Rules, n.Total, n.Blocked}
+	}
+	a.reply(x, http.StatusOK, &out)
+}
+
+// listLeases serves GET /v1/namespaces/{ns}/leases?key=K.
+func (a *API) listLeases(x *exchange) {
+	q, err := query(x, "key")
+	if err != nil {
+		a.engineError(x, err)
+		return
+	}
+	key, ok := q["key"]
+	if !ok {
+		a.engineError(x, engine.Invalid("key is required: ?key=K"))
+		return
+	}
+	l, err := a.eng.Leases(x.r.Context(), x.acct, x.r.PathValue("ns"), key)
+	if err != nil {
+		a.engineError(x, err)
+		return
+	}
+	type leaseJSON struct {
+		LeaseID     string `json:"lease_id"`
+		ExpiresInMS int64  `json:"expires_in_ms"`
+	}
+	out := struct {
+		Namespace string      `json:"namespace"`
+		Key       string      `json:"key"`
+		Active    int64       `json:"active"`
+		Limit     *int64      `json:"limit"`
+		Leases    []leaseJSON `json:"leases"`
+	}{l.Namespace, l.Key, l.Active, l.Limit, make([]leaseJSON, len(l.Leases))}
+	for i, v := range l.Leases {
+		out.Leases[i] = leaseJSON{v.LeaseID, v.ExpiresInMS}
+	}
+	a.reply(x, http.StatusOK, &out)
 }

@@ -26,6 +26,7 @@ const (
 type adminEnv struct {
 	t     *testing.T
 	api   *httpapi.API
+	eng   *engine.Engine
 	guard *engine.AuthGuard
 }
 
@@ -49,7 +50,7 @@ func newAdminEnvAt(t *testing.T, now func() time.Time) *adminEnv {
 		t.Fatal(err)
 	}
 	g := engine.NewAuthGuard(engine.AuthGuardOptions{Now: now})
-	return &adminEnv{t: t, api: httpapi.New(httpapi.Options{Engine: eng, Logger: log, AuthGuard: g}), guard: g}
+	return &adminEnv{t: t, api: httpapi.New(httpapi.Options{Engine: eng, Logger: log, AuthGuard: g}), eng: eng, guard: g}
 }
 
 // call sends one request from the client address from ("" is httptest's) and returns the
@@ -261,5 +262,72 @@ func TestAuthFailuresSlowOneAddress(t *testing.T) {
 	}
 	if s, _, _ := e.call(attacker, "POST", "/v1/limit", "bad", limitBody); s != 429 {
 		t.Errorf("the next bad key: %d, want 429", s)
+	}
+}
+
+// TestAccountReads: GET /v1/usage (and the operator's copy), /v1/namespaces and
+// /v1/namespaces/{ns}/leases; a deleted account's rules go with it.
+func TestAccountReads(t *testing.T) {
+	e := newAdminEnv(t)
+	e.expect("POST", "/v1/admin/accounts", keyOperator, `{"id":"acme","plan":"pro"}`, 201, "")
+	key := e.expect("POST", "/v1/admin/accounts/acme/keys", keyOperator, "", 201, "")["key"].(string)
+	for range 3 {
+		e.expect("POST", "/v1/limit", key, `{"namespace":"web","key":"u","limit":2,"window_ms":60000}`, 200, "")
+	}
+	e.expect("POST", "/v1/limit", key, `{"namespace":"api","key":"u","limit":9,"window_ms":60000}`, 200, "")
+	e.expect("POST", "/v1/namespaces/quiet/rules", key, `{"algorithm":"fixed_window","limit":5,"window_ms":1000}`, 201, "")
+	e.expect("POST", "/v1/limit", keyConfig, `{"namespace":"web","key":"u","limit":9,"window_ms":60000}`, 200, "")
+	if err := e.eng.Flush(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	u := e.expect("GET", "/v1/usage", key, "", 200, "")
+	if m := u["month"].(map[string]any); m["total"] != float64(4) || m["quota"] != float64(10_000_000) {
+		t.Errorf("usage month %v", m)
+	}
+	if got, _ := json.Marshal(u["namespaces"]); string(got) != `[{"blocked":0,"namespace":"api","total":1},{"blocked":1,"namespace":"web","total":3}]` {
+		t.Errorf("usage namespaces %s", got)
+	}
+	days := u["days"].([]any)
+	if len(days) != 30 || days[29].(map[string]any)["total"] != float64(4) || days[29].(map[string]any)["blocked"] != float64(1) {
+		t.Errorf("usage days: %d, last %v", len(days), days[len(days)-1])
+	}
+	if adm := e.expect("GET", "/v1/admin/accounts/acme/usage", keyOperator, "", 200, ""); adm["month"].(map[string]any)["total"] != float64(4) {
+		t.Errorf("operator's usage %v", adm)
+	}
+	e.expect("GET", "/v1/admin/accounts/nobody/usage", keyOperator, "", 404, "account_not_found")
+	ns := e.expect("GET", "/v1/namespaces", key, "", 200, "")
+	if got, _ := json.Marshal(ns["namespaces"]); string(got) != `[{"blocked":0,"namespace":"api","rules":0,"total":1},{"blocked":0,"namespace":"quiet","rules":1,"total":0},{"blocked":1,"namespace":"web","rules":0,"total":3}]` {
+		t.Errorf("namespaces %s", got)
+	}
+
+	// Leases: the limit as an acquisition would resolve it.
+	e.expect("GET", "/v1/namespaces/jobs/leases", key, "", 400, "invalid_request")
+	e.expect("GET", "/v1/namespaces/jobs/leases?key=a&key=b", key, "", 400, "invalid_request")
+	l := e.expect("GET", "/v1/namespaces/jobs/leases?key=w1", key, "", 200, "")
+	if l["active"] != float64(0) || l["limit"] != nil || len(l["leases"].([]any)) != 0 {
+		t.Errorf("no leases: %v", l)
+	}
+	first := e.expect("POST", "/v1/leases", key, `{"namespace":"jobs","key":"w1","limit":3,"window_ms":60000}`, 200, "")
+	e.expect("POST", "/v1/leases", key, `{"namespace":"jobs","key":"w1","limit":3,"window_ms":30000}`, 200, "")
+	e.expect("POST", "/v1/namespaces/jobs/rules", key, `{"algorithm":"concurrent_limit","limit":5,"window_ms":1000,"overrides":[{"key":"w1","limit":7}]}`, 201, "")
+	l = e.expect("GET", "/v1/namespaces/jobs/leases?key=w1", key, "", 200, "")
+	leases := l["leases"].([]any)
+	if l["active"] != float64(2) || l["limit"] != float64(7) || l["namespace"] != "jobs" || l["key"] != "w1" || len(leases) != 2 {
+		t.Fatalf("two leases: %v", l)
+	}
+	if last := leases[1].(map[string]any); last["lease_id"] != first["lease_id"] || last["expires_in_ms"].(float64) > 60000 || last["expires_in_ms"].(float64) < 59000 {
+		t.Errorf("leases %v: want the 60 s one last, with its lease id", leases)
+	}
+	if other := e.expect("GET", "/v1/namespaces/jobs/leases?key=w2", key, "", 200, ""); other["limit"] != float64(5) {
+		t.Errorf("another key's limit: %v", other)
+	}
+
+	// Deleting the account removes its rules: created again, it has none.
+	e.expect("DELETE", "/v1/admin/accounts/acme", keyOperator, "", 204, "")
+	e.expect("POST", "/v1/admin/accounts", keyOperator, `{"id":"acme","plan":"pro"}`, 201, "")
+	key = e.expect("POST", "/v1/admin/accounts/acme/keys", keyOperator, "", 201, "")["key"].(string)
+	e.expect("GET", "/v1/namespaces/quiet/rules", key, "", 200, "")
+	if got := e.expect("GET", "/v1/namespaces/quiet/rules", key, "", 200, ""); len(got["rules"].([]any)) != 0 {
+		t.Errorf("a re-created account's rules: %v", got)
 	}
 }

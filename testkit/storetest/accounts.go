@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"slices"
 	"strings"
 
@@ -290,6 +291,72 @@ func accountTests() []subtest {
 			}
 		}},
 		{"EngineConfigReadOnly", engineAccountsTest},
+		{"RuleNamespaces", func(h *harness) {
+			rate := engine.Rule{Algorithm: engine.FixedWindow, Limit: 5, WindowMS: 1000}
+			conc := engine.Rule{Algorithm: engine.ConcurrentLimit, Limit: 2, WindowMS: 1000}
+			h.putRule(h.a, "zeta", rate, true)
+			h.putRule(h.a, "alpha", rate, true)
+			h.putRule(h.a, "alpha", conc, true)
+			h.putRule(h.a, "gone", rate, true)
+			h.putRule(h.b, "other", rate, true)
+			h.deleteRule(h.a, "gone", engine.RateRule, true)
+			got, err := h.s.RuleNamespaces(h.ctx, h.a)
+			if want := "[{alpha 2} {zeta 1}]"; err != nil || fmt.Sprint(got) != want {
+				h.t.Errorf("RuleNamespaces = %v, %v; want %s", got, err, want)
+			}
+			h.deleteRule(h.a, "alpha", engine.RateRule, true)
+			if got, _ := h.s.RuleNamespaces(h.ctx, h.a); fmt.Sprint(got) != "[{alpha 1} {zeta 1}]" {
+				h.t.Errorf("after deleting one of two: %v", got)
+			}
+			if got, err := h.s.RuleNamespaces(h.ctx, h.a+"-none"); err != nil || len(got) != 0 {
+				h.t.Errorf("an account without rules: %v, %v", got, err)
+			}
+		}},
+		{"AccountUsage", func(h *harness) {
+			today := engine.DayOf(baseMS)
+			h.addUsage(engine.UsageBatch{ID: "u1", Counts: map[engine.UsageKey]engine.UsageCount{
+				{Account: h.a, Namespace: "web", Day: today}:     {Total: 5, Blocked: 1},
+				{Account: h.a, Namespace: "api", Day: today}:     {Total: 3},
+				{Account: h.a, Namespace: "api", Day: today - 2}: {Total: 7, Blocked: 7},
+				{Account: h.a, Namespace: "old", Day: today - 9}: {Total: 1},
+				{Account: h.b, Namespace: "web", Day: today}:     {Total: 100},
+			}})
+			rep, err := h.s.ReadAccountUsage(h.ctx, engine.AccountUsageQuery{Account: h.a, FirstDay: today - 5, LastDay: today, Month: today.Month()})
+			if err != nil {
+				h.t.Fatal(err)
+			}
+			want := []engine.NamespaceUsage{
+				{Namespace: "api", Day: today - 2, UsageCount: engine.UsageCount{Total: 7, Blocked: 7}},
+				{Namespace: "api", Day: today, UsageCount: engine.UsageCount{Total: 3}},
+				{Namespace: "web", Day: today, UsageCount: engine.UsageCount{Total: 5, Blocked: 1}},
+			}
+			if fmt.Sprint(rep.Entries) != fmt.Sprint(want) {
+				h.t.Errorf("entries = %v, want %v (by day, then namespace; the window only)", rep.Entries, want)
+			}
+			if rep.MonthTotal != 16 { // all of a's usage is in January 2027
+				h.t.Errorf("month total = %d, want 16", rep.MonthTotal)
+			}
+		}},
+		{"HeldLeases", func(h *harness) {
+			set := h.set("k")
+			h.acquire(set, "t-late", 5, 3000, true, 1, 3000)
+			h.at(500)
+			h.acquire(set, "t-early", 5, 1000, true, 2, 1000)
+			h.acquire(h.set("other"), "t-other", 5, 1000, true, 1, 1000)
+			got, err := h.s.HeldLeases(h.ctx, set)
+			want := engine.HeldLeases{NowMS: baseMS + 500, Leases: []engine.HeldLease{{Token: "t-early", ExpiresMS: baseMS + 1500}, {Token: "t-late", ExpiresMS: baseMS + 3000}}}
+			if err != nil || fmt.Sprint(got) != fmt.Sprint(want) {
+				h.t.Errorf("HeldLeases = %+v, %v; want %+v", got, err, want)
+			}
+			h.at(1500) // t-early's expiry: no longer held
+			got, _ = h.s.HeldLeases(h.ctx, set)
+			if len(got.Leases) != 1 || got.Leases[0].Token != "t-late" || got.NowMS != baseMS+1500 {
+				h.t.Errorf("at its expiry: %+v, want t-late only", got)
+			}
+			if got, err := h.s.HeldLeases(h.ctx, h.set("none")); err != nil || len(got.Leases) != 0 {
+				h.t.Errorf("an empty set: %+v, %v", got, err)
+			}
+		}},
 	}
 }
 
@@ -305,7 +372,7 @@ func engineAccountsTest(h *harness) {
 	if err != nil {
 		h.t.Fatal(err)
 	}
-	eng := engine.New(engine.RolesOf(h.s), dir, engine.Options{Accounts: h.accounts()})
+	eng := engine.New(engine.RolesOf(h.s), dir, engine.Options{Accounts: h.accounts(), Logger: slog.New(slog.DiscardHandler)})
 	if err := eng.LoadAccounts(ctx); err != nil {
 		h.t.Fatal(err)
 	}
