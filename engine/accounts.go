@@ -86,7 +86,8 @@ type accountState struct {
 	mu       sync.Mutex // serialises loads and directory swaps
 	snap     AccountsSnapshot
 	loaded   bool
-	reported int64 // the snapshot version whose conflicts were last logged
+	gen      uint64 // bumped by every snapshot installed
+	reported int64  // the snapshot version whose conflicts were last logged
 }
 
 // NewAPIKey returns a fresh random API key: lsh_ followed by 32 random bytes in unpadded
@@ -138,6 +139,7 @@ func (e *Engine) LoadAccounts(ctx context.Context) error {
 		return err
 	}
 	st.snap, st.loaded = snap, true
+	st.gen++
 	e.directory.Store(m)
 	return nil
 }
@@ -204,9 +206,15 @@ func (e *Engine) logConflicts(conflicts, unknown []string, always bool) {
 }
 
 // refresh reloads the store's accounts when their version is not the one loaded (or
-// always when force), and serves them.
+// always when force), and serves them. Versions only grow, except when the store lost
+// data (a Redis failover or flush): any other version than the one loaded is reloaded.
+// A load that another, at least as new, overtook (a poll racing a write made here, or two
+// writes) is dropped; were it wrong to drop, the next poll catches up.
 func (e *Engine) refresh(ctx context.Context, force bool) error {
 	st := &e.acct
+	st.mu.Lock()
+	gen := st.gen
+	st.mu.Unlock()
 	if !force {
 		v, err := e.accounts.AccountsVersion(ctx)
 		if err != nil {
@@ -225,11 +233,11 @@ func (e *Engine) refresh(ctx context.Context, force bool) error {
 	}
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	if st.loaded && snap.Version < st.snap.Version && !force {
-		// A poll that read an older version than a write of ours already installed.
-		return nil
+	if st.gen != gen && snap.Version <= st.snap.Version {
+		return nil // another load, as new, was installed since this one began
 	}
 	st.snap, st.loaded = snap, true
+	st.gen++
 	m, conflicts, unknown := e.directory.Load().merge(&snap)
 	e.logConflicts(conflicts, unknown, false)
 	e.directory.Store(m)
