@@ -2,11 +2,17 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
+	"os/exec"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/leashd/leash/testkit"
 	"github.com/leashd/leash/testkit/leashproc"
+	"github.com/leashd/leash/testkit/redistest"
 )
 
 // TestAccountsWalkthrough is the walkthrough a newcomer follows: `leash serve` with no
@@ -95,3 +101,55 @@ func TestAccountsWalkthrough(t *testing.T) {
 	}
 	p.NoCrash(t)
 }
+
+// TestAPIAccountClashesWithConfig: an account created through the admin API whose id a
+// configuration then defines is refused on reload (the running accounts stay, the log
+// names it) and at start-up (exit 1, the log names it) (spec §15.2).
+func TestAPIAccountClashesWithConfig(t *testing.T) {
+	r := redistest.StartServer(t, false)
+	redis := []string{"LEASH_STORE_BACKEND=redis", "LEASH_STORE_REDIS_URL=" + r.URL()}
+	path := filepath.Join(t.TempDir(), "leash.yaml")
+	base := "operators: [{id: ops, api_keys: [op-key]}]\naccounts:\n  - {id: cfg, plan: pro, api_keys: [cfg-key]}\n"
+	testkit.ReplaceFile(t, path, base)
+	p := leashproc.Start(t, binary, []string{"--config", path}, redis...)
+	admin := []string{"LEASH_URL=" + p.URL, "LEASH_OPERATOR_KEY=op-key"}
+	if code, out, errOut := leashCLI(t, admin, "admin", "accounts", "create", "acme", "--plan", "free"); code != 0 {
+		t.Fatalf("create: %d %s %s", code, out, errOut)
+	}
+	testkit.ReplaceFile(t, path, base+"  - {id: acme, plan: pro, api_keys: [other-key]}\n")
+	deadline := time.Now().Add(3 * time.Second)
+	for !p.HasLog("config reload: accounts rejected; keeping the running config") {
+		if time.Now().After(deadline) {
+			t.Fatal("the clashing reload was not refused within 3 s")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	named := false
+	for _, rec := range p.Logs() {
+		if err, _ := rec["err"].(string); rec["msg"] == "config reload: accounts rejected; keeping the running config" && strings.Contains(err, `"acme"`) {
+			named = true
+		}
+	}
+	if !named {
+		t.Error("the refusal does not name the account")
+	}
+	if code, _ := leashproc.Call(t, "POST", p.URL+"/v1/limit", "other-key", limitJSON); code != 401 {
+		t.Errorf("the refused config's key answers %d", code)
+	}
+	if code, _ := leashproc.Call(t, "POST", p.URL+"/v1/limit", "cfg-key", limitJSON); code != 200 {
+		t.Errorf("the running config's key answers %d", code)
+	}
+
+	// A second instance started with the clashing configuration does not start.
+	clash := filepath.Join(t.TempDir(), "clash.yaml")
+	testkit.ReplaceFile(t, clash, base+"  - {id: acme, plan: pro, api_keys: [other-key]}\n")
+	cmd := exec.Command(binary, "serve", "--config", clash)
+	cmd.Env = append(leashproc.Environ(), append(redis, "LEASH_HTTP_ADDR=127.0.0.1:0", "LEASH_ADMIN_ADDR=127.0.0.1:0", "LEASH_GRPC_ADDR=")...)
+	out, err := cmd.CombinedOutput()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 1 || !strings.Contains(string(out), `account \"acme\"`) {
+		t.Fatalf("start-up with a clashing config: %v\n%s", err, out)
+	}
+}
+
+const limitJSON = `{"namespace":"n","key":"k","limit":100,"window_ms":1000}`
