@@ -65,7 +65,7 @@ func (r *envoyReloader) watch(paths []string) {
 	}()
 }
 
-// applyDescriptors is the descriptor watcher's callback.
+// applyDescriptors is the descriptor watcher's callback; the watcher logs the reload.
 func (r *envoyReloader) applyDescriptors(d *descriptors.Config) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -75,7 +75,6 @@ func (r *envoyReloader) applyDescriptors(d *descriptors.Config) error {
 	}
 	r.cfg, r.files = next, d
 	r.svc.SetConfig(next)
-	r.log.Info("envoy descriptors reloaded", "domains", len(d.Domains()))
 	return nil
 }
 
