@@ -10,10 +10,11 @@ import (
 	"slices"
 	"sync"
 
-	"github.com/leashd/leash/adapter/rls"
-
 	"github.com/leashd/leash/adapter/descriptors"
 	"github.com/leashd/leash/adapter/domains"
+	"github.com/leashd/leash/adapter/rlqs"
+	"github.com/leashd/leash/adapter/rls"
+	"github.com/leashd/leash/adapter/xds"
 	"github.com/leashd/leash/config"
 	"github.com/leashd/leash/engine"
 	"github.com/leashd/leash/internal/setup"
@@ -162,4 +163,44 @@ func grpcTLS(t config.GRPCTLS) (*tls.Config, error) {
 		tc.ClientCAs, tc.ClientAuth = pool, tls.RequireAndVerifyClientCert
 	}
 	return tc, nil
+}
+
+// rlsOptions translates envoy.* into the RLS service's options (spec §9.7).
+func (s *server) rlsOptions() rls.Options {
+	envoy := s.cfg.Envoy
+	names := envoy.HeaderNames
+	return rls.Options{
+		Engine: s.engine, Accounts: s.engine.Account, Logger: s.log,
+		ResponseHeaders: envoy.ResponseHeaders,
+		HeaderNames:     rls.HeaderNames{Limit: names.Limit, Remaining: names.Remaining, Reset: names.Reset},
+		ShadowMode:      envoy.ShadowMode, QuotaMode: envoy.QuotaMode, DynamicMetadata: envoy.ResponseDynamicMetadata,
+		Rules: s.metrics.Rules(),
+		Counters: rls.Counters{Decision: s.metrics.Decisions("envoy").Inc,
+			ShadowDenial: s.metrics.ShadowDenial, GlobalShadow: s.metrics.GlobalShadow},
+		Trace: s.tracing != nil,
+	}
+}
+
+// rlqsOptions translates envoy.rlqs.* into the RLQS service's options (spec §14.5, §14.6);
+// it runs on the RLS service's config, reloads included.
+func (s *server) rlqsOptions() rlqs.Options {
+	quota := s.cfg.Envoy.RLQS
+	counters := s.metrics.RLQS()
+	return rlqs.Options{
+		Engine: s.engine, Demand: s.measured, Accounts: s.engine.Account, Config: s.rls.Config, Logger: s.log,
+		ReportingInterval: quota.ReportingInterval, TTLIntervals: quota.TTLIntervals,
+		MaxBucketsPerStream: quota.MaxBucketsPerStream, MaxBucketsPerAccount: quota.MaxBucketsPerAccount,
+		Counters: rlqs.Counters{Streams: counters.Streams, Buckets: counters.Buckets, Sent: counters.Sent,
+			Reported: counters.Reported, Rejected: counters.Rejected},
+	}
+}
+
+// xdsTLS is the xDS client's TLS from envoy.xds.tls (spec §9.14): nil, plaintext, when
+// xDS is off or none of its keys is set.
+func xdsTLS(x config.XDS) (*tls.Config, error) {
+	t := x.TLS
+	if x.Address == "" || (t.CAFile == "" && t.CertFile == "" && t.KeyFile == "" && t.ServerName == "") {
+		return nil, nil
+	}
+	return xds.TLSConfig(t.CAFile, t.CertFile, t.KeyFile, t.ServerName)
 }
