@@ -70,6 +70,23 @@ func logStartError(log *slog.Logger, err error) {
 	log.Error(se.msg, append(slices.Clone(se.attrs), "err", se.err)...)
 }
 
+// warnTestOnly logs one warning for each setting that spec §10.2 documents as for tests
+// only and cfg turns on; serve calls it once, at start-up.
+func warnTestOnly(cfg *config.Config, log *slog.Logger) {
+	settings := []struct {
+		key string
+		on  bool
+	}{
+		{"webhooks.allow_http", cfg.Webhooks.AllowHTTP},
+		{"webhooks.allow_private_targets", cfg.Webhooks.AllowPrivateTargets},
+	}
+	for _, setting := range settings {
+		if setting.on {
+			log.Warn("a setting meant for tests only is on; never in production", "setting", setting.key)
+		}
+	}
+}
+
 // newTracing sets up OpenTelemetry traces from tracing.* (spec §12.8); nil when
 // tracing.exporter is none. Export failures are logged as warnings.
 func newTracing(ctx context.Context, c config.Tracing, log *slog.Logger) (*tracing.Tracing, error) {

@@ -80,6 +80,7 @@ func newServer(ctx context.Context, cfg *config.Config, paths, environ []string,
 			s.undo.run()
 		}
 	}()
+	warnTestOnly(cfg, log)
 	dir, err := directory(cfg, environ, stdout, log)
 	if err != nil {
 		return nil, &startError{msg: "invalid accounts", err: err}
