@@ -89,16 +89,16 @@ func warnTestOnly(cfg *config.Config, log *slog.Logger) {
 
 // newTracing sets up OpenTelemetry traces from tracing.* (spec §12.8); nil when
 // tracing.exporter is none. Export failures are logged as warnings.
-func newTracing(ctx context.Context, c config.Tracing, log *slog.Logger) (*tracing.Tracing, error) {
-	tr, err := tracing.New(ctx, tracing.Options{Exporter: c.Exporter, Endpoint: c.Endpoint, Insecure: c.Insecure,
-		SamplingRatio: c.SamplingRatio, ServiceName: c.ServiceName, ServiceVersion: buildVersion()})
+func newTracing(ctx context.Context, tracingCfg config.Tracing, log *slog.Logger) (*tracing.Tracing, error) {
+	tr, err := tracing.New(ctx, tracing.Options{Exporter: tracingCfg.Exporter, Endpoint: tracingCfg.Endpoint, Insecure: tracingCfg.Insecure,
+		SamplingRatio: tracingCfg.SamplingRatio, ServiceName: tracingCfg.ServiceName, ServiceVersion: buildVersion()})
 	if err != nil || tr == nil {
 		return nil, err
 	}
 	// The SDK reports export failures through its process-wide handler; route them to
 	// the log.
 	otel.SetErrorHandler(otel.ErrorHandlerFunc(func(err error) { log.Warn("tracing", "err", err) }))
-	log.Info("tracing on", "exporter", c.Exporter, "endpoint", c.Endpoint, "sampling_ratio", c.SamplingRatio)
+	log.Info("tracing on", "exporter", tracingCfg.Exporter, "endpoint", tracingCfg.Endpoint, "sampling_ratio", tracingCfg.SamplingRatio)
 	return tr, nil
 }
 
@@ -146,12 +146,12 @@ func listen(addr, certFile, keyFile string) (net.Listener, error) {
 	if err != nil || certFile == "" {
 		return ln, err
 	}
-	rl, err := newCertReloader(certFile, keyFile)
+	certs, err := newCertReloader(certFile, keyFile)
 	if err != nil {
 		ln.Close()
 		return nil, err
 	}
-	return tls.NewListener(ln, &tls.Config{MinVersion: tls.VersionTLS12, GetCertificate: rl.get, NextProtos: []string{"h2", "http/1.1"}}), nil
+	return tls.NewListener(ln, &tls.Config{MinVersion: tls.VersionTLS12, GetCertificate: certs.get, NextProtos: []string{"h2", "http/1.1"}}), nil
 }
 
 func newLogger(c config.Log, w io.Writer) *slog.Logger {

@@ -37,16 +37,16 @@ type server struct {
 	paths   []string // the config files, watched for reloads
 	environ []string // the environment the config files are layered with
 
-	metrics  *metrics.Metrics
-	tracing  *tracing.Tracing // nil when tracing.exporter is none
-	store    engine.Store     // the store as opened; closed last
-	measured *metrics.InstrumentedStore
-	engine   *engine.Engine
-	envoy    *domains.Config // the Envoy config at start; the reloader holds the current one
-	rls      *rls.Service
-	quota    *rlqs.Service
-	xdsTLS   *tls.Config // nil: plaintext to the xDS server
-	admin    *admin.Handler
+	metrics     *metrics.Metrics
+	tracing     *tracing.Tracing // nil when tracing.exporter is none
+	store       engine.Store     // the store as opened; closed last
+	measured    *metrics.InstrumentedStore
+	engine      *engine.Engine
+	envoyConfig *domains.Config // the Envoy config at start; the reloader holds the current one
+	rls         *rls.Service
+	quota       *rlqs.Service
+	xdsTLS      *tls.Config // nil: plaintext to the xDS server
+	admin       *admin.Handler
 
 	httpLn, adminLn, grpcLn, jsonLn net.Listener // grpcLn, jsonLn nil when off
 	httpSrv, adminSrv, jsonSrv      *http.Server
@@ -153,8 +153,8 @@ func (s *server) wakeDeliverer() {
 }
 
 // webhookPolicy is the address screening of webhook URLs and deliveries (spec §8.2).
-func webhookPolicy(w config.Webhooks) ssrf.Policy {
-	return ssrf.Policy{AllowHTTP: w.AllowHTTP, AllowPrivateTargets: w.AllowPrivateTargets}
+func webhookPolicy(hooks config.Webhooks) ssrf.Policy {
+	return ssrf.Policy{AllowHTTP: hooks.AllowHTTP, AllowPrivateTargets: hooks.AllowPrivateTargets}
 }
 
 // newEnvoy checks the Envoy config (descriptors, routing) against the accounts and builds
@@ -170,7 +170,7 @@ func (s *server) newEnvoy(dir *engine.Directory) error {
 	if s.xdsTLS, err = xdsTLS(s.cfg.Envoy.XDS); err != nil {
 		return &startError{msg: "invalid envoy.xds.tls", err: err}
 	}
-	s.envoy = envoyCfg
+	s.envoyConfig = envoyCfg
 	s.rls = rls.NewService(envoyCfg, s.rlsOptions())
 	s.quota = rlqs.NewService(s.rlqsOptions())
 	return nil
@@ -188,13 +188,13 @@ func (s *server) bound(name, addr string, ln net.Listener, err error) (net.Liste
 
 // bindHTTP binds the /v1 listener (HTTPS with http.tls) and builds its server.
 func (s *server) bindHTTP() (err error) {
-	h := s.cfg.HTTP
-	ln, err := listen(h.Addr, h.TLS.CertFile, h.TLS.KeyFile)
-	if s.httpLn, err = s.bound("http", h.Addr, ln, err); err != nil {
+	httpCfg := s.cfg.HTTP
+	ln, err := listen(httpCfg.Addr, httpCfg.TLS.CertFile, httpCfg.TLS.KeyFile)
+	if s.httpLn, err = s.bound("http", httpCfg.Addr, ln, err); err != nil {
 		return err
 	}
 	api := httpapi.New(httpapi.Options{Engine: s.engine, Metrics: s.metrics, Logger: s.log, Tracing: s.tracing})
-	s.httpSrv = httpapi.NewServerWith(h.Addr, api, httpTimeouts(h))
+	s.httpSrv = httpapi.NewServerWith(httpCfg.Addr, api, httpTimeouts(httpCfg))
 	s.httpSrv.ErrorLog = slog.NewLogLogger(s.log.Handler(), slog.LevelWarn)
 	return nil
 }
@@ -216,16 +216,16 @@ func (s *server) bindAdmin() (err error) {
 // bindGRPC binds the Envoy gRPC listener, off when grpc.addr is "", and builds its
 // server: RLS, RLQS and gRPC health (spec §9, §14).
 func (s *server) bindGRPC() (err error) {
-	g := s.cfg.GRPC
-	if g.Addr == "" {
+	grpcCfg := s.cfg.GRPC
+	if grpcCfg.Addr == "" {
 		return nil
 	}
 	var ln net.Listener
-	tlsConfig, err := grpcTLS(g.TLS)
+	tlsConfig, err := grpcTLS(grpcCfg.TLS)
 	if err == nil {
-		ln, err = net.Listen("tcp", g.Addr)
+		ln, err = net.Listen("tcp", grpcCfg.Addr)
 	}
-	if s.grpcLn, err = s.bound("grpc", g.Addr, ln, err); err != nil {
+	if s.grpcLn, err = s.bound("grpc", grpcCfg.Addr, ln, err); err != nil {
 		return err
 	}
 	opts := append(s.metrics.GRPC().ServerOptions(), s.tracing.ServerOptions()...)
@@ -265,11 +265,11 @@ func (s *server) newDeliverer() {
 	for _, o := range webhook.Outcomes() {
 		s.metrics.InitWebhookOutcome(string(o))
 	}
-	w := s.cfg.Webhooks
+	hooks := s.cfg.Webhooks
 	s.deliverer = webhook.New(webhook.Options{
-		Store: s.measured, Account: s.engine.Account, Policy: webhookPolicy(w),
-		Timeout: w.Timeout, MaxAttempts: w.MaxAttempts,
-		BackoffBase: w.BackoffBase, BackoffMax: w.BackoffMax,
+		Store: s.measured, Account: s.engine.Account, Policy: webhookPolicy(hooks),
+		Timeout: hooks.Timeout, MaxAttempts: hooks.MaxAttempts,
+		BackoffBase: hooks.BackoffBase, BackoffMax: hooks.BackoffMax,
 		Wake: s.wake, ShutdownGrace: s.cfg.Shutdown.Timeout / 4,
 		Observe:   func(o webhook.Outcome) { s.metrics.WebhookDelivery(string(o)) },
 		Depth:     s.metrics.WebhookOutboxDepth,
@@ -281,9 +281,9 @@ func (s *server) newDeliverer() {
 // fails; it returns the exit status so far: 0, or 1 after a failed listener. Call
 // shutdown next, with that status.
 func (s *server) Run(ctx context.Context) int {
+	s.startWatchers() // first: they take their first reading of the files as they start
 	s.startFlush()
 	s.startDeliverer()
-	s.startWatchers()
 	s.startXDS()
 	s.startServing()
 	s.log.Info("leash serving", "version", buildVersion(), "http", s.httpLn.Addr().String(), "grpc", addrOf(s.grpcLn),
@@ -323,7 +323,7 @@ func (s *server) startDeliverer() {
 // which turns health NOT_SERVING while the store is down.
 func (s *server) startWatchers() {
 	s.watchers = newGroup()
-	s.reloader = newEnvoyReloader(s.watchers.ctx, s.engine, s.rls, s.envoy, s.cfg.Envoy.ConfigPaths, s.log)
+	s.reloader = newEnvoyReloader(s.watchers.ctx, s.engine, s.rls, s.envoyConfig, s.cfg.Envoy.ConfigPaths, s.log)
 	if len(s.paths) > 0 {
 		s.watchers.Go(func(ctx context.Context) { config.Watch(ctx, s.paths, s.environ, s.reloader.applyConfig, s.log) })
 	}
@@ -345,13 +345,13 @@ func (s *server) stopWatchers() {
 // (spec §9.14).
 func (s *server) startXDS() {
 	s.xdsClient = newGroup()
-	x := s.cfg.Envoy.XDS
-	if x.Address == "" {
+	xdsCfg := s.cfg.Envoy.XDS
+	if xdsCfg.Address == "" {
 		return
 	}
 	updated, connected := s.metrics.XDS()
 	s.xdsClient.Go(func(ctx context.Context) {
-		xds.Run(ctx, xds.Options{Address: x.Address, NodeID: x.NodeID, TLS: s.xdsTLS, Apply: s.reloader.applyXDS, Logger: s.log,
+		xds.Run(ctx, xds.Options{Address: xdsCfg.Address, NodeID: xdsCfg.NodeID, TLS: s.xdsTLS, Apply: s.reloader.applyXDS, Logger: s.log,
 			Updated: updated, Connected: connected,
 		})
 	})

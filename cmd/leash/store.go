@@ -14,29 +14,29 @@ import (
 )
 
 // openStore opens store.backend (spec §11) and registers its gauges and counters.
-func openStore(ctx context.Context, cfg *config.Config, m *metrics.Metrics, log *slog.Logger) (engine.Store, error) {
+func openStore(ctx context.Context, cfg *config.Config, registry *metrics.Metrics, log *slog.Logger) (engine.Store, error) {
 	switch cfg.Store.Backend {
 	case "memory":
-		return openMemoryStore(cfg.Store.Memory, m), nil
+		return openMemoryStore(cfg.Store.Memory, registry), nil
 	case "redis":
-		s, err := openRedisStore(ctx, cfg.Store.Redis, m, log)
+		store, err := openRedisStore(ctx, cfg.Store.Redis, registry, log)
 		if err != nil {
 			return nil, err // not a nil *redisstore.Store in the interface
 		}
-		return s, nil
+		return store, nil
 	default:
 		return nil, fmt.Errorf("store.backend %q is not supported", cfg.Store.Backend)
 	}
 }
 
 // openMemoryStore builds the memory store (spec §11.1).
-func openMemoryStore(c config.Memory, m *metrics.Metrics) *memstore.Store {
-	s := memstore.New(memstore.Options{MaxEntries: c.MaxEntries})
-	m.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
+func openMemoryStore(memoryCfg config.Memory, registry *metrics.Metrics) *memstore.Store {
+	s := memstore.New(memstore.Options{MaxEntries: memoryCfg.MaxEntries})
+	registry.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
 		Name: "leash_memstore_evictions_total",
 		Help: "Rate counters evicted from the memory store to stay within store.memory.max_entries.",
 	}, func() float64 { return float64(s.Evictions()) }))
-	m.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+	registry.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "leash_memstore_entries",
 		Help: "Entries held by the memory store (one per rate counter and one per lease), expired ones not yet reclaimed included; at most store.memory.max_entries.",
 	}, func() float64 { return float64(s.Len()) }))
@@ -44,26 +44,26 @@ func openMemoryStore(c config.Memory, m *metrics.Metrics) *memstore.Store {
 }
 
 // openRedisStore connects to Redis, single node, Cluster or Sentinel (spec §11.2).
-func openRedisStore(ctx context.Context, r config.Redis, m *metrics.Metrics, log *slog.Logger) (*redisstore.Store, error) {
-	o := redisstore.Options{
-		Prefix: r.Prefix, Username: r.Username, Password: r.Password, WaitReplicas: r.WaitReplicas,
-		DialTimeout: r.DialTimeout, ReadTimeout: r.ReadTimeout, WriteTimeout: r.WriteTimeout,
-		PoolSize: r.PoolSize, Logger: log,
+func openRedisStore(ctx context.Context, redisCfg config.Redis, registry *metrics.Metrics, log *slog.Logger) (*redisstore.Store, error) {
+	opts := redisstore.Options{
+		Prefix: redisCfg.Prefix, Username: redisCfg.Username, Password: redisCfg.Password, WaitReplicas: redisCfg.WaitReplicas,
+		DialTimeout: redisCfg.DialTimeout, ReadTimeout: redisCfg.ReadTimeout, WriteTimeout: redisCfg.WriteTimeout,
+		PoolSize: redisCfg.PoolSize, Logger: log,
 	}
-	switch r.Mode() {
+	switch redisCfg.Mode() {
 	case config.RedisCluster:
-		o.ClusterAddrs = r.ClusterAddrs
+		opts.ClusterAddrs = redisCfg.ClusterAddrs
 	case config.RedisSentinel:
-		o.Sentinel = redisstore.Sentinel{Master: r.Sentinel.Master, Addrs: r.Sentinel.Addrs}
+		opts.Sentinel = redisstore.Sentinel{Master: redisCfg.Sentinel.Master, Addrs: redisCfg.Sentinel.Addrs}
 	default:
-		o.URL = r.URL
+		opts.URL = redisCfg.URL
 	}
 	redisstore.RouteDriverLogs(log)
-	s, err := redisstore.Open(ctx, o)
+	s, err := redisstore.Open(ctx, opts)
 	if err != nil {
 		return nil, err
 	}
-	m.MustRegister(
+	registry.MustRegister(
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "leash_redis_pool_connections",
 			Help: "Open connections to Redis (all nodes); per node at most store.redis.pool_size, plus 10 for pipelined batches, plus the decisions' one.",
