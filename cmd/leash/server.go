@@ -38,9 +38,9 @@ type server struct {
 	environ []string // the environment the config files are layered with
 
 	metrics     *metrics.Metrics
-	tracing     *tracing.Tracing // nil when tracing.exporter is none
-	store       engine.Store     // the store as opened; closed last
-	measured    *metrics.InstrumentedStore
+	tracing     *tracing.Tracing           // nil when tracing.exporter is none
+	store       engine.Store               // the store as opened; closed last
+	measured    *metrics.InstrumentedStore // the store timed (and traced): what everything uses
 	engine      *engine.Engine
 	envoyConfig *domains.Config // the Envoy config at start; the reloader holds the current one
 	rls         *rls.Service
@@ -49,7 +49,7 @@ type server struct {
 	admin       *admin.Handler
 
 	httpLn, adminLn, grpcLn, jsonLn net.Listener // grpcLn, jsonLn nil when off
-	httpSrv, adminSrv, jsonSrv      *http.Server
+	httpSrv, adminSrv, jsonSrv      *http.Server // jsonSrv nil when off
 	grpcSrv                         *grpc.Server // nil when grpc.addr is ""
 	grpcHealth                      *health.Server
 
