@@ -39,7 +39,7 @@ fuzz:
 # -race), 1000 slow-header and 1000 slow-body clients, five SIGTERM-under-load cycles
 # (docs/reliability.md).
 reliability-long:
-	RELIABILITY_LONG=1 $(GO) test -race -count=1 -timeout 30m -run 'UnderLoad|KeyFlood|SlowClients|AccountIsolation' -v ./internal/reliability/
+	RELIABILITY_LONG=1 $(GO) test -race -count=1 -timeout 30m -run 'UnderLoad|KeyFlood|SlowClients|AccountIsolation' -v ./tests/reliability/
 
 # The RLQS harness at the issue's own scale: 600 requests per 10 s windows, 4 windows
 # measured, a 200 ms reporting interval (make test runs it at 120 per 2 s, 100 ms).
