@@ -1,14 +1,13 @@
 # Shared helpers for the load scripts (sourced, not run, from the repository root or from the
 # root of a bundle made by scripts/device-bundle.sh). Every process started here is recorded in
 # pids and stopped on exit. Tools are looked up in ./bin (a bundle's tools), then $out/bin (ghz
-# and vegeta installed by these scripts), then PATH; a bundle's shared libraries are in ./lib.
-# BENCH_OUT moves the scratch folder (default .bench).
+# and vegeta installed by these scripts), then PATH. BENCH_OUT moves the scratch folder (default
+# .bench).
 root=$PWD
 out=${BENCH_OUT:-.bench}
 mkdir -p "$out/bin"
 out=$(cd "$out" && pwd)
 export PATH="$root/bin:$out/bin:$PATH"
-[ -d "$root/lib" ] && export LD_LIBRARY_PATH="$root/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 pids=()
 cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; }
 trap cleanup EXIT
@@ -211,6 +210,18 @@ redis_stats() {
 			END {printf "%.6f %d %d\n", cpu, calls, usec}'
 }
 
+# redis_idle TOPOLOGY prints the CPU Redis spends over IDLE with nothing connected (its timers,
+# a Cluster's bus), which every per-decision figure includes.
+IDLE=${IDLE:-2s}
+redis_idle() {
+	local r0 r1 t0 t1
+	r0=$(redis_stats) t0=$(date +%s.%N)
+	sleep "${IDLE%s}"
+	r1=$(redis_stats) t1=$(date +%s.%N)
+	awk -v topo="$1" -v r0="$r0" -v r1="$r1" -v t0="$t0" -v t1="$t1" 'BEGIN {
+		split(r0, a, " "); split(r1, b, " "); printf "%s %.1f %% of a core\n", topo, 100 * (b[1] - a[1]) / (t1 - t0) }'
+}
+
 # bench_config TOPOLOGY: the server's configuration file (account bench on plan scale, API key
 # bench, Envoy domain bench from the descriptor file, the Redis store of the topology).
 bench_config() {
@@ -358,6 +369,8 @@ print_table() {
 	done
 	[ -z "${PEER_BIN:-}" ] || echo "- peer (envoyproxy/ratelimit): $PEER_BIN"
 	echo
+	echo "Redis idle (no server, $IDLE): $(paste -sd, "$out/idle.txt" | sed 's/,/, /g')."
+	echo
 	echo '| Redis | server | call | load | decisions/s | p50 ms | p99 ms | failed | server µs/decision | Redis CPU | Redis µs/decision | decisions/script call | Redis µs/script call |'
 	echo '|---|---|---|---|---|---|---|---|---|---|---|---|---|'
 	cat "$out/rows.md"
@@ -371,8 +384,10 @@ bench_matrix() {
 	check_binaries
 	load_setup
 	: >"$out/rows.md"
+	: >"$out/idle.txt"
 	for topo in $TOPOLOGY; do
 		start_topology "$topo"
+		redis_idle "$topo" >>"$out/idle.txt"
 		for round in $(seq "$ROUNDS"); do
 			for b in $(binaries) ${PEER_BIN:+peer=$PEER_BIN}; do
 				label=${b%%=*}
