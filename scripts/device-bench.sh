@@ -3,7 +3,8 @@
 # scripts/device-bundle.sh, on a machine with no Go, no network and no Redis: unpacks the
 # bundle into WORK (default a new folder under /tmp), checks that every tool starts, and runs
 # each PART given (load, grpc, cluster; default all three) with leash-before and leash-after
-# measured in the same run. Each part's table goes to $OUT/PART.md (and its progress, one row
+# measured in the same run (and envoyproxy/ratelimit in the gRPC runs when the bundle has it).
+# Each part's table goes to $OUT/PART.md (and its progress, one row
 # per run as it is measured, to $OUT/PART.log, kept if the part is cut short), the servers' and
 # Redis's logs to $OUT/PART/.
 # CPU sets on 16 or more CPUs (otherwise the scripts' 2-core defaults): Redis on 1-3 (one node on
@@ -54,6 +55,7 @@ for part in $parts; do
 			GOMAXPROCS="${GOMAXPROCS:-4}" WRK_THREADS="${WRK_THREADS:-8}")
 	fi
 	echo "== $part ${layout[*]}" >&2
+	[ -x bin/peer-ratelimit ] && layout+=(PEER_BIN="${PEER_BIN-bin/peer-ratelimit}")
 	env "${layout[@]}" BENCH_OUT="$OUT/$part" BEFORE_BIN=bin/leash-before AFTER_BIN=bin/leash-after \
 		bash "scripts/bench-$part.sh" >"$OUT/$part.md" 2> >(tee "$OUT/$part.log" >&2) || echo "$part failed: $OUT/$part.log" >&2
 	cat "$OUT/$part.md"

@@ -6,7 +6,8 @@
 # in bin/ run each through the bundled loader, so the device's own libraries do not matter),
 # ghz and vegeta (static Go builds), and the RateLimitService protoset. The big files travel
 # in payload.tar.xz (one solid xz stream: the two leash builds share most of their bytes);
-# boot/ holds xz and the little it needs to unpack it.
+# boot/ holds xz and the little it needs to unpack it. PEER_BIN (envoyproxy/ratelimit, a static
+# build: CGO_ENABLED=0 go build -ldflags='-s -w' ./src/service_cmd) goes in too when given.
 # Usage: scripts/device-bundle.sh DIR [BEFORE [AFTER]]   (BEFORE default main, AFTER default HEAD)
 # Needs here: go, git, xz, and Debian's redis-server, redis-tools, wrk, jq (apt-get install -y).
 set -euo pipefail
@@ -55,6 +56,10 @@ for t in redis-server redis-cli redis-benchmark wrk jq taskset; do
 done
 libs "$p"/libexec/* | xargs -I{} cp -L {} "$p/lib/"
 cp "$(command -v ghz)" "$(command -v vegeta)" "$p/bin/"
+if [ -n "${PEER_BIN:-}" ]; then
+	cp "$PEER_BIN" "$p/bin/peer-ratelimit"
+	echo "peer: $PEER_BIN" >>"$stage/revisions"
+fi
 go run ./scripts/rlsprotoset >"$p/share/rls.protoset"
 
 rm -rf "$dir" && mkdir -p "$dir/boot" "$dir/scripts"

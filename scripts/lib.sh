@@ -96,31 +96,37 @@ grpc_bench_setup() {
 
 # ---- Redis CPU per decision (scripts/bench-load.sh, bench-grpc.sh, bench-cluster.sh) ----
 #
-# CPU sets, as taskset -c lists. The defaults suit a 2-core machine: Redis alone on CPU 1, the
-# server and the load tool together on CPU 0. A Cluster's masters take the CPUs of REDIS_CPUS
-# in turn (master i on its i-th CPU, wrapping). GOMAXPROCS, if set, reaches the server only
-# (unset, Go sizes it from the CPU set).
-if [ "$(nproc --all)" -ge 2 ]; then default_redis_cpus=1 default_other_cpus=0; else default_redis_cpus='' default_other_cpus=''; fi
-REDIS_CPUS=${REDIS_CPUS-$default_redis_cpus}
-SERVER_CPUS=${SERVER_CPUS-$default_other_cpus}
-LOAD_CPUS=${LOAD_CPUS-$default_other_cpus}
-server_gomaxprocs=${GOMAXPROCS:-}
-unset GOMAXPROCS
-# Load shapes: wrk's threads and connections for closed-loop HTTP, ghz's concurrency and
-# connections for gRPC (closed loop and fixed rate), the number of distinct keys, and the
-# length of each run and of the warm-up before it.
-WRK_THREADS=${WRK_THREADS:-2}
-WRK_CONNS=${WRK_CONNS:-256}
-GHZ_CONC=${GHZ_CONC:-256}
-GHZ_CONNS=${GHZ_CONNS:-8}
-KEYS=${KEYS:-10000}
-DURATION=${DURATION:-10s}
-WARMUP=${WARMUP:-3s}
-# LOADS: closed (closed loop) and offered rates per second; ROUNDS: times through every binary.
-LOADS=${LOADS:-closed 3000 20000}
-ROUNDS=${ROUNDS:-1}
-REDIS_PORT=${REDIS_PORT:-16390}
-CLUSTER_PORT=${CLUSTER_PORT:-17300}
+# bench_defaults sets what the variables below leave unset (called by bench_matrix, so the older
+# scripts keep their own defaults).
+bench_defaults() {
+	# CPU sets, as taskset -c lists. The defaults suit a 2-core machine: Redis alone on CPU 1, the
+	# server and the load tool together on CPU 0. A Cluster's masters take the CPUs of REDIS_CPUS
+	# in turn (master i on its i-th CPU, wrapping). GOMAXPROCS, if set, reaches the server only
+	# (unset, Go sizes it from the CPU set).
+	local default_redis_cpus='' default_other_cpus=''
+	if [ "$(nproc --all)" -ge 2 ]; then default_redis_cpus=1 default_other_cpus=0; fi
+	REDIS_CPUS=${REDIS_CPUS-$default_redis_cpus}
+	SERVER_CPUS=${SERVER_CPUS-$default_other_cpus}
+	LOAD_CPUS=${LOAD_CPUS-$default_other_cpus}
+	server_gomaxprocs=${GOMAXPROCS:-}
+	unset GOMAXPROCS
+	# Load shapes: wrk's threads and connections for closed-loop HTTP, ghz's concurrency and
+	# connections for gRPC (closed loop and fixed rate), the number of distinct keys, and the
+	# length of each run and of the warm-up before it.
+	WRK_THREADS=${WRK_THREADS:-2}
+	WRK_CONNS=${WRK_CONNS:-256}
+	GHZ_CONC=${GHZ_CONC:-256}
+	GHZ_CONNS=${GHZ_CONNS:-8}
+	KEYS=${KEYS:-10000}
+	DURATION=${DURATION:-10s}
+	WARMUP=${WARMUP:-3s}
+	# LOADS: closed (closed loop) and offered rates per second; ROUNDS: times through every binary.
+	LOADS=${LOADS:-closed 3000 20000}
+	ROUNDS=${ROUNDS:-1}
+	REDIS_PORT=${REDIS_PORT:-16390}
+	CLUSTER_PORT=${CLUSTER_PORT:-17300}
+	IDLE=${IDLE:-2s} # how long Redis's idle CPU is measured, per topology
+}
 VEGETA_VERSION=v12.12.0
 
 # pin CPUS sets pinned to the prefix that runs a command on the CPU set CPUS (taskset -c,
@@ -212,7 +218,6 @@ redis_stats() {
 
 # redis_idle TOPOLOGY prints the CPU Redis spends over IDLE with nothing connected (its timers,
 # a Cluster's bus), which every per-decision figure includes.
-IDLE=${IDLE:-2s}
 redis_idle() {
 	local r0 r1 t0 t1
 	r0=$(redis_stats) t0=$(date +%s.%N)
@@ -306,26 +311,30 @@ load_setup() {
 
 # run_load API ALG LOAD DURATION: one run of the load tool on LOAD_CPUS; API is http (POST
 # /v1/limit with algorithm ALG) or grpc (ShouldRateLimit), LOAD closed or a rate per second.
-# Prints "successes failures seconds p50_ms p99_ms".
+# Prints "successes failures seconds p50_ms p99_ms"; the tool's own summary is left in
+# $out/last-run.txt.
 run_load() {
 	local api=$1 alg=$2 load=$3 d=$4
 	pin "$LOAD_CPUS"
 	case $api/$load in
 	http/closed)
 		BENCH_ALG=$alg BENCH_KEYS=$KEYS "${pinned[@]}" wrk -t"$WRK_THREADS" -c"$WRK_CONNS" -d"$d" \
-			-s "$out/limit.lua" http://127.0.0.1:18080/v1/limit | awk '$1 == "RESULT" {print $2, $3, $4, $5, $6}' ;;
+			-s "$out/limit.lua" http://127.0.0.1:18080/v1/limit >"$out/last-run.txt"
+		awk '$1 == "RESULT" {print $2, $3, $4, $5, $6}' "$out/last-run.txt" ;;
 	http/*)
 		"${pinned[@]}" vegeta attack -format=json -targets="$out/targets-$alg.json" -rate="$load/s" -duration="$d" |
-			vegeta report -type=json | jq -r '(.status_codes["200"] // 0) as $ok | .latencies as $l |
-				"\($ok) \(.requests - $ok) \((.duration + .wait) / 1e9) \($l["50th"] / 1e6) \($l["99th"] / 1e6)"' ;;
+			vegeta report -type=json >"$out/last-run.txt"
+		jq -r '(.status_codes["200"] // 0) as $ok | .latencies as $l |
+			"\($ok) \(.requests - $ok) \((.duration + .wait) / 1e9) \($l["50th"] / 1e6) \($l["99th"] / 1e6)"' "$out/last-run.txt" ;;
 	grpc/*)
 		local rate=()
 		[ "$load" = closed ] || rate=(--rps "$load")
 		"${pinned[@]}" "$ghz" --insecure --protoset "$out/rls.protoset" \
 			--call envoy.service.ratelimit.v3.RateLimitService.ShouldRateLimit -D "$out/rls-data.json" \
 			-c "$GHZ_CONC" --connections "$GHZ_CONNS" "${rate[@]}" -z "$d" --duration-stop=wait -O json 127.0.0.1:18081 |
-			jq -r '(.statusCodeDistribution.OK // 0) as $ok | def p($q): [.latencyDistribution[]? | select(.percentage == $q) | .latency / 1e6][0] // 0;
-				"\($ok) \(.count - $ok) \(.total / 1e9) \(p(50)) \(p(99))"' ;;
+			jq 'del(.details, .options.data)' >"$out/last-run.txt"
+		jq -r '(.statusCodeDistribution.OK // 0) as $ok | def p($q): [.latencyDistribution[]? | select(.percentage == $q) | .latency / 1e6][0] // 0;
+			"\($ok) \(.count - $ok) \(.total / 1e9) \(p(50)) \(p(99))"' "$out/last-run.txt" ;;
 	esac
 }
 
@@ -338,7 +347,10 @@ measure() {
 	s0=$(cpu_ticks "$server_pid") r0=$(redis_stats) t0=$(date +%s.%N)
 	res=$(run_load "$api" "$alg" "$load" "$DURATION")
 	t1=$(date +%s.%N) s1=$(cpu_ticks "$server_pid") r1=$(redis_stats)
-	[ -n "$res" ] || { echo "no result from the load tool ($api $alg $load)" >&2; exit 1; }
+	[ -n "$res" ] || { echo "no result from the load tool ($api $alg $load)" >&2; cat "$out/last-run.txt" >&2; exit 1; }
+	run_number=$((run_number + 1))
+	mkdir -p "$out/runs"
+	cp "$out/last-run.txt" "$out/runs/$(printf '%03d' "$run_number")-${topo/:/}-$label-$api-$alg-$load.txt"
 	row=$(awk -v topo="$topo" -v label="$label" -v api="$api" -v alg="$alg" -v ld="$load" \
 		-v res="$res" -v r0="$r0" -v r1="$r1" -v wall="$(awk -v a="$t0" -v b="$t1" 'BEGIN {print b - a}')" \
 		-v s=$((s1 - s0)) -v hz="$(getconf CLK_TCK)" 'BEGIN {
@@ -347,10 +359,12 @@ measure() {
 		if (topo != "single") { sub(/cluster:/, "", topo); topo = "cluster, " topo (topo == 1 ? " master" : " masters") }
 		what = api == "http" ? "`/v1/limit` " alg : "`ShouldRateLimit`"
 		if (ld != "closed") ld = ld "/s"
-		d = ok > 0 ? ok : 1; c = calls > 0 ? calls : 1
-		printf "| %s | %s | %s | %s | %.0f | %.2f | %.2f | %d | %.1f | %.0f %% | %.2f | %.2f | %.1f |\n",
+		d = ok > 0 ? ok : 1
+		# No script call at all (the peer runs plain commands): those two columns are empty.
+		depth = calls > 0 ? sprintf("%.2f | %.1f", ok / calls, usec / calls) : "– | –"
+		printf "| %s | %s | %s | %s | %.0f | %.2f | %.2f | %d | %.1f | %.0f %% | %.2f | %s |\n",
 			topo, label, what, ld, ok / (sec > 0 ? sec : 1), x[4], x[5], bad,
-			1e6 * s / hz / d, 100 * cpu / wall, 1e6 * cpu / d, ok / c, usec / c }')
+			1e6 * s / hz / d, 100 * cpu / wall, 1e6 * cpu / d, depth }')
 	echo "$row" | tee -a "$out/rows.md" >&2
 }
 
@@ -381,10 +395,13 @@ print_table() {
 # LOAD measured; then the table, also saved as $out/table-<title>.md.
 bench_matrix() {
 	local title=$1 apis=$2 topo round b label api alg load
+	bench_defaults
 	check_binaries
 	load_setup
 	: >"$out/rows.md"
 	: >"$out/idle.txt"
+	rm -rf "$out/runs"
+	run_number=0
 	for topo in $TOPOLOGY; do
 		start_topology "$topo"
 		redis_idle "$topo" >>"$out/idle.txt"
