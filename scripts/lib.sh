@@ -117,6 +117,7 @@ bench_defaults() {
 	WRK_CONNS=${WRK_CONNS:-256}
 	GHZ_CONC=${GHZ_CONC:-256}
 	GHZ_CONNS=${GHZ_CONNS:-8}
+	VEGETA_WORKERS=${VEGETA_WORKERS:-256} # at most this many requests in flight at a fixed rate, as ghz -c
 	KEYS=${KEYS:-10000}
 	DURATION=${DURATION:-10s}
 	WARMUP=${WARMUP:-3s}
@@ -322,7 +323,8 @@ run_load() {
 			-s "$out/limit.lua" http://127.0.0.1:18080/v1/limit >"$out/last-run.txt"
 		awk '$1 == "RESULT" {print $2, $3, $4, $5, $6}' "$out/last-run.txt" ;;
 	http/*)
-		"${pinned[@]}" vegeta attack -format=json -targets="$out/targets-$alg.json" -rate="$load/s" -duration="$d" |
+		"${pinned[@]}" vegeta attack -format=json -targets="$out/targets-$alg.json" -rate="$load/s" -duration="$d" \
+			-max-workers="$VEGETA_WORKERS" -timeout=10s |
 			vegeta report -type=json >"$out/last-run.txt"
 		jq -r '(.status_codes["200"] // 0) as $ok | .latencies as $l |
 			"\($ok) \(.requests - $ok) \((.duration + .wait) / 1e9) \($l["50th"] / 1e6) \($l["99th"] / 1e6)"' "$out/last-run.txt" ;;
@@ -376,7 +378,8 @@ print_table() {
 	echo "$(date -u '+%Y-%m-%d %H:%M UTC'), $(nproc --all) CPUs ($(awk -F': ' '/^model name/ {print $2; exit}' /proc/cpuinfo)),"
 	echo "Redis $(redis-server --version | sed -n 's/.*v=\([^ ]*\).*/\1/p') on CPUs ${REDIS_CPUS:-any}, server on ${SERVER_CPUS:-any}" \
 		"(GOMAXPROCS ${server_gomaxprocs:-default}), load tool on ${LOAD_CPUS:-any};"
-	echo "wrk -t$WRK_THREADS -c$WRK_CONNS (closed loop), vegeta (fixed rates), ghz -c $GHZ_CONC --connections $GHZ_CONNS;" \
+	echo "wrk -t$WRK_THREADS -c$WRK_CONNS (closed loop), vegeta -max-workers $VEGETA_WORKERS (fixed rates)," \
+		"ghz -c $GHZ_CONC --connections $GHZ_CONNS;" \
 		"$KEYS keys, $DURATION per run after a $WARMUP warm-up."
 	for b in $(binaries); do
 		echo "- ${b%%=*}: ${b#*=}, \`$(timeout 5 "${b#*=}" version 2>/dev/null | head -1 || true)\`"
