@@ -88,6 +88,9 @@ type Config struct {
 	Webhooks Webhooks
 	// Log is the log level and format.
 	Log Log
+
+	// fingerprint is that of the files Load read (see Watch); zero when not from Load.
+	fingerprint [32]byte
 }
 
 // HTTP configures the /v1 listener.
@@ -407,7 +410,13 @@ func readFiles(paths []string) []file {
 // variables found in environ (e.g. os.Environ()) and validates the result. The error
 // names every key at fault, one per line.
 func Load(paths []string, environ []string) (*Config, error) {
-	return load(readFiles(paths), environ)
+	files := readFiles(paths)
+	cfg, err := load(files, environ)
+	if err != nil {
+		return nil, err
+	}
+	cfg.fingerprint = fingerprint(files)
+	return cfg, nil
 }
 
 func load(files []file, environ []string) (*Config, error) {

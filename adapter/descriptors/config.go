@@ -67,6 +67,8 @@ type Config struct {
 	domains map[string]*domain
 	names   []string // sorted
 	files   []string
+	// fingerprint is that of the files Load read (see Watch); zero when not from Load.
+	fingerprint [32]byte
 }
 
 type domain struct {

@@ -46,7 +46,9 @@ func newEnvoyReloader(ctx context.Context, eng *engine.Engine, svc *rls.Service,
 	return r
 }
 
-// watch (re)starts the descriptor-file watcher on paths; call with mu held or before use.
+// watch (re)starts the descriptor-file watcher on paths, from the files in force (loaded
+// from paths), so an edit made since they were loaded is applied; call with mu held or
+// before use.
 func (r *envoyReloader) watch(paths []string) {
 	if r.stopWatch != nil {
 		r.stopWatch()
@@ -60,9 +62,10 @@ func (r *envoyReloader) watch(paths []string) {
 	ctx, cancel := context.WithCancel(r.ctx)
 	r.stopWatch = cancel
 	r.wg.Add(1)
+	loaded := r.files
 	go func() {
 		defer r.wg.Done()
-		descriptors.Watch(ctx, paths, 0, r.applyDescriptors, r.log)
+		descriptors.Watch(ctx, paths, loaded, 0, r.applyDescriptors, r.log)
 	}()
 }
 

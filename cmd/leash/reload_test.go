@@ -27,9 +27,6 @@ func TestReloadLogsOneLine(t *testing.T) {
 	}
 	testkit.ReplaceFile(t, cfgFile, config("key-one"))
 	p := leashproc.Start(t, binary, []string{"--config", cfgFile})
-	// The watchers take their first reading of the files on their own goroutines, after
-	// start-up loaded them; an edit before that reading is not seen until the next edit.
-	time.Sleep(time.Second)
 
 	// linesOf edits a file, waits until the reload's own line (msg) is logged, and returns
 	// the messages of every record logged from the edit on.

@@ -281,7 +281,7 @@ func (s *server) newDeliverer() {
 // fails; it returns the exit status so far: 0, or 1 after a failed listener. Call
 // shutdown next, with that status.
 func (s *server) Run(ctx context.Context) int {
-	s.startWatchers() // first: they take their first reading of the files as they start
+	s.startWatchers() // first: an edit made since the start-up load is applied at once
 	s.startFlush()
 	s.startDeliverer()
 	s.startXDS()
@@ -325,7 +325,7 @@ func (s *server) startWatchers() {
 	s.watchers = newGroup()
 	s.reloader = newEnvoyReloader(s.watchers.ctx, s.engine, s.rls, s.envoyConfig, s.cfg.Envoy.ConfigPaths, s.log)
 	if len(s.paths) > 0 {
-		s.watchers.Go(func(ctx context.Context) { config.Watch(ctx, s.paths, s.environ, s.reloader.applyConfig, s.log) })
+		s.watchers.Go(func(ctx context.Context) { config.Watch(ctx, s.paths, s.environ, s.cfg, s.reloader.applyConfig, s.log) })
 	}
 	if s.grpcSrv != nil {
 		s.watchers.Go(func(ctx context.Context) {
