@@ -61,6 +61,7 @@ const (
 	fCost
 	fName
 	fURL
+	fOverdraft
 )
 
 // intMode says how an integer beyond int64 is answered.
@@ -280,6 +281,23 @@ func (p *parser) str(bit uint32, field string, dst *string) (present bool, err e
 		return true, nil
 	}
 	return false, engine.Invalid(field + " must be a string")
+}
+
+// boolean reads an optional boolean member into *dst (null leaves it false).
+func (p *parser) boolean(bit uint32, field string, dst *bool) error {
+	v, err := p.value(bit, field)
+	if err != nil {
+		return err
+	}
+	switch v.Kind() {
+	case 'n', 'f':
+		*dst = false
+	case 't':
+		*dst = true
+	default:
+		return engine.Invalid(field + " must be a boolean")
+	}
+	return nil
 }
 
 // optStr reads an optional string member, pointing *dst at storage when present.

@@ -19,6 +19,8 @@ type checkBody struct {
 	Limit     *int64
 	WindowMS  *int64
 	Cost      *int64
+	// Overdraft counts the cost even when it is denied (spec §4.12).
+	Overdraft bool
 }
 
 // algorithmOf is the engine's reading of an optional algorithm name.
@@ -37,6 +39,7 @@ func (a *API) check(c *call) {
 	}
 	body := &c.chk
 	c.item[0] = engine.CheckItem(body.Key, engine.Inline{Algorithm: algorithmOf(body.Algorithm), Limit: body.Limit, WindowMS: body.WindowMS}, body.Cost)
+	c.item[0].Overdraft = body.Overdraft
 	c.q = engine.Query{Edge: engine.EdgeLimit, Namespace: body.Namespace, Items: c.item[:], StrictCost: true}
 	if _, err := a.eng.Decide(c.r.Context(), c.acct, &c.q, c.res[:]); err != nil {
 		a.engineError(c, err)
@@ -133,6 +136,8 @@ func (a *API) decodeCheck(c *call) error {
 			err = p.integer(fWindow, "window_ms", intStrict, &req.WindowMS, &c.window)
 		case "cost":
 			err = p.integer(fCost, "cost", intStrict, &req.Cost, &c.cost)
+		case "overdraft":
+			err = p.boolean(fOverdraft, "overdraft", &req.Overdraft)
 		default:
 			err = unknown(name)
 		}
@@ -142,7 +147,7 @@ func (a *API) decodeCheck(c *call) error {
 	}
 }
 
-// reset serves POST /v1/limit/reset: the check's fields, limit and cost ignored
+// reset serves POST /v1/limit/reset: the check's fields, limit, cost and overdraft ignored
 // (spec §4.11).
 func (a *API) reset(c *call) {
 	if err := a.decodeCheck(c); err != nil {
