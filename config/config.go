@@ -252,6 +252,9 @@ type Envoy struct {
 	ShadowMode bool `mapstructure:"shadow_mode"`
 	// QuotaMode puts every descriptor in quota mode (spec §9.7).
 	QuotaMode bool `mapstructure:"quota_mode"`
+	// Overdraft counts the hits of an over-limit descriptor, as the peer does (spec
+	// §4.12, §9.5); a domain or a descriptor may say otherwise.
+	Overdraft bool `mapstructure:"overdraft"`
 	// ResponseDynamicMetadata returns dynamic_metadata in replies (spec §9.7).
 	ResponseDynamicMetadata bool `mapstructure:"response_dynamic_metadata"`
 	// JSONAddr is the listener of POST /json and GET /healthcheck; "" turns it off.
@@ -336,6 +339,8 @@ type Tracing struct {
 type EnvoyDomain struct {
 	// Account is the id of an account (or "dev" when none are configured).
 	Account string `mapstructure:"account"`
+	// Overdraft, when set, overrides envoy.overdraft for the domain's descriptors.
+	Overdraft *bool `mapstructure:"overdraft"`
 }
 
 // Webhooks configures webhook screening and delivery.

@@ -35,7 +35,7 @@ const (
 
 var allowedKeys = [...][]string{
 	placeRoot:       {"domain", "descriptors"},
-	placeDescriptor: {"key", "value", "rate_limit", "rate_limits", "descriptors", "shadow_mode", "quota_mode", "detailed_metric", "value_to_metric", "share_threshold", "metadata"},
+	placeDescriptor: {"key", "value", "rate_limit", "rate_limits", "descriptors", "shadow_mode", "quota_mode", "detailed_metric", "value_to_metric", "share_threshold", "metadata", "overdraft"},
 	placeRateLimit:  {"unit", "requests_per_unit", "unlimited", "name", "replaces", "algorithm", "unit_multiplier"},
 	placeRateLimits: {"unit", "requests_per_unit", "name", "replaces", "algorithm", "unit_multiplier"},
 	placeReplaces:   {"name"},
@@ -480,6 +480,10 @@ func (b *builder) rule(m map[string]*yaml.Node, dp string, desc []Entry) *Rule {
 		Metadata:       b.metadata(m["metadata"], dp+".metadata"),
 		DetailedMetric: b.boolean(m["detailed_metric"], dp+".detailed_metric"),
 		ValueToMetric:  b.boolean(m["value_to_metric"], dp+".value_to_metric"),
+	}
+	if n := m["overdraft"]; n != nil && !isNull(b.resolve(n)) {
+		o := b.boolean(n, dp+".overdraft")
+		r.Overdraft = &o
 	}
 	one, many := b.present(m, "rate_limit"), b.present(m, "rate_limits")
 	var replaces []pendingReplace

@@ -228,13 +228,14 @@ func (s *Service) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReque
 	sc := s.getScratch(len(ds))
 	defer s.putScratch(sc)
 	plans := s.plan(cfg, domain, ds, sc)
+	overdraft := cfg.Routing.OverdraftOf(domain)
 	items, results := sc.items, sc.results
 	for i, d := range ds {
 		cost := hits
 		if h := d.GetHitsAddend(); h != nil {
 			cost = int64(min(h.GetValue(), math.MaxInt64))
 		}
-		plans[i].item(&items[i], cost, s.opts.QuotaMode)
+		plans[i].item(&items[i], cost, s.opts.QuotaMode, overdraft)
 		items[i].Tag = s.ruleTag(domain, &plans[i])
 	}
 	sc.query = engine.Query{Edge: engine.EdgeEnvoy, Namespace: domain, Items: items, Shadow: s.opts.ShadowMode}
@@ -404,8 +405,14 @@ func (p *plan) unlimited() bool { return p.matched && p.rule.Unlimited && !p.ove
 
 // item is the engine's item for this descriptor (spec §9.5). Every descriptor but an
 // unlimited one takes part in quota mode when it is on globally (as the peer counts).
-func (p *plan) item(it *engine.Item, cost int64, quota bool) {
-	*it = engine.Item{Cost: cost, Quota: quota || p.matched && p.rule.QuotaMode}
+//
+// With overdraft (the domain's setting, unless the matched descriptor has its own) the
+// hits of a denied descriptor are counted, as the peer counts them (spec §4.12, §9.5).
+func (p *plan) item(it *engine.Item, cost int64, quota, overdraft bool) {
+	if p.matched && p.rule.Overdraft != nil {
+		overdraft = *p.rule.Overdraft
+	}
+	*it = engine.Item{Cost: cost, Quota: quota || p.matched && p.rule.QuotaMode, Overdraft: overdraft}
 	switch {
 	case p.unlimited():
 		it.Source, it.Quota = engine.NoLimit, false
