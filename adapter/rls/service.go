@@ -218,6 +218,10 @@ func (s *Service) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReque
 		for i := range resp.Statuses {
 			resp.Statuses[i] = &rlsv3.RateLimitResponse_DescriptorStatus{Code: rlsv3.RateLimitResponse_OK}
 		}
+		if s.opts.DynamicMetadata {
+			// The peer builds it for every reply: domain and descriptors, nothing matched.
+			resp.DynamicMetadata = dynamicMetadata(req, nil, nil)
+		}
 		return resp, nil
 	}
 
