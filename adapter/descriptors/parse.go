@@ -370,8 +370,8 @@ func parseFile(name string, data []byte, noLines bool) (*domain, []error) {
 		if !p.present(m, "domain") || ok {
 			p.errorf("domain", "a domain is required")
 		}
-	} else if !engine.ValidNamespace(s) {
-		p.errorf("domain", "%q is not a valid Leash namespace: use 1 to %d characters of A-Z, a-z, 0-9, '.', '_' and '-', starting with a letter or digit", s, engine.MaxNamespace)
+	} else if !ValidDomain(s) {
+		p.errorf("domain", "%q is not a valid domain: use 1 to %d bytes of UTF-8 without control characters", s, MaxDomain)
 	} else {
 		b.dom.name = s
 		b.dom.line = p.lines["domain"]

@@ -1,6 +1,7 @@
 package rls_test
 
 import (
+	"context"
 	"testing"
 	"time"
 
@@ -9,6 +10,7 @@ import (
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/leashd/leash/adapter/domains"
+	"github.com/leashd/leash/engine"
 )
 
 // aiConfig is a token budget: 1000 per minute, checked before a request and charged the
@@ -95,4 +97,30 @@ func TestOverdraftTokenBudget(t *testing.T) {
 		h.clock.Advance(60 * time.Millisecond) // room for one unit
 		h.wantReply(h.hits("bucket", 1), ok, 0)
 	})
+}
+
+// TestGatewayDomain: Envoy Gateway names a domain after its listener,
+// "namespace/gateway/listener", which is not a valid namespace; it is served, its counters
+// living in the namespace domains.Namespace derives (spec §9.1).
+func TestGatewayDomain(t *testing.T) {
+	const cfg = `
+domain: default/eg/http
+descriptors:
+  - key: user
+    rate_limit: {unit: minute, requests_per_unit: 2}
+`
+	h := newHarness(t, scalePlan(), map[string]string{"eg.yaml": cfg})
+	h.svc.SetConfig(&domains.Config{Descriptors: h.cfg.Descriptors, Routing: domains.Routing{DefaultAccount: "acme"}})
+	req := func() *rlsv3.RateLimitResponse {
+		return h.call(&rlsv3.RateLimitRequest{Domain: "default/eg/http", Descriptors: []*rlcommon.RateLimitDescriptor{desc("user", "a")}})
+	}
+	h.want(req().Statuses[0], ok, 2, minute, 1)
+	h.want(req().Statuses[0], ok, 2, minute, 0)
+	h.want(req().Statuses[0], over, 2, minute, 0)
+	// The counter is the /v1 counter of that namespace and the descriptor's key.
+	d, err := h.store.Spend(context.Background(), engine.Spend{Counter: engine.Counter{Account: "acme",
+		Namespace: domains.Namespace("default/eg/http"), Key: "user=a", Algorithm: engine.FixedWindow, WindowMS: 60_000}, Limit: 2})
+	if err != nil || d.Remaining != 0 { // a look at a full counter; a fresh one would have 2
+		t.Fatalf("the shared counter: %+v %v", d, err)
+	}
 }

@@ -2,7 +2,8 @@
 // engine, so an Envoy or Istio ext rate-limit filter can use Leash in place of
 // envoyproxy/ratelimit with the same descriptor files (spec §9).
 //
-// A request's domain is a namespace of the account the domain maps to (domains.Routing). Each
+// A request's domain is a namespace of the account the domain maps to (domains.Routing;
+// domains.Namespace when the domain is not a valid namespace itself). Each
 // descriptor is matched against the descriptor files (package descriptors); its counter
 // key is domains.CounterKey of the matched entries, so POST /v1/limit can share it. A descriptor
 // no file matches falls back to the namespace's rate rule; with neither it is OK.
@@ -225,6 +226,10 @@ func (s *Service) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReque
 		return resp, nil
 	}
 
+	if !descriptors.ValidDomain(domain) {
+		return nil, status.Error(codes.InvalidArgument, "the domain is not a valid domain")
+	}
+
 	hits := int64(req.GetHitsAddend())
 	if hits == 0 {
 		hits = 1 // proto3 default: unset
@@ -242,7 +247,7 @@ func (s *Service) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReque
 		plans[i].item(&items[i], cost, s.opts.QuotaMode, overdraft)
 		items[i].Tag = s.ruleTag(domain, &plans[i])
 	}
-	sc.query = engine.Query{Edge: engine.EdgeEnvoy, Namespace: domain, Items: items, Shadow: s.opts.ShadowMode}
+	sc.query = engine.Query{Edge: engine.EdgeEnvoy, Namespace: domains.Namespace(domain), Items: items, Shadow: s.opts.ShadowMode}
 	out, err := s.opts.Engine.Decide(ctx, acct, &sc.query, results)
 	if engine.CodeOf(err) == engine.CodeHardCapExceeded {
 		if s.opts.Trace && tracing.Recording(ctx) {
