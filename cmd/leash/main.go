@@ -1,6 +1,7 @@
 // Command leash is the Leash rate-limit and concurrency-lease service.
 //
-//	leash serve [--config FILE]...   serve /v1, the admin listener and Envoy gRPC
+//	leash serve [--config FILE]... [--peer-env]   serve /v1, the admin listener and Envoy gRPC
+//	ratelimit                        leash serve --peer-env (Envoy Gateway's command)
 //	leash check-config [--config FILE]... [DESCRIPTOR_PATH]...
 //	                                 check the config and descriptor files as serve would
 //	leash keys new                   print a fresh API key and its SHA-256 config line
@@ -17,6 +18,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"runtime/debug"
 	"strings"
 
@@ -28,7 +30,10 @@ import (
 var version = ""
 
 const usageText = `usage:
-  leash serve [--config FILE]...   start the service (no config: memory store, dev account)
+  leash serve [--config FILE]... [--peer-env]
+                                   start the service (no config: memory store, dev account);
+                                   --peer-env also reads envoyproxy/ratelimit's variables, as
+                                   the same binary named ratelimit always does
   leash check-config [--config FILE]... [DESCRIPTOR_PATH]...
                                    check config and descriptor files as serve would load
                                    them; exit 0 valid, 1 invalid, 2 bad usage
@@ -37,7 +42,11 @@ const usageText = `usage:
 ` + cli.Usage
 
 func main() {
-	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+	args := os.Args[1:]
+	if filepath.Base(os.Args[0]) == "ratelimit" { // the peer's command (spec §9.18)
+		args = append([]string{"serve", "--peer-env"}, args...)
+	}
+	os.Exit(run(args, os.Stdout, os.Stderr))
 }
 
 func run(args []string, stdout, stderr io.Writer) int {
@@ -54,6 +63,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fs.SetOutput(stderr)
 		var paths listFlag
 		fs.Var(&paths, "config", "config file (YAML); repeat to layer files, later ones win key by key")
+		peer := fs.Bool("peer-env", false, "also read envoyproxy/ratelimit's environment variables (spec §9.18)")
 		if err := fs.Parse(args[1:]); err != nil {
 			return 2
 		}
@@ -61,7 +71,14 @@ func run(args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintf(stderr, "leash serve: unexpected argument %q\n", fs.Arg(0))
 			return 2
 		}
-		return serve(paths, os.Environ(), stdout, stderr)
+		environ := os.Environ()
+		if *peer {
+			var ok bool
+			if environ, ok = peerEnviron(environ, stderr); !ok {
+				return 1
+			}
+		}
+		return serve(paths, environ, stdout, stderr)
 	case "check-config":
 		paths, descs, ok := parseCheckArgs(args[1:], stderr)
 		if !ok {
