@@ -73,10 +73,11 @@ func run(args []string, stdout, stderr io.Writer) int {
 		}
 		environ := os.Environ()
 		if *peer {
-			var ok bool
-			if environ, ok = peerEnviron(environ, stderr); !ok {
+			pe, ok := peerEnviron(environ, stderr)
+			if !ok {
 				return 1
 			}
+			environ, paths = pe.Environ, append(pe.ConfigFiles, paths...)
 		}
 		return serve(paths, environ, stdout, stderr)
 	case "check-config":

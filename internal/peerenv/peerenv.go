@@ -151,9 +151,26 @@ func Translate(env map[string]string) (Result, error) {
 	return Result{Keys: t.keys, Warnings: t.warns}, errors.Join(t.errs...)
 }
 
-// Environ returns environ with the LEASH_ variables of Translate's keys added, except
-// those environ already has, and Translate's warnings.
-func Environ(environ []string) ([]string, []string, error) {
+// ConfigEnv names the configuration files to read, comma-separated, under the peer's
+// environment: where the command line cannot be changed (Envoy Gateway runs
+// /bin/ratelimit without arguments), they are read as `--config` files, before any given on
+// the command line.
+const ConfigEnv = "LEASH_CONFIG"
+
+// Env is a process environment with the peer's variables translated.
+type Env struct {
+	// Environ is the environment with the LEASH_ variables of Translate's keys added
+	// (except those it already had) and ConfigEnv removed.
+	Environ []string
+	// ConfigFiles are the files ConfigEnv names.
+	ConfigFiles []string
+	// Warnings are Translate's.
+	Warnings []string
+}
+
+// Environ translates the peer's variables of environ (Translate); the error is
+// Translate's, and Warnings are set also with it.
+func Environ(environ []string) (Env, error) {
 	env := make(map[string]string, len(environ))
 	for _, kv := range environ {
 		if k, v, ok := strings.Cut(kv, "="); ok {
@@ -161,17 +178,23 @@ func Environ(environ []string) ([]string, []string, error) {
 		}
 	}
 	res, err := Translate(env)
+	out := Env{Warnings: res.Warnings}
 	if err != nil {
-		return nil, res.Warnings, err
+		return out, err
 	}
-	out := slices.Clone(environ)
+	for _, f := range strings.Split(env[ConfigEnv], ",") {
+		if f = strings.TrimSpace(f); f != "" {
+			out.ConfigFiles = append(out.ConfigFiles, f)
+		}
+	}
+	out.Environ = slices.DeleteFunc(slices.Clone(environ), func(kv string) bool { return strings.HasPrefix(kv, ConfigEnv+"=") })
 	for _, key := range slices.Sorted(maps.Keys(res.Keys)) {
 		name := EnvName(key)
 		if _, own := env[name]; !own {
-			out = append(out, name+"="+res.Keys[key])
+			out.Environ = append(out.Environ, name+"="+res.Keys[key])
 		}
 	}
-	return out, res.Warnings, nil
+	return out, nil
 }
 
 // EnvName is the LEASH_ variable of a configuration key (spec §10.1).

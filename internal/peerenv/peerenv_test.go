@@ -69,11 +69,12 @@ func environ(m map[string]string) []string {
 }
 
 func TestGatewayEnvironment(t *testing.T) {
-	env, warnings, err := peerenv.Environ(environ(gatewayEnv))
+	pe, err := peerenv.Environ(environ(gatewayEnv))
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg, err := config.Load(nil, env)
+	warnings := pe.Warnings
+	cfg, err := config.Load(nil, pe.Environ)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -155,12 +156,18 @@ func TestDefaultsAndFiles(t *testing.T) {
 		t.Errorf("sentinel: %v", res.Keys)
 	}
 	// A LEASH_ variable wins over the peer's.
-	env, _, err := peerenv.Environ([]string{"REDIS_URL=127.0.0.1:1", "GRPC_PORT=9", "LEASH_GRPC_ADDR=127.0.0.1:7"})
+	pe, err := peerenv.Environ([]string{"REDIS_URL=127.0.0.1:1", "GRPC_PORT=9", "LEASH_GRPC_ADDR=127.0.0.1:7",
+		"LEASH_CONFIG=/etc/leash/a.yaml, /etc/leash/b.yaml"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !slices.Contains(env, "LEASH_GRPC_ADDR=127.0.0.1:7") || slices.Contains(env, "LEASH_GRPC_ADDR=0.0.0.0:9") {
-		t.Errorf("environ %q", env)
+	if !slices.Contains(pe.Environ, "LEASH_GRPC_ADDR=127.0.0.1:7") || slices.Contains(pe.Environ, "LEASH_GRPC_ADDR=0.0.0.0:9") {
+		t.Errorf("environ %q", pe.Environ)
+	}
+	// LEASH_CONFIG names configuration files, and leaves the environment.
+	if !slices.Equal(pe.ConfigFiles, []string{"/etc/leash/a.yaml", "/etc/leash/b.yaml"}) ||
+		slices.ContainsFunc(pe.Environ, func(kv string) bool { return strings.HasPrefix(kv, "LEASH_CONFIG=") }) {
+		t.Errorf("config files %q, environ %q", pe.ConfigFiles, pe.Environ)
 	}
 	// LEASH_STORE_BACKEND leaves the store to Leash.
 	if _, err := peerenv.Translate(map[string]string{"LEASH_STORE_BACKEND": "memory"}); err != nil {

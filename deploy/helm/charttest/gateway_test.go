@@ -82,11 +82,11 @@ func TestEnvoyGatewayExample(t *testing.T) {
 		}
 		env = append(env, e.Name+"="+e.Value)
 	}
-	translated, _, err := peerenv.Environ(env)
+	translated, err := peerenv.Environ(env)
 	if err != nil {
 		t.Fatalf("Leash refuses the example's environment: %v", err)
 	}
-	cfg, err := config.Load(nil, translated)
+	cfg, err := config.Load(translated.ConfigFiles, translated.Environ)
 	if err != nil {
 		t.Fatalf("the example's environment: %v", err)
 	}
