@@ -12,6 +12,7 @@ import (
 	"io"
 	"strconv"
 	"strings"
+	"text/tabwriter"
 	"time"
 
 	"github.com/leashd/leash/client"
@@ -64,6 +65,10 @@ func Run(ctx context.Context, args []string, env Env, stdout, stderr io.Writer) 
 	verb := args[0]
 	rest := args[1:]
 	if verb == "lease" || verb == "rules" || verb == "webhook" {
+		if len(rest) > 0 && isHelp(rest[0]) {
+			fmt.Fprint(stdout, groupHelp(verb))
+			return ExitOK
+		}
 		if len(rest) == 0 || strings.HasPrefix(rest[0], "-") {
 			return cmd.usage("%s needs a subcommand", verb)
 		}
@@ -84,7 +89,7 @@ func Run(ctx context.Context, args []string, env Env, stdout, stderr io.Writer) 
 	spec.flags(fs, f)
 	pos, err := ParseInterleaved(fs, rest)
 	if errors.Is(err, flag.ErrHelp) {
-		fmt.Fprintf(stdout, "usage:\n%s", Usage)
+		fmt.Fprint(stdout, verbHelp(verb, fs))
 		return ExitOK
 	}
 	if err != nil {
@@ -201,23 +206,69 @@ type command struct {
 	stderr io.Writer
 }
 
-// usage prints a usage error and the usage lines of the verb (all of them when it is
-// unknown).
+// usage prints a usage error and the usage lines of the verb: the sub-verb's own line,
+// a group's lines (lease, rules, webhook), or every line when the verb is unknown.
 func (c *command) usage(format string, a ...any) int {
 	fmt.Fprintf(c.stderr, "leash: "+format+"\n", a...)
+	if v, ok := verbs[c.verb]; ok {
+		fmt.Fprintf(c.stderr, "usage:\n  leash %s\n  (leash %s --help: its flags; leash help: every command)\n", v.synopsis, c.verb)
+		return ExitUsage
+	}
 	first, _, _ := strings.Cut(c.verb, " ")
+	if lines := groupLines(first); len(lines) > 0 {
+		fmt.Fprint(c.stderr, "usage:\n"+strings.Join(lines, "")+"  (leash help: every command and the common flags)\n")
+		return ExitUsage
+	}
+	fmt.Fprint(c.stderr, "usage:\n"+Usage)
+	return ExitUsage
+}
+
+// isHelp reports whether arg asks for help as the flag package reads it.
+func isHelp(arg string) bool {
+	switch arg {
+	case "-h", "--h", "-help", "--help":
+		return true
+	}
+	return false
+}
+
+// groupLines are the usage lines of group's sub-verbs (lease, rules, webhook), in order.
+func groupLines(group string) []string {
 	var lines []string
-	for l := range strings.Lines(Usage) {
-		if strings.HasPrefix(l, "  leash "+first+" ") {
-			lines = append(lines, l)
+	for _, name := range order {
+		if strings.HasPrefix(name, group+" ") {
+			lines = append(lines, "  leash "+verbs[name].synopsis+"\n")
 		}
 	}
-	if len(lines) == 0 {
-		fmt.Fprint(c.stderr, "usage:\n"+Usage)
-	} else {
-		fmt.Fprint(c.stderr, "usage:\n"+strings.Join(lines, "")+"  (leash help: every command and the common flags)\n")
-	}
-	return ExitUsage
+	return lines
+}
+
+// groupHelp is the --help of a group of sub-verbs: their usage lines.
+func groupHelp(group string) string {
+	return "usage:\n" + strings.Join(groupLines(group), "") +
+		"  (leash " + group + " SUBCOMMAND --help: that command and its flags)\n"
+}
+
+// verbHelp is the --help of one verb: its usage line, what it does, its flags (fs's, the
+// common ones included) and the exit statuses.
+func verbHelp(name string, fs *flag.FlagSet) string {
+	v := verbs[name]
+	var b strings.Builder
+	fmt.Fprintf(&b, "usage:\n  leash %s\n    %s\nflags (before, between or after the arguments; -- ends them):\n", v.synopsis, v.about)
+	tw := tabwriter.NewWriter(&b, 0, 4, 2, ' ', 0)
+	fs.VisitAll(func(fl *flag.Flag) {
+		arg, text := flag.UnquoteUsage(fl)
+		if arg != "" {
+			arg = " " + arg
+		}
+		if d := fl.DefValue; d != "" && d != "0" && d != "false" {
+			text += " (default " + d + ")"
+		}
+		fmt.Fprintf(tw, "  --%s%s\t%s\n", fl.Name, arg, text)
+	})
+	tw.Flush()
+	b.WriteString("exit status: 0 ok, 1 denied, 2 usage, 3 service error\n")
+	return b.String()
 }
 
 // fail prints err: a service error with its code, anything else as it is.

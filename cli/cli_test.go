@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"flag"
+	"net/http"
+	"net/http/httptest"
 	"slices"
 	"strings"
 	"testing"
@@ -96,5 +98,112 @@ func TestRunUsage(t *testing.T) {
 	out.Reset()
 	if code := Run(context.Background(), []string{"limit", "--help"}, env, &out, &errb); code != ExitOK || !strings.Contains(out.String(), "usage:") {
 		t.Fatalf("--help: %d %q", code, out.String())
+	}
+}
+
+// TestHelp: --help or -h on any verb or sub-verb prints that command's usage on stdout and
+// exits 0, wherever it comes among the arguments; a group (lease, rules, webhook) lists its
+// sub-verbs, a sub-verb only itself.
+func TestHelp(t *testing.T) {
+	env := func(string) string { return "" }
+	for _, tc := range []struct {
+		args  []string
+		lines []string // the usage lines, "  leash ..." each, in order
+	}{
+		{[]string{"limit"}, []string{"limit NAMESPACE KEY [--algorithm A] [--limit N] [--window-ms MS] [--cost N]"}},
+		{[]string{"limit", "api", "k"}, []string{"limit NAMESPACE KEY [--algorithm A] [--limit N] [--window-ms MS] [--cost N]"}},
+		{[]string{"reset"}, []string{"reset NAMESPACE KEY [--algorithm A] [--window-ms MS]"}},
+		{[]string{"lease"}, []string{"lease acquire NAMESPACE KEY [--limit N] [--window-ms MS]", "lease release LEASE_ID",
+			"lease renew LEASE_ID [--window-ms MS]"}},
+		{[]string{"lease", "acquire"}, []string{"lease acquire NAMESPACE KEY [--limit N] [--window-ms MS]"}},
+		{[]string{"lease", "release"}, []string{"lease release LEASE_ID"}},
+		{[]string{"lease", "renew", "some-id"}, []string{"lease renew LEASE_ID [--window-ms MS]"}},
+		{[]string{"rules"}, []string{"rules list NAMESPACE",
+			"rules set NAMESPACE --algorithm A --limit N --window-ms MS [--name NAME] [--override KEY=LIMIT[:WINDOW_MS]]...",
+			"rules delete NAMESPACE rate|concurrent"}},
+		{[]string{"rules", "list"}, []string{"rules list NAMESPACE"}},
+		{[]string{"rules", "set"}, []string{"rules set NAMESPACE --algorithm A --limit N --window-ms MS [--name NAME] [--override KEY=LIMIT[:WINDOW_MS]]..."}},
+		{[]string{"rules", "delete"}, []string{"rules delete NAMESPACE rate|concurrent"}},
+		{[]string{"stats"}, []string{"stats NAMESPACE"}},
+		{[]string{"webhook"}, []string{"webhook get", "webhook set URL", "webhook delete", "webhook test"}},
+		{[]string{"webhook", "get"}, []string{"webhook get"}},
+		{[]string{"webhook", "set"}, []string{"webhook set URL"}},
+		{[]string{"webhook", "delete"}, []string{"webhook delete"}},
+		{[]string{"webhook", "test"}, []string{"webhook test"}},
+	} {
+		for _, h := range []string{"--help", "-h"} {
+			args := append(slices.Clone(tc.args), h)
+			var out, errb bytes.Buffer
+			code := Run(context.Background(), args, env, &out, &errb)
+			var got []string
+			for l := range strings.Lines(out.String()) {
+				if rest, ok := strings.CutPrefix(l, "  leash "); ok {
+					got = append(got, strings.TrimSpace(strings.SplitN(rest, "  ", 2)[0]))
+				}
+			}
+			if code != ExitOK || errb.Len() > 0 || !strings.HasPrefix(out.String(), "usage:\n") || !slices.Equal(got, tc.lines) {
+				t.Errorf("%v: exit %d, stderr %q, usage lines %q, want %q\n%s", args, code, errb.String(), got, tc.lines, out.String())
+			}
+			if len(tc.lines) == 1 && !strings.Contains(out.String(), "--timeout") {
+				t.Errorf("%v: the flags are not described:\n%s", args, out.String())
+			}
+		}
+	}
+	// Before the verb's name it is still that verb's help; after "--" it is an argument.
+	var out, errb bytes.Buffer
+	if code := Run(context.Background(), []string{"lease", "--help", "acquire"}, env, &out, &errb); code != ExitOK ||
+		!strings.Contains(out.String(), "leash lease release") {
+		t.Errorf("lease --help acquire: %d %q %q", code, out.String(), errb.String())
+	}
+	out.Reset()
+	errb.Reset()
+	closed := func(k string) string { // a loopback port nothing listens on
+		if k == "LEASH_URL" {
+			return "http://127.0.0.1:1"
+		}
+		return ""
+	}
+	if code := Run(context.Background(), []string{"stats", "--", "--help"}, closed, &out, &errb); code != ExitService {
+		t.Errorf("stats -- --help: exit %d, want the call tried (--help is the namespace)", code)
+	}
+}
+
+// TestVerbsInUsage: every verb has its place in the help order, and Usage, which the
+// binary's own usage prints, shows each verb's synopsis (webhook's four on one line).
+func TestVerbsInUsage(t *testing.T) {
+	if len(order) != len(verbs) {
+		t.Errorf("order has %d verbs, verbs %d", len(order), len(verbs))
+	}
+	for _, name := range order {
+		v, ok := verbs[name]
+		if !ok || !strings.HasPrefix(v.synopsis, name) || v.about == "" {
+			t.Errorf("verb %q: %+v", name, v.synopsis)
+			continue
+		}
+		if sub, ok := strings.CutPrefix(v.synopsis, "webhook "); ok {
+			if !strings.Contains(Usage, "  leash webhook get | set URL | delete | test\n") || !strings.Contains("get | set URL | delete | test", sub) {
+				t.Errorf("Usage lacks webhook %s", sub)
+			}
+			continue
+		}
+		if !strings.Contains(Usage, "  leash "+v.synopsis+"\n") && !strings.Contains(Usage, "  leash "+v.synopsis+"  ") {
+			t.Errorf("Usage lacks %q", v.synopsis)
+		}
+	}
+}
+
+// webhook get with none set says so in the API's own words (spec §8.1).
+func TestWebhookGetNoneWording(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusNotFound)
+		_, _ = w.Write([]byte(`{"error":"no webhook is configured","code":"webhook_not_found"}`))
+	}))
+	defer srv.Close()
+	var out, errb bytes.Buffer
+	env := func(string) string { return "" }
+	code := Run(context.Background(), []string{"webhook", "get", "--url", srv.URL, "--key", "k"}, env, &out, &errb)
+	if code != ExitService || !strings.Contains(errb.String(), "webhook_not_found (404): no webhook is configured") {
+		t.Fatalf("webhook get: %d %q", code, errb.String())
 	}
 }

@@ -11,12 +11,15 @@ import (
 	"github.com/leashd/leash/client"
 )
 
-// verb is one command: its positional arguments, flags and action.
+// verb is one command: its positional arguments, flags and action, and for its --help
+// the synopsis (its line of Usage, without "leash ") and what it does.
 type verb struct {
 	args     string
 	min, max int
 	flags    func(*flag.FlagSet, *flags)
 	run      func(context.Context, *command, []string, *flags) int
+	synopsis string
+	about    string
 }
 
 func noFlags(*flag.FlagSet, *flags) {}
@@ -29,36 +32,62 @@ func checkFlags(fs *flag.FlagSet, f *flags) {
 
 var verbs map[string]verb
 
+// order is the verbs' order in the help texts (Usage's).
+var order = []string{"limit", "reset", "lease acquire", "lease release", "lease renew", "rules list", "rules set",
+	"rules delete", "stats", "webhook get", "webhook set", "webhook delete", "webhook test"}
+
 func init() {
 	verbs = map[string]verb{
 		"limit": {"NAMESPACE KEY", 2, 2, func(fs *flag.FlagSet, f *flags) {
 			checkFlags(fs, f)
 			fs.Int64Var(&f.cost, "cost", 1, "units to spend (0 looks without spending)")
-		}, runLimit},
+		}, runLimit,
+			"limit NAMESPACE KEY [--algorithm A] [--limit N] [--window-ms MS] [--cost N]",
+			"check KEY's counter in NAMESPACE and spend COST on it when allowed (POST /v1/limit)"},
 		"reset": {"NAMESPACE KEY", 2, 2, func(fs *flag.FlagSet, f *flags) {
 			fs.StringVar(&f.algorithm, "algorithm", "", "the counter's algorithm (else the rule's, else sliding_window)")
 			fs.Int64Var(&f.windowMS, "window-ms", 0, "the counter's window in ms (else the rule's)")
-		}, runReset},
+		}, runReset,
+			"reset NAMESPACE KEY [--algorithm A] [--window-ms MS]",
+			"clear KEY's counter in NAMESPACE (POST /v1/limit/reset)"},
 		"lease acquire": {"NAMESPACE KEY", 2, 2, func(fs *flag.FlagSet, f *flags) {
 			fs.Int64Var(&f.limit, "limit", 0, "most leases held at once (else the concurrent rule)")
 			fs.Int64Var(&f.windowMS, "window-ms", 0, "time-to-live in ms (else the concurrent rule)")
-		}, runAcquire},
-		"lease release": {"LEASE_ID", 1, 1, noFlags, runRelease},
+		}, runAcquire,
+			"lease acquire NAMESPACE KEY [--limit N] [--window-ms MS]",
+			"take one of KEY's concurrent slots and print its lease id (POST /v1/leases)"},
+		"lease release": {"LEASE_ID", 1, 1, noFlags, runRelease,
+			"lease release LEASE_ID",
+			"give a lease back (DELETE /v1/leases/{id})"},
 		"lease renew": {"LEASE_ID", 1, 1, func(fs *flag.FlagSet, f *flags) {
 			fs.Int64Var(&f.windowMS, "window-ms", 0, "new time-to-live in ms (else the lease's own)")
-		}, runRenew},
-		"rules list": {"NAMESPACE", 1, 1, noFlags, runRulesList},
+		}, runRenew,
+			"lease renew LEASE_ID [--window-ms MS]",
+			"extend a lease still held (POST /v1/leases/{id}/renew)"},
+		"rules list": {"NAMESPACE", 1, 1, noFlags, runRulesList,
+			"rules list NAMESPACE",
+			"show NAMESPACE's rate and concurrent rules (GET /v1/namespaces/{ns}/rules)"},
 		"rules set": {"NAMESPACE", 1, 1, func(fs *flag.FlagSet, f *flags) {
 			checkFlags(fs, f)
 			fs.StringVar(&f.name, "name", "", "the rule's name")
 			fs.Var(&f.overrides, "override", "KEY=LIMIT[:WINDOW_MS], a key's own limit; repeatable")
-		}, runRulesSet},
-		"rules delete":   {"NAMESPACE rate|concurrent", 2, 2, noFlags, runRulesDelete},
-		"stats":          {"NAMESPACE", 1, 1, noFlags, runStats},
-		"webhook get":    {"no arguments", 0, 0, noFlags, runWebhookGet},
-		"webhook set":    {"URL", 1, 1, noFlags, runWebhookSet},
-		"webhook delete": {"no arguments", 0, 0, noFlags, runWebhookDelete},
-		"webhook test":   {"no arguments", 0, 0, noFlags, runWebhookTest},
+		}, runRulesSet,
+			"rules set NAMESPACE --algorithm A --limit N --window-ms MS [--name NAME] [--override KEY=LIMIT[:WINDOW_MS]]...",
+			"create or replace NAMESPACE's rate rule, or its concurrent rule with --algorithm concurrent_limit (POST /v1/namespaces/{ns}/rules)"},
+		"rules delete": {"NAMESPACE rate|concurrent", 2, 2, noFlags, runRulesDelete,
+			"rules delete NAMESPACE rate|concurrent",
+			"delete one of NAMESPACE's rules (DELETE /v1/namespaces/{ns}/rules/{kind})"},
+		"stats": {"NAMESPACE", 1, 1, noFlags, runStats,
+			"stats NAMESPACE",
+			"the last 30 days as a bar chart, the month against quota and hard cap (GET /v1/namespaces/{ns}/stats)"},
+		"webhook get": {"no arguments", 0, 0, noFlags, runWebhookGet,
+			"webhook get", "print the account's webhook URL (GET /v1/webhook)"},
+		"webhook set": {"URL", 1, 1, noFlags, runWebhookSet,
+			"webhook set URL", "set the account's webhook and print its signing secret, shown only now (PUT /v1/webhook)"},
+		"webhook delete": {"no arguments", 0, 0, noFlags, runWebhookDelete,
+			"webhook delete", "remove the account's webhook (DELETE /v1/webhook)"},
+		"webhook test": {"no arguments", 0, 0, noFlags, runWebhookTest,
+			"webhook test", "queue a test delivery to the webhook (POST /v1/webhook/test)"},
 	}
 }
 
@@ -202,7 +231,7 @@ func runWebhookGet(ctx context.Context, c *command, a []string, f *flags) int {
 		return c.fail(err)
 	}
 	if !ok {
-		fmt.Fprintf(c.stderr, "leash %s: %s (404): no webhook is set\n", c.verb, client.CodeWebhookNotFound)
+		fmt.Fprintf(c.stderr, "leash %s: %s (404): no webhook is configured\n", c.verb, client.CodeWebhookNotFound)
 		return ExitService
 	}
 	c.print(w, w.URL+"\n")

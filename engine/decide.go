@@ -212,7 +212,7 @@ func (e *Engine) Decide(ctx context.Context, a *Account, q *Query, out []ItemRes
 		fallthrough
 	default:
 		// Nothing reached the store: date the decision by its clock all the same.
-		t, err := e.store.NowMS(ctx)
+		t, err := e.store.Decider.NowMS(ctx)
 		if err != nil {
 			return Outcome{}, unavailable(err)
 		}
@@ -235,9 +235,9 @@ func (e *Engine) Decide(ctx context.Context, a *Account, q *Query, out []ItemRes
 			res.Allowed = false
 		}
 		if rep := it.Report; rep != nil {
-			e.usage.recordN(a, q.Namespace, now, rep.Allowed+rep.Denied, rep.Denied)
+			e.tally.recordN(a, q.Namespace, now, rep.Allowed+rep.Denied, rep.Denied)
 		} else {
-			e.usage.record(a, q.Namespace, now, !r.Allowed && !q.Shadow)
+			e.tally.record(a, q.Namespace, now, !r.Allowed && !q.Shadow)
 		}
 		if e.observer != nil {
 			e.observer.Decided(a, q, it, r)
@@ -310,7 +310,7 @@ type ruleLookup struct {
 
 func (l *ruleLookup) get(ctx context.Context) (Rules, error) {
 	if !l.read {
-		r, err := l.e.store.Rules(ctx, l.a.ID, l.ns)
+		r, err := l.e.store.Rules.Rules(ctx, l.a.ID, l.ns)
 		if err != nil {
 			return Rules{}, unavailable(err)
 		}
@@ -480,7 +480,7 @@ func (e *Engine) spend(ctx context.Context, a *Account, ns string, it *Item, r *
 	}
 	var ds [MaxSpendAll]Decision
 	if len(limits) == 1 {
-		d, err := e.store.Spend(ctx, Spend{Counter: counter(limits[0]), Limit: limits[0].Limit, Cost: cost, Overdraft: it.Overdraft})
+		d, err := e.store.Decider.Spend(ctx, Spend{Counter: counter(limits[0]), Limit: limits[0].Limit, Cost: cost, Overdraft: it.Overdraft})
 		if err != nil {
 			return 0, err
 		}
@@ -493,7 +493,7 @@ func (e *Engine) spend(ctx context.Context, a *Account, ns string, it *Item, r *
 			spends[i] = Spend{Counter: counter(l), Limit: l.Limit, Cost: cost, Overdraft: it.Overdraft}
 		}
 		out := make([]Decision, len(limits))
-		if err := e.store.SpendAll(ctx, spends, out); err != nil {
+		if err := e.store.Decider.SpendAll(ctx, spends, out); err != nil {
 			return 0, err
 		}
 		copy(ds[:], out)
@@ -551,9 +551,9 @@ func (e *Engine) saturate(ctx context.Context, limits []Limit, counter func(Limi
 	out := make([]Decision, len(limits))
 	var err error
 	if len(limits) == 1 {
-		out[0], err = e.store.Spend(ctx, spends[0])
+		out[0], err = e.store.Decider.Spend(ctx, spends[0])
 	} else {
-		err = e.store.SpendAll(ctx, spends, out)
+		err = e.store.Decider.SpendAll(ctx, spends, out)
 	}
 	if err != nil {
 		return err

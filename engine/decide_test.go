@@ -155,7 +155,7 @@ func TestLocalCacheOnChecks(t *testing.T) {
 	t.Cleanup(func() { _ = cs.Close() })
 	dir, _ := engine.NewDirectory([]engine.AccountSpec{{ID: "a", Plan: engine.BuiltinPlans()["scale"]}})
 	acct, _ := dir.Account("a")
-	eng := engine.New(cs, dir, engine.Options{LocalCacheMaxEntries: 10})
+	eng := engine.New(engine.RolesOf(cs), dir, engine.Options{LocalCacheMaxEntries: 10})
 	chk := testkit.Check{Namespace: "n", Key: "k", Algorithm: testkit.Ptr("fixed_window"), Limit: testkit.Ptr(int64(1)), WindowMS: testkit.Ptr(int64(3_600_000))}
 	if d, err := chk.Do(ctx, eng, acct); err != nil || !d.Allowed {
 		t.Fatal(d, err)

@@ -1,5 +1,5 @@
 // Package engine is Leash's domain: every rule of docs/spec.md that is not about a wire
-// format lives here, and state is reached only through a Store.
+// format lives here, and state is reached only through the roles of a Store (Roles).
 //
 // One decision, from any edge to the store (spec §1.4):
 //
@@ -21,7 +21,7 @@
 //	leaseid.go   lease ids (spec §5.3)
 //	errors.go    the error codes the engine produces (spec §3.6)
 //	store.go     the Store and its roles: Decider, RuleStore, UsageStore, WebhookStore,
-//	             DemandStore (RLQS demand, spec §14.4)
+//	             DemandStore (RLQS demand, spec §14.4), Pinger; Roles, those the Engine uses
 //	types.go     the values those roles exchange, and their argument checks
 //
 // The algorithms' arithmetic is package algo; the stores are memstore and redisstore, held

@@ -92,28 +92,32 @@ type Options struct {
 	Observer Observer
 }
 
-// Engine decides checks and leases for accounts over one Store.
+// Engine decides checks and leases for accounts over the roles of one store.
 type Engine struct {
-	store     Store
-	directory atomic.Pointer[Directory]
-	usage     *usage
-	interval  time.Duration
-	log       *slog.Logger
-	hooks     WebhookOptions
-	observer  Observer
-	cache     *overLimitCache // nil when off
-	clock     storeClock      // the store's clock between operations, for cached answers
+	store         Roles
+	directory     atomic.Pointer[Directory]
+	tally         *usageTally // usage counted here, not yet in the store
+	flushInterval time.Duration
+	log           *slog.Logger
+	webhooks      WebhookOptions
+	observer      Observer
+	cache         *overLimitCache // nil when off
+	clock         storeClock      // the store's clock between operations, for cached answers
 }
 
-// New returns an engine over store serving the accounts of dir.
-func New(store Store, dir *Directory, opts Options) *Engine {
+// New returns an engine over the store roles serving the accounts of dir; every role is
+// required (RolesOf gives them all from one Store).
+func New(store Roles, dir *Directory, opts Options) *Engine {
+	if store.Decider == nil || store.Rules == nil || store.Usage == nil || store.Webhooks == nil || store.Health == nil {
+		panic("engine: New needs every store role")
+	}
 	if opts.FlushInterval <= 0 {
 		opts.FlushInterval = time.Second
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
-	e := &Engine{store: store, usage: newUsage(), interval: opts.FlushInterval, log: opts.Logger, hooks: opts.Webhooks,
+	e := &Engine{store: store, tally: newUsageTally(), flushInterval: opts.FlushInterval, log: opts.Logger, webhooks: opts.Webhooks,
 		cache: newOverLimitCache(opts.LocalCacheMaxEntries), clock: storeClock{start: time.Now()}, observer: opts.Observer}
 	e.directory.Store(dir)
 	return e
@@ -134,7 +138,7 @@ func (e *Engine) Account(id string) (*Account, bool) { return e.directory.Load()
 func (e *Engine) Directory() *Directory { return e.directory.Load() }
 
 // Ping reports whether the store answers.
-func (e *Engine) Ping(ctx context.Context) error { return e.store.Ping(ctx) }
+func (e *Engine) Ping(ctx context.Context) error { return e.store.Health.Ping(ctx) }
 
 // Reset clears one counter; a counter with no unexpired state is key_not_found.
 func (e *Engine) Reset(ctx context.Context, a *Account, r *ResetRequest) error {
@@ -153,7 +157,7 @@ func (e *Engine) Reset(ctx context.Context, a *Account, r *ResetRequest) error {
 	if e.cache != nil {
 		e.cache.forget(c) // before the store: a denial cached meanwhile would outlive the reset
 	}
-	existed, err := e.store.Reset(ctx, c)
+	existed, err := e.store.Decider.Reset(ctx, c)
 	if e.cache != nil {
 		e.cache.forget(c) // and after: a denial decided before the reset may land meanwhile
 	}
@@ -172,7 +176,7 @@ func (e *Engine) hardCap(a *Account, edge Edge) error {
 	if a.Plan.HardCap == nil {
 		return nil
 	}
-	total, nowMS := e.usage.monthTotal(a.ID)
+	total, nowMS := e.tally.monthTotal(a.ID)
 	if total < *a.Plan.HardCap {
 		return nil
 	}
@@ -218,7 +222,7 @@ func (e *Engine) Acquire(ctx context.Context, a *Account, r *AcquireRequest) (Le
 		ttl = *r.WindowMS
 	}
 	if r.Limit == nil || r.WindowMS == nil {
-		rules, err := e.store.Rules(ctx, a.ID, r.Namespace)
+		rules, err := e.store.Rules.Rules(ctx, a.ID, r.Namespace)
 		if err != nil {
 			return LeaseDecision{}, unavailable(err)
 		}
@@ -239,14 +243,14 @@ func (e *Engine) Acquire(ctx context.Context, a *Account, r *AcquireRequest) (Le
 		return LeaseDecision{}, err
 	}
 	token := newLeaseToken()
-	d, err := e.store.Acquire(ctx, LeaseSet{Account: a.ID, Namespace: r.Namespace, Key: r.Key}, token, limit, ttl)
+	d, err := e.store.Decider.Acquire(ctx, LeaseSet{Account: a.ID, Namespace: r.Namespace, Key: r.Key}, token, limit, ttl)
 	if err != nil {
 		return LeaseDecision{}, unavailable(err)
 	}
 	if d.Allowed {
 		d.LeaseID = FormatLeaseID(r.Namespace, r.Key, token)
 	}
-	e.usage.record(a, r.Namespace, d.NowMS, !d.Allowed)
+	e.tally.record(a, r.Namespace, d.NowMS, !d.Allowed)
 	return d, nil
 }
 
@@ -264,7 +268,7 @@ func (e *Engine) Release(ctx context.Context, a *Account, leaseID string) (Relea
 	if err != nil {
 		return ReleaseResult{}, err
 	}
-	res, err := e.store.Release(ctx, set, token)
+	res, err := e.store.Decider.Release(ctx, set, token)
 	if err != nil {
 		return ReleaseResult{}, unavailable(err)
 	}
@@ -284,7 +288,7 @@ func (e *Engine) Renew(ctx context.Context, a *Account, leaseID string, windowMS
 	if windowMS != nil {
 		ttl = *windowMS
 	}
-	res, err := e.store.Renew(ctx, set, token, ttl)
+	res, err := e.store.Decider.Renew(ctx, set, token, ttl)
 	if err != nil {
 		return RenewResult{}, unavailable(err)
 	}
@@ -306,10 +310,10 @@ func (e *Engine) PutRule(ctx context.Context, a *Account, ns string, r *RuleRequ
 		return NamespaceRule{}, false, Invalid("window_ms is required")
 	}
 	if *r.Limit < 0 {
-		return NamespaceRule{}, false, Invalid("limit must be a non-negative integer")
+		return NamespaceRule{}, false, Invalid(RangeMessage("limit", 1, MaxLimit))
 	}
 	if *r.WindowMS < 0 {
-		return NamespaceRule{}, false, Invalid("window_ms must be a non-negative integer")
+		return NamespaceRule{}, false, Invalid(RangeMessage("window_ms", 1, MaxWindowMS))
 	}
 	if r.Name != nil && len(*r.Name) > MaxRuleName {
 		return NamespaceRule{}, false, Invalid("name must be at most 256 bytes")
@@ -318,10 +322,10 @@ func (e *Engine) PutRule(ctx context.Context, a *Account, ns string, r *RuleRequ
 		return NamespaceRule{}, false, err
 	}
 	if *r.Limit < 1 || *r.Limit > MaxLimit {
-		return NamespaceRule{}, false, newError(CodeInvalidRule, "limit must be from 1 to 1000000000")
+		return NamespaceRule{}, false, newError(CodeInvalidRule, RangeMessage("limit", 1, MaxLimit))
 	}
 	if *r.WindowMS < 1 || *r.WindowMS > MaxWindowMS {
-		return NamespaceRule{}, false, newError(CodeInvalidRule, "window_ms must be from 1 to 31622400000")
+		return NamespaceRule{}, false, newError(CodeInvalidRule, RangeMessage("window_ms", 1, MaxWindowMS))
 	}
 	overrides, err := checkOverrideRanges(r.Overrides)
 	if err != nil {
@@ -335,7 +339,7 @@ func (e *Engine) PutRule(ctx context.Context, a *Account, ns string, r *RuleRequ
 		return NamespaceRule{}, false, newError(CodeAlgorithmNotOnPlan, "algorithm "+alg.String()+" is not available on plan "+a.Plan.Name)
 	}
 	rule := Rule{Algorithm: alg, Limit: *r.Limit, WindowMS: *r.WindowMS, Name: r.Name, Overrides: overrides}
-	created, err := e.store.PutRule(ctx, a.ID, ns, rule)
+	created, err := e.store.Rules.PutRule(ctx, a.ID, ns, rule)
 	if err != nil {
 		return NamespaceRule{}, false, unavailable(err)
 	}
@@ -347,7 +351,7 @@ func (e *Engine) Rules(ctx context.Context, a *Account, ns string) ([]Rule, erro
 	if err := CheckNamespace(ns); err != nil {
 		return nil, err
 	}
-	rules, err := e.store.Rules(ctx, a.ID, ns)
+	rules, err := e.store.Rules.Rules(ctx, a.ID, ns)
 	if err != nil {
 		return nil, unavailable(err)
 	}
@@ -365,7 +369,7 @@ func (e *Engine) DeleteRule(ctx context.Context, a *Account, ns string, kind Rul
 	if err := CheckNamespace(ns); err != nil {
 		return false, err
 	}
-	deleted, err := e.store.DeleteRule(ctx, a.ID, ns, kind)
+	deleted, err := e.store.Rules.DeleteRule(ctx, a.ID, ns, kind)
 	if err != nil {
 		return false, unavailable(err)
 	}
@@ -377,13 +381,13 @@ func (e *Engine) Stats(ctx context.Context, a *Account, ns string) (Stats, error
 	if err := CheckNamespace(ns); err != nil {
 		return Stats{}, err
 	}
-	nowMS, err := e.store.NowMS(ctx)
+	nowMS, err := e.store.Decider.NowMS(ctx)
 	if err != nil {
 		return Stats{}, unavailable(err)
 	}
 	today := DayOf(nowMS)
 	q := UsageQuery{Account: a.ID, Namespace: ns, FirstDay: today - StatsDays + 1, LastDay: today, Month: today.Month()}
-	rep, err := e.store.ReadUsage(ctx, q)
+	rep, err := e.store.Usage.ReadUsage(ctx, q)
 	if err != nil {
 		return Stats{}, unavailable(err)
 	}

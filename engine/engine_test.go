@@ -63,7 +63,7 @@ func newFixture(t *testing.T, wrap func(engine.Store) engine.Store) *fixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f := &fixture{eng: engine.New(s, dir, engine.Options{}), store: s, clock: c, accts: map[string]*engine.Account{}}
+	f := &fixture{eng: engine.New(engine.RolesOf(s), dir, engine.Options{}), store: s, clock: c, accts: map[string]*engine.Account{}}
 	for _, a := range dir.Accounts() {
 		f.accts[a.ID] = a
 	}
@@ -492,3 +492,18 @@ func TestConcurrentChecksAndFlush(t *testing.T) {
 }
 
 func itoaKey(i int) string { return "worker-" + string(rune('a'+i)) }
+
+// TestNewNeedsEveryRole: an engine missing a store role is refused at construction, not
+// at its first request.
+func TestNewNeedsEveryRole(t *testing.T) {
+	ms := memstore.New(memstore.Options{})
+	t.Cleanup(func() { ms.Close() })
+	roles := engine.RolesOf(ms)
+	roles.Usage = nil
+	defer func() {
+		if recover() == nil {
+			t.Fatal("New accepted roles without a UsageStore")
+		}
+	}()
+	engine.New(roles, nil, engine.Options{})
+}

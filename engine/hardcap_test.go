@@ -39,7 +39,7 @@ func TestHardCapObserved(t *testing.T) {
 		t.Fatal(err)
 	}
 	obs := &capObserver{}
-	eng := engine.New(ms, dir, engine.Options{Observer: obs})
+	eng := engine.New(engine.RolesOf(ms), dir, engine.Options{Observer: obs})
 	item := engine.CheckItem("k", engine.Inline{Algorithm: engine.FixedWindow, Limit: testkit.Ptr(int64(100)), WindowMS: testkit.Ptr(int64(1000))}, nil)
 	for _, id := range []string{"capped", "open"} {
 		a, _ := dir.Account(id)

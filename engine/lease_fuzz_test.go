@@ -36,7 +36,7 @@ func (le *leaseEngine) next(t *testing.T) *leaseEngine {
 	}
 	acme, _ := dir.Account("acme")
 	other, _ := dir.Account("other")
-	return &leaseEngine{eng: engine.New(ms, dir, engine.Options{}), store: ms, acme: acme, other: other}
+	return &leaseEngine{eng: engine.New(engine.RolesOf(ms), dir, engine.Options{}), store: ms, acme: acme, other: other}
 }
 
 func (le *leaseEngine) close() {

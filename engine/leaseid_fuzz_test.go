@@ -7,9 +7,9 @@ import (
 
 // leaseToken makes a lease token from any bytes, as newLeaseToken does from random ones.
 func leaseToken(b []byte) string {
-	var t [leaseTokenSize]byte
+	var t [leaseTokenBytes]byte
 	copy(t[:], b)
-	return b64.EncodeToString(t[:])
+	return leaseIDEncoding.EncodeToString(t[:])
 }
 
 // FuzzLeaseID checks that an id names the lease it was issued for: for every namespace
@@ -48,7 +48,7 @@ func FuzzLeaseID(f *testing.F) {
 
 		// The raw bytes as the token itself: accepted only if they are a token's text.
 		_, _, gotTok, ok = ParseLeaseID(FormatLeaseID(ns, key, string(raw)))
-		isToken := len(raw) == leaseTokenLen && leaseToken(mustDecode(raw)) == string(raw)
+		isToken := len(raw) == leaseTokenChars && leaseToken(mustDecode(raw)) == string(raw)
 		if ok != (leasable && isToken) || ok && gotTok != string(raw) {
 			t.Fatalf("token %q: parsed %v (%q); leasable %v, a token's text %v", raw, ok, gotTok, leasable, isToken)
 		}
@@ -56,7 +56,7 @@ func FuzzLeaseID(f *testing.F) {
 }
 
 func mustDecode(s []byte) []byte {
-	b, err := b64.DecodeString(string(s))
+	b, err := leaseIDEncoding.DecodeString(string(s))
 	if err != nil {
 		return nil
 	}
@@ -79,7 +79,7 @@ func FuzzParseLeaseID(f *testing.F) {
 		good + "=",
 		good[:len(good)-1] + "B", // the last token character's unused bits set
 		parts[0] + "." + parts[1] + "==." + parts[2] + "." + parts[3],
-		parts[0] + "." + strings.ReplaceAll(b64.EncodeToString([]byte("a?>")), "_", "/") + "." + parts[2] + "." + parts[3],
+		parts[0] + "." + strings.ReplaceAll(leaseIDEncoding.EncodeToString([]byte("a?>")), "_", "/") + "." + parts[2] + "." + parts[3],
 		parts[0] + "." + parts[1] + "." + parts[2] + "." + parts[3] + "." + parts[3],
 		FormatLeaseID("a", "b.c", leaseToken(nil)),
 		FormatLeaseID("ns", "\x7f", leaseToken(nil)),
@@ -101,7 +101,7 @@ func FuzzParseLeaseID(f *testing.F) {
 		if !ValidNamespace(ns) || !ValidKey(key) {
 			t.Fatalf("ParseLeaseID(%q) accepted namespace %q, key %q", id, ns, key)
 		}
-		if raw := mustDecode([]byte(tok)); len(raw) != leaseTokenSize || leaseToken(raw) != tok {
+		if raw := mustDecode([]byte(tok)); len(raw) != leaseTokenBytes || leaseToken(raw) != tok {
 			t.Fatalf("ParseLeaseID(%q) accepted token %q", id, tok)
 		}
 	})

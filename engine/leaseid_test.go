@@ -30,9 +30,9 @@ func TestLeaseIDRejects(t *testing.T) {
 		strings.Join(parts[:3], "."),
 		good + ".x",
 		good + "A",
-		parts[0] + ".." + parts[2] + "." + parts[3],                                            // empty namespace
-		parts[0] + "." + b64.EncodeToString([]byte("-bad")) + "." + parts[2] + "." + parts[3],  // invalid namespace
-		parts[0] + "." + parts[1] + "." + b64.EncodeToString([]byte("a\x01")) + "." + parts[3], // control char in key
+		parts[0] + ".." + parts[2] + "." + parts[3],                                                        // empty namespace
+		parts[0] + "." + leaseIDEncoding.EncodeToString([]byte("-bad")) + "." + parts[2] + "." + parts[3],  // invalid namespace
+		parts[0] + "." + parts[1] + "." + leaseIDEncoding.EncodeToString([]byte("a\x01")) + "." + parts[3], // control char in key
 		parts[0] + "." + parts[1] + "." + parts[2] + "." + strings.Repeat("!", 22),
 		parts[0] + "." + parts[1] + "=." + parts[2] + "." + parts[3], // padding
 	} {

@@ -113,9 +113,9 @@ func checkOverrideFields(list []OverrideRequest) error {
 		case o.Limit == nil:
 			return Invalid(overrideField(i, "limit") + " is required")
 		case *o.Limit < 0:
-			return Invalid(overrideField(i, "limit") + " must be a non-negative integer")
+			return Invalid(RangeMessage(overrideField(i, "limit"), 1, MaxLimit))
 		case o.WindowMS != nil && *o.WindowMS < 0:
-			return Invalid(overrideField(i, "window_ms") + " must be a non-negative integer")
+			return Invalid(RangeMessage(overrideField(i, "window_ms"), 1, MaxWindowMS))
 		}
 	}
 	return nil
@@ -135,10 +135,10 @@ func checkOverrideRanges(list []OverrideRequest) (Overrides, error) {
 	seen := make(map[string]int, len(list))
 	for i, o := range list {
 		if *o.Limit < 1 || *o.Limit > MaxLimit {
-			return Overrides{}, newError(CodeInvalidRule, overrideField(i, "limit")+" must be from 1 to 1000000000")
+			return Overrides{}, newError(CodeInvalidRule, RangeMessage(overrideField(i, "limit"), 1, MaxLimit))
 		}
 		if w := o.WindowMS; w != nil && (*w < 1 || *w > MaxWindowMS) {
-			return Overrides{}, newError(CodeInvalidRule, overrideField(i, "window_ms")+" must be from 1 to 31622400000")
+			return Overrides{}, newError(CodeInvalidRule, RangeMessage(overrideField(i, "window_ms"), 1, MaxWindowMS))
 		}
 		if j, dup := seen[*o.Key]; dup {
 			return Overrides{}, newError(CodeInvalidRule, overrideField(i, "key")+" repeats the key of overrides["+itoa(int64(j))+"]")

@@ -13,10 +13,30 @@ type Store interface {
 	UsageStore
 	WebhookStore
 	DemandStore
-	// Ping reports whether the store answers.
-	Ping(ctx context.Context) error
+	Pinger
 	// Close stops the store's background work and releases its resources.
 	Close() error
+}
+
+// Roles are the store roles an Engine uses; RolesOf takes them all from one Store, and a
+// decorator (metrics) may wrap each on its own.
+type Roles struct {
+	Decider  Decider
+	Rules    RuleStore
+	Usage    UsageStore
+	Webhooks WebhookStore
+	Health   Pinger
+}
+
+// RolesOf returns the roles of s that an Engine uses.
+func RolesOf(s Store) Roles {
+	return Roles{Decider: s, Rules: s, Usage: s, Webhooks: s, Health: s}
+}
+
+// Pinger is the health role: whether the store answers at all.
+type Pinger interface {
+	// Ping reports whether the store answers.
+	Ping(ctx context.Context) error
 }
 
 // Decider is the decision role: rate counters and leases, decided with the store's clock.

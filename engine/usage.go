@@ -37,13 +37,15 @@ type accountTotal struct {
 	local  atomic.Int64 // counted here and not yet flushed
 }
 
-type usage struct {
-	shards   [usageShards]usageShard
-	totalsMu sync.RWMutex
-	totals   map[string]*accountTotal // by account id
-	lastNow  atomic.Int64
-	instance string
-	seq      atomic.Uint64
+// usageTally is the usage this instance counted and has not yet flushed, and each
+// account's month total as it knows it.
+type usageTally struct {
+	shards    [usageShards]usageShard
+	totalsMu  sync.RWMutex
+	totals    map[string]*accountTotal // by account id
+	lastNowMS atomic.Int64
+	instance  string
+	batchSeq  atomic.Uint64
 
 	flushMu  sync.Mutex // one flush at a time; guards pending and notified
 	pending  *pendingBatch
@@ -55,10 +57,10 @@ type pendingBatch struct {
 	sums  map[string]int64 // per capped account: decisions in the batch counted in accountTotal.local
 }
 
-func newUsage() *usage {
+func newUsageTally() *usageTally {
 	var id [8]byte
 	_, _ = crand.Read(id[:])
-	u := &usage{instance: hex.EncodeToString(id[:]), totals: make(map[string]*accountTotal), notified: make(map[notifiedKey]Month)}
+	u := &usageTally{instance: hex.EncodeToString(id[:]), totals: make(map[string]*accountTotal), notified: make(map[notifiedKey]Month)}
 	for i := range u.shards {
 		u.shards[i].counts = make(map[UsageKey]*UsageCount)
 		u.shards[i].capped = make(map[string]int64)
@@ -66,7 +68,7 @@ func newUsage() *usage {
 	return u
 }
 
-func (u *usage) total(account string) *accountTotal {
+func (u *usageTally) total(account string) *accountTotal {
 	u.totalsMu.RLock()
 	t := u.totals[account]
 	u.totalsMu.RUnlock()
@@ -84,7 +86,7 @@ func (u *usage) total(account string) *accountTotal {
 
 // record counts one decision of account a taken at the store's time nowMS. Only accounts
 // with a hard cap keep a running local total (the cap is checked against it).
-func (u *usage) record(a *Account, namespace string, nowMS int64, blocked bool) {
+func (u *usageTally) record(a *Account, namespace string, nowMS int64, blocked bool) {
 	var b int64
 	if blocked {
 		b = 1
@@ -93,7 +95,7 @@ func (u *usage) record(a *Account, namespace string, nowMS int64, blocked bool) 
 }
 
 // recordN counts n requests, blocked of them blocked (an RLQS report, spec §14.3).
-func (u *usage) recordN(a *Account, namespace string, nowMS int64, n, blocked int64) {
+func (u *usageTally) recordN(a *Account, namespace string, nowMS int64, n, blocked int64) {
 	if n <= 0 {
 		return
 	}
@@ -115,19 +117,19 @@ func (u *usage) recordN(a *Account, namespace string, nowMS int64, n, blocked in
 	if capped {
 		u.total(a.ID).local.Add(n)
 	}
-	if nowMS > u.lastNow.Load() {
-		u.lastNow.Store(nowMS)
+	if nowMS > u.lastNowMS.Load() {
+		u.lastNowMS.Store(nowMS)
 	}
 }
 
 // monthTotal returns the account's month usage as known here and the latest store time seen.
-func (u *usage) monthTotal(account string) (total, nowMS int64) {
+func (u *usageTally) monthTotal(account string) (total, nowMS int64) {
 	t := u.total(account)
-	return t.stored.Load() + t.local.Load(), u.lastNow.Load()
+	return t.stored.Load() + t.local.Load(), u.lastNowMS.Load()
 }
 
-// take empties the shards into a new batch; nil when nothing was counted.
-func (u *usage) take() *pendingBatch {
+// takeBatch empties the shards into a new batch; nil when nothing was counted.
+func (u *usageTally) takeBatch() *pendingBatch {
 	var p *pendingBatch
 	for i := range u.shards {
 		s := &u.shards[i]
@@ -143,7 +145,7 @@ func (u *usage) take() *pendingBatch {
 		s.mu.Unlock()
 		if p == nil {
 			p = &pendingBatch{
-				batch: UsageBatch{ID: u.instance + "-" + itoa(int64(u.seq.Add(1))), Counts: make(map[UsageKey]UsageCount)},
+				batch: UsageBatch{ID: u.instance + "-" + itoa(int64(u.batchSeq.Add(1))), Counts: make(map[UsageKey]UsageCount)},
 				sums:  make(map[string]int64),
 			}
 		}
@@ -163,17 +165,17 @@ func (u *usage) take() *pendingBatch {
 // Flush writes counted usage to the store and refreshes the month totals the hard cap
 // uses. A batch that fails stays pending and is retried first by the next Flush.
 func (e *Engine) Flush(ctx context.Context) error {
-	u := e.usage
+	u := e.tally
 	u.flushMu.Lock()
 	defer u.flushMu.Unlock()
 	for range 2 { // the pending retry, if any, then what was counted since
 		if u.pending == nil {
-			u.pending = u.take()
+			u.pending = u.takeBatch()
 			if u.pending == nil {
 				break
 			}
 		}
-		if err := e.store.AddUsage(ctx, u.pending.batch); err != nil {
+		if err := e.store.Usage.AddUsage(ctx, u.pending.batch); err != nil {
 			return err
 		}
 		for account, n := range u.pending.sums {
@@ -189,11 +191,11 @@ func (e *Engine) Flush(ctx context.Context) error {
 // refreshTotals reads the month totals of the accounts that have a hard cap or
 // webhooks, and queues the usage events they became due (webhooks.go).
 func (e *Engine) refreshTotals(ctx context.Context) error {
-	nowMS, err := e.store.NowMS(ctx)
+	nowMS, err := e.store.Decider.NowMS(ctx)
 	if err != nil {
 		return err
 	}
-	e.usage.lastNow.Store(nowMS)
+	e.tally.lastNowMS.Store(nowMS)
 	if e.cache != nil {
 		e.clock.observe(nowMS)
 	}
@@ -209,13 +211,13 @@ func (e *Engine) refreshTotals(ctx context.Context) error {
 		return nil
 	}
 	month := DayOf(nowMS).Month()
-	totals, err := e.store.MonthTotals(ctx, month, ids)
+	totals, err := e.store.Usage.MonthTotals(ctx, month, ids)
 	if err != nil {
 		return err
 	}
 	for i, a := range accounts {
 		if a.Plan.HardCap != nil {
-			e.usage.total(a.ID).stored.Store(totals[i])
+			e.tally.total(a.ID).stored.Store(totals[i])
 		}
 	}
 	return e.notifyUsage(ctx, nowMS, month, accounts, totals)
@@ -224,7 +226,7 @@ func (e *Engine) refreshTotals(ctx context.Context) error {
 // Run flushes usage every interval until ctx is done, then flushes once more within
 // finalTimeout so a clean shutdown loses nothing.
 func (e *Engine) Run(ctx context.Context, finalTimeout time.Duration) error {
-	t := time.NewTicker(e.interval)
+	t := time.NewTicker(e.flushInterval)
 	defer t.Stop()
 	e.flushLogged(ctx)
 	for {
@@ -251,7 +253,7 @@ func (e *Engine) Run(ctx context.Context, finalTimeout time.Duration) error {
 }
 
 func (e *Engine) flushLogged(ctx context.Context) {
-	fctx, cancel := context.WithTimeout(ctx, e.interval)
+	fctx, cancel := context.WithTimeout(ctx, e.flushInterval)
 	defer cancel()
 	if err := e.Flush(fctx); err != nil && ctx.Err() == nil {
 		e.log.Warn("usage flush failed; will retry", "err", err)

@@ -93,9 +93,15 @@ func checkInline(field string, v *int64, max int64) error {
 		return nil
 	}
 	if *v < 1 || *v > max {
-		return Invalid(field + " must be an integer from 1 to " + itoa(max))
+		return Invalid(RangeMessage(field, 1, max))
 	}
 	return nil
+}
+
+// RangeMessage is the message for an integer field outside its range lo to hi, the same
+// words whatever side of the range the value is on (and whatever its code).
+func RangeMessage(field string, lo, hi int64) string {
+	return field + " must be an integer from " + itoa(lo) + " to " + itoa(hi)
 }
 
 func itoa(v int64) string {

@@ -8,8 +8,6 @@ import (
 	"errors"
 	"strconv"
 	"time"
-
-	"github.com/leashd/leash/webhook/ssrf"
 )
 
 // Webhooks (spec §8): an account's one webhook, and the events Leash sends it. The
@@ -33,16 +31,32 @@ const (
 
 // WebhookOptions configures webhook URL screening and delivery hand-off.
 type WebhookOptions struct {
-	// Policy is what URL screening admits (the zero value is production's).
-	Policy ssrf.Policy
-	// Resolver looks up webhook host names; nil is the system resolver.
-	Resolver ssrf.Resolver
+	// Screen checks every URL set as a webhook (spec §8.2). Without one, setting a webhook
+	// fails with an internal error.
+	Screen URLScreen
 	// Enqueued, if set, is called after an event was added to the outbox, so a local
 	// deliverer can start at once instead of at its next poll. It must not block.
 	Enqueued func()
 }
 
-// screenTimeout bounds the DNS lookups of one URL screening.
+// URLScreen checks a webhook URL before it is stored (spec §8.2). It returns the URL in
+// the canonical form deliveries will use, so they go to the address that was checked. A
+// URL it refuses is an error wrapping a *URLRejectedError; any other error (a host name
+// lookup that did not finish in time) is taken as a host that does not resolve, unless
+// the caller's ctx ended.
+type URLScreen func(ctx context.Context, rawURL string) (canonical string, err error)
+
+// URLRejectedError is a URLScreen's refusal of a URL. Reason says why; it is shown to the
+// caller, so it names no resolved address.
+type URLRejectedError struct{ Reason string }
+
+// Error returns the refusal with its reason.
+func (e *URLRejectedError) Error() string { return "webhook URL rejected: " + e.Reason }
+
+// errNoScreen is PutWebhook's error on an engine built without a URLScreen.
+var errNoScreen = errors.New("engine: no webhook URL screen (WebhookOptions.Screen)")
+
+// screenTimeout bounds one URL screening (its DNS lookups).
 const screenTimeout = 5 * time.Second
 
 // secretBytes is the size of a webhook secret's random part.
@@ -61,7 +75,7 @@ func errNoWebhook() error { return newError(CodeWebhookNotFound, "no webhook is 
 
 // Webhook returns the account's webhook URL; none configured is webhook_not_found.
 func (e *Engine) Webhook(ctx context.Context, a *Account) (string, error) {
-	w, ok, err := e.store.Webhook(ctx, a.ID)
+	w, ok, err := e.store.Webhooks.Webhook(ctx, a.ID)
 	if err != nil {
 		return "", unavailable(err)
 	}
@@ -78,12 +92,15 @@ func (e *Engine) PutWebhook(ctx context.Context, a *Account, rawURL string) (Web
 	if err := WebhooksAllowed(a); err != nil {
 		return Webhook{}, err
 	}
+	if e.webhooks.Screen == nil {
+		return Webhook{}, errNoScreen
+	}
 	sctx, cancel := context.WithTimeout(ctx, screenTimeout)
-	u, err := e.hooks.Policy.CheckURL(sctx, rawURL, e.hooks.Resolver)
+	u, err := e.webhooks.Screen(sctx, rawURL)
 	cancel()
 	if err != nil {
-		if se, ok := errors.AsType[*ssrf.Error](err); ok {
-			return Webhook{}, newError(CodeWebhookURLRejected, "webhook URL rejected: "+se.Reason)
+		if re, ok := errors.AsType[*URLRejectedError](err); ok {
+			return Webhook{}, newError(CodeWebhookURLRejected, "webhook URL rejected: "+re.Reason)
 		}
 		if ctx.Err() != nil {
 			return Webhook{}, unavailable(err)
@@ -91,8 +108,8 @@ func (e *Engine) PutWebhook(ctx context.Context, a *Account, rawURL string) (Web
 		// The lookup ran out of time: the name does not resolve for us (spec §8.2).
 		return Webhook{}, newError(CodeWebhookURLRejected, "webhook URL rejected: host does not resolve")
 	}
-	w := Webhook{URL: u.String(), Secret: newSecret()}
-	if err := e.store.PutWebhook(ctx, a.ID, w); err != nil {
+	w := Webhook{URL: u, Secret: newSecret()}
+	if err := e.store.Webhooks.PutWebhook(ctx, a.ID, w); err != nil {
 		return Webhook{}, unavailable(err)
 	}
 	return w, nil
@@ -101,7 +118,7 @@ func (e *Engine) PutWebhook(ctx context.Context, a *Account, rawURL string) (Web
 // DeleteWebhook removes the account's webhook; removing none is not an error. Events
 // still waiting for it are dropped when their delivery finds no webhook.
 func (e *Engine) DeleteWebhook(ctx context.Context, a *Account) error {
-	if _, err := e.store.DeleteWebhook(ctx, a.ID); err != nil {
+	if _, err := e.store.Webhooks.DeleteWebhook(ctx, a.ID); err != nil {
 		return unavailable(err)
 	}
 	return nil
@@ -112,12 +129,12 @@ func (e *Engine) TestWebhook(ctx context.Context, a *Account) (string, error) {
 	if err := WebhooksAllowed(a); err != nil {
 		return "", err
 	}
-	if _, ok, err := e.store.Webhook(ctx, a.ID); err != nil {
+	if _, ok, err := e.store.Webhooks.Webhook(ctx, a.ID); err != nil {
 		return "", unavailable(err)
 	} else if !ok {
 		return "", errNoWebhook()
 	}
-	nowMS, err := e.store.NowMS(ctx)
+	nowMS, err := e.store.Decider.NowMS(ctx)
 	if err != nil {
 		return "", unavailable(err)
 	}
@@ -130,9 +147,9 @@ func (e *Engine) TestWebhook(ctx context.Context, a *Account) (string, error) {
 
 // enqueue adds ev to the outbox and tells the local deliverer.
 func (e *Engine) enqueue(ctx context.Context, ev OutboxEvent, onceKey string) (bool, error) {
-	added, err := e.store.Enqueue(ctx, ev, onceKey)
-	if added && e.hooks.Enqueued != nil {
-		e.hooks.Enqueued()
+	added, err := e.store.Webhooks.Enqueue(ctx, ev, onceKey)
+	if added && e.webhooks.Enqueued != nil {
+		e.webhooks.Enqueued()
 	}
 	return added, err
 }
@@ -171,7 +188,7 @@ func (e *Engine) notifyUsage(ctx context.Context, nowMS int64, month Month, acco
 		}
 		for _, ue := range usageEvents(a, totals[i]) {
 			k := notifiedKey{a.ID, ue.typ}
-			if m, ok := e.usage.notified[k]; ok && m == month {
+			if m, ok := e.tally.notified[k]; ok && m == month {
 				continue
 			}
 			data := `{"month":"` + month.String() + `","total":` + strconv.FormatInt(totals[i], 10) +
@@ -184,7 +201,7 @@ func (e *Engine) notifyUsage(ctx context.Context, nowMS int64, month Month, acco
 				}
 				continue
 			}
-			e.usage.notified[k] = month
+			e.tally.notified[k] = month
 			if added {
 				e.log.Info("webhook event queued", "account", a.ID, "type", ue.typ, "event_id", ev.ID,
 					"month", month.String(), "total", totals[i])

@@ -13,6 +13,8 @@ import (
 	"github.com/leashd/leash/testkit"
 
 	"github.com/leashd/leash/engine"
+	"github.com/leashd/leash/webhook"
+	"github.com/leashd/leash/webhook/ssrf"
 )
 
 // drain claims every due event of the outbox and acks it, returning "type account data".
@@ -76,7 +78,7 @@ func TestUsageEvents(t *testing.T) {
 	}
 	// A second instance on the same store does not queue them again (the store's
 	// once-key, not this instance's memory, decides).
-	other := engine.New(f.store, f.eng.Directory(), engine.Options{})
+	other := engine.New(engine.RolesOf(f.store), f.eng.Directory(), engine.Options{})
 	if err := other.Flush(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -156,8 +158,8 @@ func TestWebhookConfig(t *testing.T) {
 	f := newFixture(t, nil)
 	acme, cheap := f.accts["acme"], f.accts["cheap"]
 	var woken atomic.Int32
-	eng := engine.New(f.store, f.eng.Directory(), engine.Options{Webhooks: engine.WebhookOptions{
-		Resolver: staticResolver{},
+	eng := engine.New(engine.RolesOf(f.store), f.eng.Directory(), engine.Options{Webhooks: engine.WebhookOptions{
+		Screen:   webhook.Screen(ssrf.Policy{}, staticResolver{}),
 		Enqueued: func() { woken.Add(1) },
 	}})
 
@@ -218,4 +220,68 @@ func (staticResolver) LookupNetIP(_ context.Context, _, host string) ([]netip.Ad
 		return []netip.Addr{netip.MustParseAddr("93.184.216.34")}, nil
 	}
 	return nil, errors.New("no such host")
+}
+
+// TestWebhookScreenOutcomes: what the engine makes of its URLScreen's answers (spec
+// §8.2): a refusal (an error wrapping *URLRejectedError) is webhook_url_rejected with
+// its reason; another error is a host that does not resolve, unless the caller gave up
+// (unavailable); the URL stored is the screen's canonical one, checked under a deadline;
+// an engine without a screen sets no webhook.
+func TestWebhookScreenOutcomes(t *testing.T) {
+	ctx := context.Background()
+	f := newFixture(t, nil)
+	acme := f.accts["acme"]
+	put := func(ctx context.Context, screen engine.URLScreen) (engine.Webhook, error) {
+		eng := engine.New(engine.RolesOf(f.store), f.eng.Directory(), engine.Options{Webhooks: engine.WebhookOptions{Screen: screen}})
+		return eng.PutWebhook(ctx, acme, "https://Hooks.example.com/in")
+	}
+	message := func(err error) string {
+		if e, ok := errors.AsType[*engine.Error](err); ok {
+			return e.Message
+		}
+		return ""
+	}
+
+	_, err := put(ctx, func(context.Context, string) (string, error) {
+		return "", fmt.Errorf("screening: %w", &engine.URLRejectedError{Reason: "URL scheme must be https"})
+	})
+	wantCode(t, err, engine.CodeWebhookURLRejected)
+	if got := message(err); got != "webhook URL rejected: URL scheme must be https" {
+		t.Errorf("refusal message %q", got)
+	}
+
+	_, err = put(ctx, func(context.Context, string) (string, error) { return "", context.DeadlineExceeded })
+	wantCode(t, err, engine.CodeWebhookURLRejected)
+	if got := message(err); got != "webhook URL rejected: host does not resolve" {
+		t.Errorf("lookup timeout message %q", got)
+	}
+
+	gone, cancel := context.WithCancel(ctx)
+	cancel()
+	_, err = put(gone, func(ctx context.Context, _ string) (string, error) { return "", ctx.Err() })
+	wantCode(t, err, engine.CodeUnavailable)
+
+	_, err = put(ctx, nil)
+	wantCode(t, err, engine.CodeInternal)
+	if _, err := f.eng.Webhook(ctx, acme); engine.CodeOf(err) != engine.CodeWebhookNotFound {
+		t.Fatalf("after refusals: webhook %v, want none set", err)
+	}
+
+	var screened string
+	w, err := put(ctx, func(ctx context.Context, raw string) (string, error) {
+		if _, ok := ctx.Deadline(); !ok {
+			t.Error("screen called without a deadline")
+		}
+		screened = raw
+		return "https://hooks.example.com/in", nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if screened != "https://Hooks.example.com/in" || w.URL != "https://hooks.example.com/in" {
+		t.Fatalf("screened %q, stored %q; want the raw URL screened and the canonical one stored", screened, w.URL)
+	}
+	if u, err := f.eng.Webhook(ctx, acme); err != nil || u != w.URL {
+		t.Fatalf("Webhook = %q, %v", u, err)
+	}
 }

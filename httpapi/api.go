@@ -20,7 +20,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/go-json-experiment/json/jsontext"
 	"github.com/leashd/leash/engine"
 	"github.com/leashd/leash/metrics"
 	"github.com/leashd/leash/tracing"
@@ -133,26 +132,30 @@ type Options struct {
 	Engine *engine.Engine
 	// Metrics receives decision counts and request latencies; nil disables them.
 	Metrics *metrics.Metrics
-	// Logger receives 5xx failures and recovered panics; default slog.Default().
+	// Logger receives 5xx failures, recovered panics, refusals worth an operator's eye
+	// and, at debug, every request (spec §12.4); default slog.Default().
 	Logger *slog.Logger
 	// Tracing, if set, gives every request a server span with the decision's outcome
 	// (spec §12.8); nil is tracing off, at the cost of a nil check per request.
 	Tracing *tracing.Tracing
+	// Clock times the refusal summary's interval (spec §12.4); nil is the system clock.
+	Clock engine.Clock
 }
 
 // API is the /v1 HTTP handler.
 type API struct {
-	eng    *engine.Engine
-	met    *metrics.Metrics
-	log    *slog.Logger
-	tr     *tracing.Tracing
-	mux    *http.ServeMux
-	routes []route
-	// literal indexes the routes without wildcards by path, so the hottest calls skip the
-	// mux's pattern matching; anything else goes through the mux.
-	literal map[string][]*route
+	eng *engine.Engine
+	met *metrics.Metrics
+	log *slog.Logger
+	tr  *tracing.Tracing
+	mux *http.ServeMux // the routes; its own 404 and 405 are answered in JSON
+	// literal holds the routes whose path has no wildcard, by path, the mux's own
+	// handlers: an exact match skips the mux's pattern matching, the hot path's largest
+	// routing cost (BenchmarkRouteLimit, docs/performance.md). Anything else, every 404
+	// and 405 included, is the mux's.
+	literal map[string][]literalRoute
 
-	calls sync.Pool // *call: per-request state and buffers
+	exchanges sync.Pool // *exchange: per-request transport state and buffers
 
 	// Metric handles resolved once (nil maps and zero counters when Metrics is nil).
 	observers                      map[string]*metrics.RouteObserver // by route pattern
@@ -161,7 +164,8 @@ type API struct {
 	idPrefix string
 	idSeq    atomic.Uint64
 
-	decodeOpts []jsontext.Options
+	refusals *refusalLog
+
 	// Header values shared by every response. They are never mutated: net/http only
 	// reads header value slices.
 	hdrJSON   []string
@@ -180,39 +184,31 @@ func New(opts Options) *API {
 	var pfx [6]byte
 	_, _ = rand.Read(pfx[:]) // crypto/rand.Read never fails (Go 1.24+)
 	a := &API{
-		eng:      opts.Engine,
-		met:      opts.Metrics,
-		log:      opts.Logger,
-		tr:       opts.Tracing,
-		mux:      http.NewServeMux(),
-		routes:   routeTable(),
-		idPrefix: hex.EncodeToString(pfx[:]) + "-",
-		decodeOpts: []jsontext.Options{
-			// Duplicate names are found by the decoder's own field bitmap (every name that
-			// is not a known field is already an error), and strings are UTF-8-checked per
-			// field so the message can name the field.
-			jsontext.AllowDuplicateNames(true),
-			jsontext.AllowInvalidUTF8(true),
-		},
+		eng:       opts.Engine,
+		met:       opts.Metrics,
+		log:       opts.Logger,
+		tr:        opts.Tracing,
+		mux:       http.NewServeMux(),
+		idPrefix:  hex.EncodeToString(pfx[:]) + "-",
+		refusals:  newRefusalLog(opts.Logger, opts.Clock),
 		hdrJSON:   []string{"application/json"},
 		hdrBearer: []string{"Bearer"},
 		hdrRetry1: []string{"1"},
 	}
-	a.calls.New = func() any { return new(call) }
-	a.literal = make(map[string][]*route)
-	for i := range a.routes {
-		rt := &a.routes[i]
-		rt.handler = a.routeHandler(rt)
-		a.mux.Handle(rt.pattern, rt.handler)
+	a.exchanges.New = func() any { return new(exchange) }
+	routes := routeTable()
+	a.literal = make(map[string][]literalRoute)
+	for i := range routes {
+		rt := &routes[i]
+		h := a.register(a.mux, rt)
 		if !strings.Contains(rt.Path, "{") {
-			a.literal[rt.Path] = append(a.literal[rt.Path], rt)
+			a.literal[rt.Path] = append(a.literal[rt.Path], literalRoute{rt.Method, rt.pattern, h})
 		}
 	}
-	a.mux.HandleFunc("/", a.unmatched)
 	if m := opts.Metrics; m != nil {
 		a.limitDecisions, a.leaseDecisions = m.Decisions("limit"), m.Decisions("leases")
 		a.observers = map[string]*metrics.RouteObserver{unmatchedRoute: m.Route(unmatchedRoute)}
-		for _, rt := range a.routes {
+		for _, rt := range routes {
 			a.observers[rt.pattern] = m.Route(rt.pattern)
 		}
 	}
@@ -223,122 +219,134 @@ func New(opts Options) *API {
 // router, recovers panics and records the latency.
 func (a *API) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
-	c := a.calls.Get().(*call)
+	x := a.exchanges.Get().(*exchange)
 	if a.tr != nil {
 		// An unsampled request's span records nothing: it is not kept, and the request
 		// is served as with tracing off.
 		if ctx, span := a.tr.StartHTTP(r); span.IsRecording() {
 			r = r.WithContext(ctx)
-			c.begin(w, r)
-			c.span = span
+			x.begin(w, r)
+			x.span = span
 		} else {
-			c.begin(w, r)
+			x.begin(w, r)
 		}
 	} else {
-		c.begin(w, r)
+		x.begin(w, r)
 	}
 	if v := r.Header[RequestIDHeader]; len(v) > 0 && saneRequestID(v[0]) {
-		c.id = v[0]
+		x.id = v[0]
 	} else {
-		c.idSeq = a.idSeq.Add(1) // the id's text is only built when needed
+		x.idSeq = a.idSeq.Add(1) // the id's text is only built when needed
 	}
-	defer a.finish(c, start)
+	defer a.finish(x, start)
 	if headerBytes(r) > MaxHeaderBytes {
-		c.w.Header().Set("Connection", "close")
-		a.writeError(c, http.StatusRequestHeaderFieldsTooLarge, codeHeaderTooLarge, msgHeaderTooLarge)
+		x.w.Header().Set("Connection", "close")
+		a.writeError(x, http.StatusRequestHeaderFieldsTooLarge, codeHeaderTooLarge, msgHeaderTooLarge)
 		return
 	}
 	if !cleanPath(r.URL.EscapedPath()) {
-		// ServeMux would answer 301 to the cleaned path, turning a POST into a GET on
-		// most clients; an API path is either exact or not found.
-		a.routingError(c, http.StatusNotFound, "")
+		// ServeMux would redirect to the cleaned path, turning a POST into a GET on most
+		// clients; an API path is either exact or not found.
+		a.notFound(x)
 		return
 	}
 	for _, rt := range a.literal[r.URL.Path] {
-		if rt.Method == r.Method {
+		if rt.method == r.Method {
 			r.Pattern = rt.pattern // as the mux would set it
-			rt.handler.ServeHTTP(c, r)
+			rt.handler.ServeHTTP(x, r)
 			return
 		}
 	}
-	a.mux.ServeHTTP(c, r)
+	x.routed = false
+	a.mux.ServeHTTP(x, r)
+	a.routed(x)
+}
+
+// literalRoute is a route without wildcards, served without the mux's matching.
+type literalRoute struct {
+	method, pattern string
+	handler         http.Handler
 }
 
 // finish recovers a panic as 500 internal (or aborts the connection if the response had
-// begun), logs 5xx and records metrics. A call whose handler panicked is not returned to
-// the pool.
-func (a *API) finish(c *call, start time.Time) {
+// begun), logs 5xx and refusals and records metrics. An exchange whose handler panicked
+// is not returned to the pool.
+func (a *API) finish(x *exchange, start time.Time) {
+	x.routed = true
 	if v := recover(); v != nil {
 		if v == http.ErrAbortHandler {
 			// The server aborts the connection; the span still ends, marked as failed.
-			if c.span != nil {
-				c.span.SetStatus(codes.Error, "aborted")
-				tracing.EndHTTP(c.span, c.route, c.status)
-				c.span = nil
+			if x.span != nil {
+				x.span.SetStatus(codes.Error, "aborted")
+				tracing.EndHTTP(x.span, x.route, x.status)
+				x.span = nil
 			}
 			panic(v)
 		}
-		a.log.Error("panic serving request", "request_id", a.requestID(c), "method", c.r.Method,
-			"route", c.route, "panic", v, "stack", string(debug.Stack()))
-		if c.status != 0 {
+		a.log.Error("panic serving request", "request_id", a.requestID(x), "method", x.r.Method,
+			"route", x.route, "panic", v, "stack", string(debug.Stack()))
+		if x.status != 0 {
 			// The response has begun: abort the connection rather than let a partial
 			// response pass for a whole one.
-			a.observe(c, start)
+			a.observe(x, start)
 			panic(http.ErrAbortHandler)
 		}
-		c.err = nil
-		a.writeError(c, http.StatusInternalServerError, engine.CodeInternal, msgInternal)
-		a.observe(c, start)
+		x.err = nil
+		a.writeError(x, http.StatusInternalServerError, engine.CodeInternal, msgInternal)
+		a.observe(x, start)
 		return
 	}
-	if c.status == 0 { // a handler that wrote nothing
-		c.WriteHeader(http.StatusOK)
+	if x.status == 0 { // a handler that wrote nothing
+		x.WriteHeader(http.StatusOK)
 	}
-	if c.status >= 500 && c.err != nil {
-		a.log.Error("request failed", "request_id", a.requestID(c), "method", c.r.Method, "route", c.route,
-			"status", c.status, "err", c.err)
+	if x.status >= 400 && x.status < 500 {
+		a.refusals.refused(x.r.Context(), x, a.requestID(x))
 	}
-	a.observe(c, start)
-	c.end()
-	a.calls.Put(c)
+	if x.status >= 500 && x.err != nil {
+		a.log.Error("request failed", "request_id", a.requestID(x), "method", x.r.Method, "route", x.route,
+			"status", x.status, "err", x.err)
+	}
+	a.observe(x, start)
+	x.end()
+	a.exchanges.Put(x)
 }
 
-func (a *API) observe(c *call, start time.Time) {
-	if o := a.observers[c.route]; o != nil {
-		o.Observe(c.status, time.Since(start))
+func (a *API) observe(x *exchange, start time.Time) {
+	if o := a.observers[x.route]; o != nil {
+		o.Observe(x.status, time.Since(start))
 	}
-	if c.span != nil {
-		if c.acct != nil && c.span.IsRecording() {
-			c.span.SetAttributes(tracing.AttrAccount.String(c.acct.ID))
-			if ns := c.r.PathValue("ns"); ns != "" { // the rules and stats routes
-				c.span.SetAttributes(tracing.AttrNamespace.String(ns))
+	if x.span != nil {
+		if x.acct != nil && x.span.IsRecording() {
+			x.span.SetAttributes(tracing.AttrAccount.String(x.acct.ID))
+			if ns := x.r.PathValue("ns"); ns != "" { // the rules and stats routes
+				x.span.SetAttributes(tracing.AttrNamespace.String(ns))
 			}
 		}
-		tracing.EndHTTP(c.span, c.route, c.status)
-		c.span = nil
+		tracing.EndHTTP(x.span, x.route, x.status)
+		x.span = nil
 	}
-	if a.log.Enabled(c.r.Context(), slog.LevelDebug) {
-		a.log.Debug("request", "request_id", a.requestID(c), "method", c.r.Method, "route", c.route,
-			"status", c.status, "duration", time.Since(start))
+	if a.log.Enabled(x.r.Context(), slog.LevelDebug) {
+		a.log.Debug("request", "request_id", a.requestID(x), "method", x.r.Method, "route", x.route,
+			"status", x.status, "duration_ms", float64(time.Since(start).Microseconds())/1000)
 	}
 }
 
 // annotate adds a decision's attributes to the request's span (tracing on only).
-func (a *API) annotate(c *call, attrs ...attribute.KeyValue) {
-	if c.span != nil && c.span.IsRecording() {
-		c.span.SetAttributes(attrs...)
+func (a *API) annotate(x *exchange, attrs ...attribute.KeyValue) {
+	if x.span != nil && x.span.IsRecording() {
+		x.span.SetAttributes(attrs...)
 	}
 }
 
 // requestID returns the call's request id: the client's, if sane, else one generated
 // from the instance prefix and a counter, unique per process without any per-request
 // randomness.
-func (a *API) requestID(c *call) string {
-	if c.id == "" {
+func (a *API) requestID(x *exchange) string {
+	if x.id == "" {
 		var b [40]byte
-		c.id = string(a.appendGeneratedID(b[:0], c.idSeq))
+		x.id = string(a.appendGeneratedID(b[:0], x.idSeq))
 	}
-	return c.id
+	return x.id
 }
 
 func (a *API) appendGeneratedID(b []byte, seq uint64) []byte {

@@ -84,7 +84,7 @@ func TestReset(t *testing.T) {
 	mustError(t, e.post(pReset, keyAcme, lim(`"algorithm":"sliding_window","window_ms":1000`)), 404, "key_not_found")
 	// Resolved through the rate rule like a check.
 	mustBody(t, e.post(pRules, keyAcme, `{"algorithm":"fixed_window","limit":5,"window_ms":1000}`), 201,
-		`{"namespace":"ns","algorithm":"fixed_window","limit":5,"window_ms":1000,"name":null}`)
+		`{"namespace":"ns","algorithm":"fixed_window","limit":5,"window_ms":1000}`)
 	mustBody(t, e.post(pReset, keyAcme, lim("")), 200, `{"reset":true}`)
 	mustError(t, e.post(pReset, keyAcme, lim("")), 404, "key_not_found")
 }
@@ -112,7 +112,7 @@ func TestRuleFallback(t *testing.T) {
 	}
 	// A concurrent rule feeds leases, never checks.
 	mustBody(t, e.post("/v1/namespaces/conc/rules", keyAcme, `{"algorithm":"concurrent_limit","limit":2,"window_ms":30000}`), 201,
-		`{"namespace":"conc","algorithm":"concurrent_limit","limit":2,"window_ms":30000,"name":null}`)
+		`{"namespace":"conc","algorithm":"concurrent_limit","limit":2,"window_ms":30000}`)
 	mustError(t, e.post(pLimit, keyAcme, `{"namespace":"conc","key":"k"}`), 400, "missing_limit")
 }
 
@@ -121,17 +121,17 @@ func TestRules(t *testing.T) {
 	mustBody(t, e.get(pRules, keyAcme), 200, `{"namespace":"ns","rules":[]}`)
 	// The body's namespace is ignored; the path's wins.
 	mustBody(t, e.post(pRules, keyAcme, `{"namespace":"elsewhere","algorithm":"sliding_window","limit":10,"window_ms":1000}`), 201,
-		`{"namespace":"ns","algorithm":"sliding_window","limit":10,"window_ms":1000,"name":null}`)
+		`{"namespace":"ns","algorithm":"sliding_window","limit":10,"window_ms":1000}`)
 	mustBody(t, e.post(pRules, keyAcme, `{"algorithm":"token_bucket","limit":1000000000,"window_ms":31622400000,"name":"max"}`), 200,
 		`{"namespace":"ns","algorithm":"token_bucket","limit":1000000000,"window_ms":31622400000,"name":"max"}`)
-	mustBody(t, e.post(pRules, keyAcme, `{"algorithm":"concurrent_limit","limit":1,"window_ms":1,"name":null}`), 201,
-		`{"namespace":"ns","algorithm":"concurrent_limit","limit":1,"window_ms":1,"name":null}`)
+	mustBody(t, e.post(pRules, keyAcme, `{"algorithm":"concurrent_limit","limit":1,"window_ms":1}`), 201,
+		`{"namespace":"ns","algorithm":"concurrent_limit","limit":1,"window_ms":1}`)
 	mustBody(t, e.get(pRules, keyAcme), 200, `{"namespace":"ns","rules":[`+
 		`{"namespace":"ns","algorithm":"token_bucket","limit":1000000000,"window_ms":31622400000,"name":"max"},`+
-		`{"namespace":"ns","algorithm":"concurrent_limit","limit":1,"window_ms":1,"name":null}]}`)
+		`{"namespace":"ns","algorithm":"concurrent_limit","limit":1,"window_ms":1}]}`)
 	mustBody(t, e.del(pRules+"/rate", keyAcme), 200, `{"deleted":true}`)
 	mustBody(t, e.del(pRules+"/rate", keyAcme), 200, `{"deleted":false}`)
-	mustBody(t, e.get(pRules, keyAcme), 200, `{"namespace":"ns","rules":[{"namespace":"ns","algorithm":"concurrent_limit","limit":1,"window_ms":1,"name":null}]}`)
+	mustBody(t, e.get(pRules, keyAcme), 200, `{"namespace":"ns","rules":[{"namespace":"ns","algorithm":"concurrent_limit","limit":1,"window_ms":1}]}`)
 	mustBody(t, e.del(pRules+"/concurrent", keyAcme), 200, `{"deleted":true}`)
 	mustBody(t, e.get(pRules, keyAcme), 200, `{"namespace":"ns","rules":[]}`)
 	// Names with escapes come back escaped as JSON.
@@ -182,7 +182,7 @@ func TestLeases(t *testing.T) {
 
 	// The concurrent rule fills limit and window field by field.
 	mustBody(t, e.post(pRules, keyAcme, `{"algorithm":"concurrent_limit","limit":1,"window_ms":10000}`), 201,
-		`{"namespace":"ns","algorithm":"concurrent_limit","limit":1,"window_ms":10000,"name":null}`)
+		`{"namespace":"ns","algorithm":"concurrent_limit","limit":1,"window_ms":10000}`)
 	r := e.post(pLeases, keyAcme, `{"namespace":"ns","key":"r"}`)
 	if m := r.obj(t); r.code != 200 || m["allowed"] != true || m["limit"] != float64(1) || m["reset_ms"] != float64(10000) {
 		t.Fatalf("from rule: %d %s", r.code, r.body)
@@ -263,9 +263,9 @@ func TestIsolation(t *testing.T) {
 	mustBody(t, e.get(pRules, keyBeta), 200, `{"namespace":"ns","rules":[]}`)
 	mustError(t, e.post(pLimit, keyBeta, lim("")), 400, "missing_limit")
 	mustBody(t, e.post(pRules, keyBeta, `{"algorithm":"fixed_window","limit":3,"window_ms":1000}`), 201,
-		`{"namespace":"ns","algorithm":"fixed_window","limit":3,"window_ms":1000,"name":null}`)
+		`{"namespace":"ns","algorithm":"fixed_window","limit":3,"window_ms":1000}`)
 	mustBody(t, e.del(pRules+"/rate", keyBeta), 200, `{"deleted":true}`)
-	mustBody(t, e.get(pRules, keyAcme), 200, `{"namespace":"ns","rules":[{"namespace":"ns","algorithm":"fixed_window","limit":7,"window_ms":1000,"name":null}]}`)
+	mustBody(t, e.get(pRules, keyAcme), 200, `{"namespace":"ns","rules":[{"namespace":"ns","algorithm":"fixed_window","limit":7,"window_ms":1000}]}`)
 
 	// Leases: same namespace and key, separate sets.
 	lease := lim(`"limit":1,"window_ms":10000`)

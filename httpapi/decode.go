@@ -6,180 +6,66 @@ import (
 	"io"
 	"math"
 	"strconv"
+	"strings"
 	"unicode/utf8"
 
+	"github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
 	"github.com/leashd/leash/engine"
 )
 
-// parser decodes a request body, a JSON object with a fixed set of optional members,
-// strictly (spec §3.3), member by member so that every error names its field and
-// numbers keep their literal text:
+// Request bodies are decoded by go-json-experiment/json into each route's own request
+// type, strictly (spec §3.3):
 //
 //   - the body must be exactly one JSON object: empty, not an object, or trailing data
 //     is invalid_request;
-//   - an unknown member name (one that is not valid UTF-8 included), or a known one given
-//     twice, is invalid_request, naming the member;
+//   - an unknown member name (one that is not valid UTF-8 included) is rejected by
+//     json.RejectUnknownMembers, a known one given twice by jsontext's duplicate check;
 //   - null for a member means it is absent;
-//   - a string member must be a JSON string of valid UTF-8;
-//   - an integer member must be a plain integer literal (no fraction or exponent), not
-//     negative, and within int64 — except rule limits and windows, where a non-negative
-//     integer beyond int64 is passed on as math.MaxInt64 so that the engine answers
-//     invalid_rule (spec §6.3).
+//   - a string member (type text) must be a JSON string of valid UTF-8;
+//   - an integer member (types count and ruleCount) must be a plain integer literal (no
+//     fraction or exponent), not negative, and within int64 — except rule limits and
+//     windows (ruleCount), where a non-negative integer beyond int64 is passed on as
+//     math.MaxInt64 so that the engine answers invalid_rule (spec §6.3).
 //
-// jsontext checks the JSON grammar. A body that is valid JSON (the usual case) is checked
-// in one jsontext.Decoder.ReadValue call and its members are then walked directly in the
-// checked bytes, which is three times faster than reading token by token. A body that is
-// not valid JSON is read again token by token, so that the errors of the members before
-// the syntax error come first, and the syntax error names the field it is in or after.
-// Both modes share every field rule: they differ only in how next and value find the
-// bytes of a member.
-type parser struct {
-	dec  jsontext.Decoder
-	seen uint32 // members read so far, one bit per field
-	last string // the field read last, for syntax errors between members
-	tmp  []byte // unquoting scratch
+// The library reads the object; the three member types above hold the spec's scalar
+// rules, which differ from the library's defaults (it takes -1 for an int64 and replaces
+// invalid UTF-8 rather than naming the field). decodeError maps the library's errors to
+// messages naming the field.
 
-	// Fast mode: the checked object's members (between its braces) and the position of
-	// the next unread byte.
-	fast     bool
-	obj      []byte
-	pos      int
-	trailing bool // something follows the object
-
-	slow      bytes.Buffer // token mode: a copy of the body, read again
-	forceSlow bool         // tests: always use token mode
-}
-
-// The members of every body, one bit each, for duplicate detection.
-const (
-	fNamespace uint32 = 1 << iota
-	fKey
-	fAlgorithm
-	fLimit
-	fWindow
-	fCost
-	fName
-	fURL
-	fOverdraft
-)
-
-// intMode says how an integer beyond int64 is answered.
-type intMode uint8
-
-const (
-	intStrict intMode = iota // beyond int64: invalid_request
-	intRule                  // beyond int64: math.MaxInt64, out of rule range (invalid_rule)
+// decodeOptions are the options of every body decode. Invalid UTF-8 is allowed by the
+// tokenizer so that a bad member name is reported as an unknown field and a bad string
+// value by text, naming its field.
+var decodeOptions = json.JoinOptions(
+	json.RejectUnknownMembers(true),
+	jsontext.AllowInvalidUTF8(true),
 )
 
 const (
 	msgBodyRequired = "request body is required: a JSON object"
 	msgNotObject    = "request body must be a JSON object"
 	msgTrailing     = "request body must hold exactly one JSON object, with nothing after it"
+	msgNotJSON      = "request body is not valid JSON"
 )
 
-// begin starts decoding body, which must hold one JSON object.
-func (p *parser) begin(body *bytes.Buffer, opts []jsontext.Options) error {
-	p.seen, p.last, p.fast, p.obj, p.pos, p.trailing = 0, "", false, nil, 0, false
-	b := body.Bytes()
-	if len(bytes.Trim(b, " \t\r\n")) == 0 {
+// decodeBody decodes body, which must hold one JSON object, into v (a pointer to a
+// fresh request value).
+func decodeBody(body []byte, v any) error {
+	i := skipSpace(body, 0)
+	if i == len(body) {
 		return engine.Invalid(msgBodyRequired)
 	}
-	if !p.forceSlow {
-		p.dec.Reset(body, opts...)
-		v, err := p.dec.ReadValue()
-		if err == nil {
-			if v.Kind() != '{' {
-				return engine.Invalid(msgNotObject)
-			}
-			p.fast, p.obj = true, v[1:len(v)-1]
-			// This read invalidates v[0], the '{' outside p.obj (jsontext marks consumed
-			// values so stale reads fail loudly).
-			_, err = p.dec.ReadToken()
-			p.trailing = err != io.EOF
-			return nil
-		}
-		// Not valid JSON (the first read never alters the buffer): read it again by tokens.
+	if c := body[i]; c != '{' && (c == '[' || c == '"' || c == '-' || c == 't' || c == 'f' || c == 'n' || c >= '0' && c <= '9') {
+		return engine.Invalid(msgNotObject)
 	}
-	p.slow.Reset()
-	p.slow.Write(b)
-	p.dec.Reset(&p.slow, opts...)
-	switch p.dec.PeekKind() {
-	case '{':
-		_, _ = p.dec.ReadToken()
-		return nil
-	case 0:
-		_, err := p.dec.ReadToken()
-		return syntaxError(err, "")
-	}
-	return engine.Invalid(msgNotObject)
-}
-
-// next returns the next member name (valid until the next read), or done at the end of
-// the object.
-func (p *parser) next() (name []byte, done bool, err error) {
-	var raw []byte
-	if p.fast {
-		o := p.obj
-		i := skipSpace(o, p.pos)
-		if i < len(o) && o[i] == ',' {
-			i = skipSpace(o, i+1)
-		}
-		if i >= len(o) {
-			p.pos = i
-			return nil, true, nil
-		}
-		end := stringEnd(o, i)
-		raw = o[i:end]
-		i = skipSpace(o, end) // at the ':'
-		p.pos = skipSpace(o, i+1)
-	} else {
-		if p.dec.PeekKind() == '}' {
-			_, _ = p.dec.ReadToken()
-			return nil, true, nil
-		}
-		if raw, err = p.dec.ReadValue(); err != nil {
-			where := ""
-			if p.last != "" {
-				where = " after field \"" + p.last + "\""
-			}
-			return nil, false, syntaxError(err, where)
-		}
-	}
-	name, ok := p.unquote(raw)
-	if !ok {
-		// No field has such a name; the message shows it with its bad bytes escaped.
-		return nil, false, unknown(name)
-	}
-	return name, false, nil
-}
-
-// finish checks that nothing follows the object.
-func (p *parser) finish() error {
-	if p.fast {
-		if p.trailing {
-			return engine.Invalid(msgTrailing)
-		}
-		return nil
-	}
-	if _, err := p.dec.ReadToken(); err != io.EOF {
-		return engine.Invalid(msgTrailing)
+	if err := json.Unmarshal(body, v, decodeOptions); err != nil {
+		return decodeError(body, err)
 	}
 	return nil
 }
 
-// end drops the references to the last body.
-func (p *parser) end() {
-	p.dec.Reset(eof{})
-	p.obj = nil
-	if p.slow.Cap() > maxPooledBody {
-		p.slow = bytes.Buffer{}
-	}
-}
-
-type eof struct{}
-
-func (eof) Read([]byte) (int, error) { return 0, io.EOF }
+// emptyBody reports whether body is empty or white space only.
+func emptyBody(body []byte) bool { return skipSpace(body, 0) == len(body) }
 
 // skipSpace returns the index of the first non-whitespace byte of b at or after i.
 func skipSpace(b []byte, i int) int {
@@ -189,146 +75,93 @@ func skipSpace(b []byte, i int) int {
 	return i
 }
 
-// stringEnd returns the index just past the JSON string starting at b[i] (a '"'), in
-// input jsontext has already checked.
-func stringEnd(b []byte, i int) int {
-	for i++; ; i++ {
-		switch b[i] {
-		case '\\':
-			i++
-		case '"':
-			return i + 1
-		}
+// valueError is a member value that breaks a rule of spec §3.3; the member types
+// return it and decodeError names the field.
+type valueError uint8
+
+const (
+	errNotString  valueError = iota // not a JSON string
+	errBadUTF8                      // a string that is not valid UTF-8
+	errNotInteger                   // not a JSON number
+	errFraction                     // a number with a fraction or an exponent
+	errNegative                     // a negative integer
+	errTooBig                       // a non-negative integer beyond int64
+	errNotBoolean                   // not true or false
+)
+
+func (e valueError) Error() string { return "invalid value " + strconv.Itoa(int(e)) }
+
+// text is a string member: a JSON string of valid UTF-8, or null (left as it was).
+type text string
+
+// UnmarshalJSONFrom reads the member's value.
+func (t *text) UnmarshalJSONFrom(dec *jsontext.Decoder) error {
+	b, ok, err := readString(dec)
+	if err != nil || !ok {
+		return err
 	}
+	*t = text(b)
+	return nil
 }
 
-// walkValue returns the raw member value at p.pos (fast mode), in checked input.
-func (p *parser) walkValue() jsontext.Value {
-	o, i := p.obj, p.pos
-	start := i
-	switch o[i] {
-	case '"':
-		i = stringEnd(o, i)
-	case '{', '[':
-		for depth := 0; ; {
-			switch o[i] {
-			case '"':
-				i = stringEnd(o, i)
-				continue
-			case '{', '[':
-				depth++
-			case '}', ']':
-				depth--
-			}
-			i++
-			if depth == 0 {
-				break
-			}
-		}
-	default: // a number or a literal
-		for i < len(o) && o[i] != ',' && o[i] != ' ' && o[i] != '\t' && o[i] != '\n' && o[i] != '\r' {
-			i++
-		}
-	}
-	p.pos = i
-	return o[start:i]
-}
+// flag is a boolean member: true, false, or null (left as it was).
+type flag bool
 
-// unknown is the error for a member name no field has.
-func unknown(name []byte) error { return unknownIn("", name) }
-
-// unknownIn is the error for a member name no field has inside the object at path (a
-// prefix such as `overrides[2].`); a name over 64 bytes is cut to 61 and "...".
-func unknownIn(path string, name []byte) error {
-	if len(name) > 64 {
-		name = append(name[:61:61], "..."...)
-	}
-	return engine.Invalid("unknown field " + strconv.Quote(path+string(name)))
-}
-
-// value reads the raw value of field, rejecting a second occurrence.
-func (p *parser) value(bit uint32, field string) (jsontext.Value, error) {
-	if p.seen&bit != 0 {
-		return nil, engine.Invalid("duplicate field \"" + field + "\"")
-	}
-	p.seen |= bit
-	p.last = field
-	if p.fast {
-		return p.walkValue(), nil
-	}
-	v, err := p.dec.ReadValue()
-	if err != nil {
-		return nil, syntaxError(err, " in field \""+field+"\"")
-	}
-	return v, nil
-}
-
-// str reads a string member into *dst; present is false for null.
-func (p *parser) str(bit uint32, field string, dst *string) (present bool, err error) {
-	v, err := p.value(bit, field)
-	if err != nil {
-		return false, err
-	}
-	switch v.Kind() {
-	case 'n':
-		return false, nil
-	case '"':
-		b, ok := p.unquote(v)
-		if !ok {
-			return false, engine.Invalid(field + " must be valid UTF-8")
-		}
-		*dst = string(b)
-		return true, nil
-	}
-	return false, engine.Invalid(field + " must be a string")
-}
-
-// boolean reads an optional boolean member into *dst (null leaves it false).
-func (p *parser) boolean(bit uint32, field string, dst *bool) error {
-	v, err := p.value(bit, field)
+// UnmarshalJSONFrom reads the member's value.
+func (f *flag) UnmarshalJSONFrom(dec *jsontext.Decoder) error {
+	tok, err := dec.ReadToken()
 	if err != nil {
 		return err
 	}
-	switch v.Kind() {
-	case 'n', 'f':
-		*dst = false
-	case 't':
-		*dst = true
+	switch tok.Kind() {
+	case 'n':
+	case 't', 'f':
+		*f = flag(tok.Bool())
 	default:
-		return engine.Invalid(field + " must be a boolean")
+		return errNotBoolean
 	}
 	return nil
 }
 
-// optStr reads an optional string member, pointing *dst at storage when present.
-func (p *parser) optStr(bit uint32, field string, dst **string, storage *string) error {
-	present, err := p.str(bit, field, storage)
-	if present {
-		*dst = storage
-	}
-	return err
+// algorithmName is the algorithm member, a text whose known values are interned so the
+// hot path allocates nothing for them.
+type algorithmName struct {
+	name string
+	set  bool
 }
 
-// algorithm reads the optional algorithm member; known names are interned so the hot
-// path allocates nothing for them.
-func (p *parser) algorithm(dst **string, storage *string) error {
-	v, err := p.value(fAlgorithm, "algorithm")
-	if err != nil {
+// UnmarshalJSONFrom reads the member's value.
+func (a *algorithmName) UnmarshalJSONFrom(dec *jsontext.Decoder) error {
+	b, ok, err := readString(dec)
+	if err != nil || !ok {
 		return err
 	}
-	switch v.Kind() {
-	case 'n':
-		return nil
-	case '"':
-		b, ok := p.unquote(v)
-		if !ok {
-			return engine.Invalid("algorithm must be valid UTF-8")
-		}
-		*storage = internAlgorithm(b)
-		*dst = storage
+	a.name, a.set = internAlgorithm(b), true
+	return nil
+}
+
+// optionalText is a string member whose absence is kept apart from "".
+type optionalText struct {
+	s   string
+	set bool
+}
+
+// UnmarshalJSONFrom reads the member's value.
+func (o *optionalText) UnmarshalJSONFrom(dec *jsontext.Decoder) error {
+	b, ok, err := readString(dec)
+	if err != nil || !ok {
+		return err
+	}
+	o.s, o.set = string(b), true
+	return nil
+}
+
+// ptr returns the value, or nil when absent.
+func (o *optionalText) ptr() *string {
+	if !o.set {
 		return nil
 	}
-	return engine.Invalid("algorithm must be a string")
+	return &o.s
 }
 
 func internAlgorithm(b []byte) string {
@@ -340,9 +173,72 @@ func internAlgorithm(b []byte) string {
 	return string(b)
 }
 
-// integer reads an optional integer member, pointing *dst at storage when present.
-func (p *parser) integer(bit uint32, field string, mode intMode, dst **int64, storage *int64) error {
-	v, err := p.value(bit, field)
+// readString reads a string member: ok false for null. The bytes are valid until the
+// decoder's next read.
+func readString(dec *jsontext.Decoder) (b []byte, ok bool, err error) {
+	v, err := dec.ReadValue()
+	if err != nil {
+		return nil, false, err
+	}
+	switch v.Kind() {
+	case 'n':
+		return nil, false, nil
+	case '"':
+		b, valid := unquote(v)
+		if !valid {
+			return nil, false, errBadUTF8
+		}
+		return b, true, nil
+	}
+	return nil, false, errNotString
+}
+
+// unquote returns the content of a JSON string value, ok false if it is not valid UTF-8
+// (raw invalid bytes, or an escaped lone surrogate). Without escapes the content is v's
+// own bytes.
+func unquote(v jsontext.Value) ([]byte, bool) {
+	inner := v[1 : len(v)-1]
+	ascii := true
+	for _, c := range inner {
+		if c == '\\' {
+			b, err := jsontext.AppendUnquote(nil, v)
+			return b, err == nil
+		}
+		ascii = ascii && c < utf8.RuneSelf
+	}
+	return inner, ascii || utf8.Valid(inner)
+}
+
+// count is a strict integer member: a plain non-negative integer literal within int64.
+type count struct {
+	n   int64
+	set bool
+}
+
+// UnmarshalJSONFrom reads the member's value.
+func (c *count) UnmarshalJSONFrom(dec *jsontext.Decoder) error {
+	return readInt(dec, c, false)
+}
+
+// ptr returns the value, or nil when absent.
+func (c *count) ptr() *int64 {
+	if !c.set {
+		return nil
+	}
+	return &c.n
+}
+
+// ruleCount is a rule's limit or window: a count, except that a non-negative integer
+// beyond int64 reads as math.MaxInt64, out of the rule range.
+type ruleCount struct{ count }
+
+// UnmarshalJSONFrom reads the member's value.
+func (c *ruleCount) UnmarshalJSONFrom(dec *jsontext.Decoder) error {
+	return readInt(dec, &c.count, true)
+}
+
+func readInt(dec *jsontext.Decoder, c *count, rule bool) error {
+	v, err := dec.ReadValue()
 	if err != nil {
 		return err
 	}
@@ -350,24 +246,23 @@ func (p *parser) integer(bit uint32, field string, mode intMode, dst **int64, st
 	case 'n':
 		return nil
 	case '0':
-		n, class := parseInt(v)
-		switch class {
-		case intOK:
-		case intNegative:
-			return engine.Invalid(field + " must be a non-negative integer")
-		case intFraction:
-			return engine.Invalid(field + " must be an integer, without fraction or exponent")
-		case intTooBig:
-			if mode != intRule {
-				return engine.Invalid(field + " must be an integer no greater than 9223372036854775807")
-			}
-			n = math.MaxInt64
-		}
-		*storage = n
-		*dst = storage
-		return nil
+	default:
+		return errNotInteger
 	}
-	return engine.Invalid(field + " must be an integer")
+	n, class := parseInt(v)
+	switch class {
+	case intNegative:
+		return errNegative
+	case intFraction:
+		return errFraction
+	case intTooBig:
+		if !rule {
+			return errTooBig
+		}
+		n = math.MaxInt64
+	}
+	c.n, c.set = n, true
+	return nil
 }
 
 // intClass classifies a JSON number literal.
@@ -409,31 +304,159 @@ func parseInt(v []byte) (int64, intClass) {
 	return int64(n), intOK
 }
 
-// unquote returns the content of a JSON string value, ok false if it is not valid UTF-8
-// (raw invalid bytes, or an escaped lone surrogate). The result is valid until the next
-// read or unquote.
-func (p *parser) unquote(v jsontext.Value) ([]byte, bool) {
-	inner := v[1 : len(v)-1]
-	ascii := true
-	for _, c := range inner {
-		if c == '\\' {
-			var err error
-			p.tmp, err = jsontext.AppendUnquote(p.tmp[:0], v)
-			return p.tmp, err == nil
+// rangeMessage states the real range of an integer field for a value outside int64's
+// non-negative half, the same words the engine uses for a value outside the range.
+func rangeMessage(field, name string, class valueError) string {
+	switch name {
+	case "limit":
+		return engine.RangeMessage(field, 1, engine.MaxLimit)
+	case "window_ms":
+		return engine.RangeMessage(field, 1, engine.MaxWindowMS)
+	case "cost":
+		if class == errTooBig {
+			return "cost must not exceed limit"
 		}
-		ascii = ascii && c < utf8.RuneSelf
+		return "cost must be a non-negative integer"
 	}
-	return inner, ascii || utf8.Valid(inner)
+	return field + " must be a non-negative integer" // no such field today
 }
 
-// syntaxError describes a JSON syntax error and where it is: in the value of a field,
-// after one, or at the top. The decoder's own text is not echoed, only the byte offset.
-func syntaxError(err error, where string) error {
-	msg := "request body is not valid JSON" + where
-	if serr, ok := errors.AsType[*jsontext.SyntacticError](err); ok {
-		msg += " at byte " + strconv.FormatInt(serr.ByteOffset, 10)
-	} else if err == io.ErrUnexpectedEOF || err == io.EOF {
-		msg += ": unexpected end of body"
+// decodeError maps an error of json.Unmarshal on body to invalid_request naming the
+// field (or the body). The library's own text is never echoed.
+func decodeError(body []byte, err error) error {
+	if se, ok := errors.AsType[*json.SemanticError](err); ok {
+		field, name := fieldPath(se.JSONPointer)
+		if errors.Is(se.Err, json.ErrUnknownName) {
+			parent, _ := fieldPath(se.JSONPointer[:max(0, strings.LastIndexByte(string(se.JSONPointer), '/'))])
+			if parent != "" {
+				parent += "."
+			}
+			return unknownIn(parent, rawName(body, se.ByteOffset))
+		}
+		if ve, ok := errors.AsType[valueError](se.Err); ok {
+			switch ve {
+			case errNotString:
+				return engine.Invalid(field + " must be a string")
+			case errBadUTF8:
+				return engine.Invalid(field + " must be valid UTF-8")
+			case errNotInteger:
+				return engine.Invalid(field + " must be an integer")
+			case errFraction:
+				return engine.Invalid(field + " must be an integer, without fraction or exponent")
+			case errNotBoolean:
+				return engine.Invalid(field + " must be a boolean")
+			}
+			return engine.Invalid(rangeMessage(field, name, ve))
+		}
+		if field == "" {
+			return engine.Invalid(msgNotObject)
+		}
+		if se.GoType != nil && se.GoType.Kind().String() == "slice" {
+			return engine.Invalid(field + " must be an array")
+		}
+		return engine.Invalid(field + " must be an object")
 	}
-	return engine.Invalid(msg)
+	if se, ok := errors.AsType[*jsontext.SyntacticError](err); ok {
+		if errors.Is(se.Err, jsontext.ErrDuplicateName) {
+			field, _ := fieldPath(se.JSONPointer)
+			return engine.Invalid("duplicate field \"" + field + "\"")
+		}
+		return syntaxError(body, se)
+	}
+	return engine.Invalid(msgNotJSON)
+}
+
+// syntaxError describes a JSON syntax error and where it is: in the value of a
+// top-level field, after one, or at the top; trailing data after the object has its own
+// message. The decoder's own text is not echoed, only the byte offset.
+func syntaxError(body []byte, se *jsontext.SyntacticError) error {
+	where := ""
+	if top, _, _ := strings.Cut(strings.TrimPrefix(string(se.JSONPointer), "/"), "/"); top != "" {
+		where = " in field \"" + unescapePointer(top) + "\""
+	} else {
+		last, complete := scanTop(body)
+		if complete {
+			return engine.Invalid(msgTrailing)
+		}
+		if last != "" {
+			where = " after field \"" + last + "\""
+		}
+	}
+	if se.Err == io.ErrUnexpectedEOF {
+		return engine.Invalid(msgNotJSON + where + ": unexpected end of body")
+	}
+	return engine.Invalid(msgNotJSON + where + " at byte " + strconv.FormatInt(se.ByteOffset, 10))
+}
+
+// scanTop reads body token by token up to its first syntax error and returns the last
+// member name read in the top-level object, and whether the object itself was complete
+// (so that the error is in what follows it).
+func scanTop(body []byte) (last string, complete bool) {
+	dec := jsontext.NewDecoder(bytes.NewReader(body), jsontext.AllowInvalidUTF8(true), jsontext.AllowDuplicateNames(true))
+	for {
+		tok, err := dec.ReadToken()
+		if err != nil {
+			return last, false
+		}
+		depth := dec.StackDepth()
+		if depth == 0 {
+			return last, true
+		}
+		if _, n := dec.StackIndex(1); depth == 1 && tok.Kind() == '"' && n%2 == 1 {
+			last = tok.String()
+		}
+	}
+}
+
+// fieldPath renders a JSON pointer into the body as the field it names, array indexes in
+// brackets (/overrides/2/limit is overrides[2].limit), and returns the last name too.
+func fieldPath(p jsontext.Pointer) (path, name string) {
+	var b strings.Builder
+	for tok := range p.Tokens() {
+		if tok != "" && strings.Trim(tok, "0123456789") == "" && b.Len() > 0 {
+			b.WriteString("[" + tok + "]")
+			continue
+		}
+		if b.Len() > 0 {
+			b.WriteByte('.')
+		}
+		b.WriteString(tok)
+		name = tok
+	}
+	return b.String(), name
+}
+
+func unescapePointer(s string) string {
+	return strings.NewReplacer("~1", "/", "~0", "~").Replace(s)
+}
+
+// rawName returns the member name whose JSON string starts at body[off], with its bytes
+// as sent when they hold no escape (so an invalid byte is shown as such).
+func rawName(body []byte, off int64) []byte {
+	if off < 0 || off >= int64(len(body)) || body[off] != '"' {
+		return nil
+	}
+	v := body[off:]
+	end := 1
+	for ; end < len(v); end++ {
+		if v[end] == '\\' {
+			end++
+		} else if v[end] == '"' {
+			break
+		}
+	}
+	if end >= len(v) {
+		return nil
+	}
+	name, _ := unquote(v[:end+1])
+	return name
+}
+
+// unknownIn is the error for a member name no field has inside the object at path (a
+// prefix such as `overrides[2].`); a name over 64 bytes is cut to 61 and "...".
+func unknownIn(path string, name []byte) error {
+	if len(name) > 64 {
+		name = append(name[:61:61], "..."...)
+	}
+	return engine.Invalid("unknown field " + strconv.Quote(path+string(name)))
 }

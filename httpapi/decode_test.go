@@ -1,9 +1,7 @@
 package httpapi
 
 import (
-	"fmt"
 	"math"
-	"strings"
 	"testing"
 )
 
@@ -56,45 +54,4 @@ var decodeSeeds = []string{
 	`{"namespace":`, `{"namespace":"ns",}`, `{"namespace" "ns"}`, `{"limit":01}`, `{`, `}`, `[]`, `null`, `"s"`, `12`,
 	`{"a\"b":1}`, `{}`, `{} `, "{}\n", `{"namespace":"ns","namespace":"ns"}`,
 	`{"limit":1,"bogus":}`, `{"bogus":1,"limit":}`,
-}
-
-// decodeResult renders what every decoder made of body, in fast or token mode.
-func decodeResult(body string, slow bool) string {
-	var s strings.Builder
-	for _, spec := range allSpecs {
-		c := new(call)
-		c.p.forceSlow = slow
-		m, err := runDecoder(testAPI(), c, spec, []byte(body))
-		fmt.Fprintf(&s, "%s: %v", spec.name, m)
-		if err != nil {
-			fmt.Fprintf(&s, " error: %v", err)
-		}
-		s.WriteByte('\n')
-	}
-	return s.String()
-}
-
-// FuzzDecodeModes checks that the fast mode (one grammar check, then a walk over the
-// checked bytes) decodes exactly as the token-by-token mode does, whatever the body and
-// whichever the decoder.
-func FuzzDecodeModes(f *testing.F) {
-	for _, s := range decodeSeeds {
-		f.Add(s)
-	}
-	f.Fuzz(func(t *testing.T, body string) {
-		fast, slow := decodeResult(body, false), decodeResult(body, true)
-		if fast != slow {
-			t.Fatalf("body %q:\nfast: %s\nslow: %s", body, fast, slow)
-		}
-	})
-}
-
-func TestDecodeModesAgree(t *testing.T) {
-	for _, s := range decodeSeeds {
-		fast, slow := decodeResult(s, false), decodeResult(s, true)
-		if fast != slow {
-			t.Errorf("body %q:\nfast: %s\nslow: %s", s, fast, slow)
-		}
-		t.Logf("%q → %s", s, fast)
-	}
 }

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"maps"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/leashd/leash/engine"
@@ -54,7 +53,7 @@ type decoderSpec struct {
 	name     string
 	fields   []field
 	required string // a field that must be present and not null
-	decode   func(a *API, c *call) (map[string]any, error)
+	decode   func(body []byte) (map[string]any, error)
 	full     string // a body setting every field, decoded before the body under test
 }
 
@@ -85,14 +84,14 @@ var (
 		name: "check",
 		fields: []field{{"namespace", kString}, {"key", kString}, {"algorithm", kOptString},
 			{"limit", kInt}, {"window_ms", kInt}, {"cost", kInt}},
-		decode: func(a *API, c *call) (map[string]any, error) {
-			err := a.decodeCheck(c)
-			r := c.chk
-			m := map[string]any{"namespace": r.Namespace, "key": r.Key}
-			putStr(m, "algorithm", r.Algorithm)
-			putInt(m, "limit", r.Limit)
-			putInt(m, "window_ms", r.WindowMS)
-			putInt(m, "cost", r.Cost)
+		decode: func(body []byte) (map[string]any, error) {
+			var r limitRequest
+			err := decodeBody(body, &r)
+			m := map[string]any{"namespace": string(r.Namespace), "key": string(r.Key)}
+			putStr(m, "algorithm", r.Algorithm.ptr())
+			putInt(m, "limit", r.Limit.ptr())
+			putInt(m, "window_ms", r.WindowMS.ptr())
+			putInt(m, "cost", r.Cost.ptr())
 			return m, err
 		},
 		full: `{"namespace":"full","key":"k","algorithm":"token_bucket","limit":5,"window_ms":6,"cost":7}`,
@@ -100,12 +99,12 @@ var (
 	acquireSpec = decoderSpec{
 		name:   "acquire",
 		fields: []field{{"namespace", kString}, {"key", kString}, {"limit", kInt}, {"window_ms", kInt}},
-		decode: func(a *API, c *call) (map[string]any, error) {
-			err := a.decodeAcquire(c)
-			r := c.acq
-			m := map[string]any{"namespace": r.Namespace, "key": r.Key}
-			putInt(m, "limit", r.Limit)
-			putInt(m, "window_ms", r.WindowMS)
+		decode: func(body []byte) (map[string]any, error) {
+			var r acquireRequest
+			err := decodeBody(body, &r)
+			m := map[string]any{"namespace": string(r.Namespace), "key": string(r.Key)}
+			putInt(m, "limit", r.Limit.ptr())
+			putInt(m, "window_ms", r.WindowMS.ptr())
 			return m, err
 		},
 		full: `{"namespace":"full","key":"k","limit":5,"window_ms":6}`,
@@ -113,11 +112,11 @@ var (
 	renewSpec = decoderSpec{
 		name:   "renew",
 		fields: []field{{"window_ms", kInt}},
-		decode: func(a *API, c *call) (map[string]any, error) {
-			var w *int64
-			err := a.decodeRenew(c, &w)
+		decode: func(body []byte) (map[string]any, error) {
+			var r renewRequest
+			err := decodeBody(body, &r)
 			m := map[string]any{}
-			putInt(m, "window_ms", w)
+			putInt(m, "window_ms", r.WindowMS.ptr())
 			return m, err
 		},
 		full: `{"window_ms":6}`,
@@ -126,9 +125,13 @@ var (
 		name: "rule",
 		fields: []field{{"algorithm", kOptString}, {"limit", kRuleInt}, {"window_ms", kRuleInt},
 			{"name", kOptString}, {"namespace", kIgnored}, {"overrides", kOverrides}},
-		decode: func(a *API, c *call) (map[string]any, error) {
-			err := a.decodeRule(c)
-			r := c.rule
+		decode: func(body []byte) (map[string]any, error) {
+			var b ruleRequest
+			err := decodeBody(body, &b)
+			if err != nil {
+				return nil, err
+			}
+			r, err := b.engineRequest()
 			m := map[string]any{}
 			putStr(m, "algorithm", r.Algorithm)
 			putInt(m, "limit", r.Limit)
@@ -152,12 +155,15 @@ var (
 		name:     "webhook",
 		fields:   []field{{"url", kOptString}},
 		required: "url",
-		decode: func(a *API, c *call) (map[string]any, error) {
-			var u string
-			err := a.decodeWebhook(c, &u)
+		decode: func(body []byte) (map[string]any, error) {
+			var r webhookRequest
+			err := decodeBody(body, &r)
 			m := map[string]any{}
+			if err == nil && !r.URL.set {
+				err = engine.Invalid("url is required")
+			}
 			if err == nil {
-				m["url"] = u
+				m["url"] = r.URL.s
 			}
 			return m, err
 		},
@@ -166,17 +172,9 @@ var (
 	allSpecs = []decoderSpec{checkSpec, acquireSpec, renewSpec, ruleSpec, webhookSpec}
 )
 
-// testAPI is an API with the decoder options New sets (the seeds run with go test as
-// well, so the options are New's own, not a copy).
-var testAPI = sync.OnceValue(func() *API {
-	return &API{decodeOpts: New(Options{Engine: &engine.Engine{}}).decodeOpts}
-})
-
-// runDecoder decodes body with spec on call c (fresh or pooled).
-func runDecoder(a *API, c *call, spec decoderSpec, body []byte) (map[string]any, error) {
-	c.body.Reset()
-	c.body.Write(body)
-	return spec.decode(a, c)
+// runDecoder decodes body with spec into a fresh request value.
+func runDecoder(spec decoderSpec, body []byte) (map[string]any, error) {
+	return spec.decode(body)
 }
 
 // checkDecoder checks the properties of spec's decoder on body:
@@ -185,10 +183,9 @@ func runDecoder(a *API, c *call, spec decoderSpec, body []byte) (map[string]any,
 //  2. a rejection is an *engine.Error with code invalid_request whose message names a
 //     field of the body or the body itself;
 //  3. a decoded request, re-encoded with encoding/json, decodes to the same request;
-//  4. a pooled call that decoded another body first decodes body exactly as a fresh one.
+//  4. decoding another body first changes nothing (decoders keep no state between bodies).
 func checkDecoder(t *testing.T, spec decoderSpec, body []byte) {
-	a := testAPI()
-	got, err := runDecoder(a, new(call), spec, body)
+	got, err := runDecoder(spec, body)
 	want, ok := refDecode(body, spec)
 	if (err == nil) != ok {
 		t.Fatalf("%s decoder on %q: error %v, but the reference decoding accepts it: %v", spec.name, body, err, ok)
@@ -199,14 +196,12 @@ func checkDecoder(t *testing.T, spec decoderSpec, body []byte) {
 		t.Fatalf("%s decoder on %q:\n got  %v\n want %v", spec.name, body, got, want)
 	}
 
-	pooled := new(call)
-	if _, err := runDecoder(a, pooled, spec, []byte(spec.full)); err != nil {
+	if _, err := runDecoder(spec, []byte(spec.full)); err != nil {
 		t.Fatalf("%s decoder on its full body: %v", spec.name, err)
 	}
-	pooled.end()
-	again, err2 := runDecoder(a, pooled, spec, body)
+	again, err2 := runDecoder(spec, body)
 	if errText(err) != errText(err2) || err == nil && !maps.Equal(got, again) {
-		t.Fatalf("%s decoder on %q: fresh call %v, %v; pooled call %v, %v", spec.name, body, got, err, again, err2)
+		t.Fatalf("%s decoder on %q: first %v, %v; after another body %v, %v", spec.name, body, got, err, again, err2)
 	}
 
 	if err != nil {
@@ -216,7 +211,7 @@ func checkDecoder(t *testing.T, spec decoderSpec, body []byte) {
 	if err != nil {
 		t.Fatalf("re-encoding %v: %v", got, err)
 	}
-	round, err := runDecoder(a, new(call), spec, enc)
+	round, err := runDecoder(spec, enc)
 	if err != nil || !maps.Equal(got, round) {
 		t.Fatalf("%s decoder: %q decodes to %v, re-encoded as %s, which decodes to %v, %v", spec.name, body, got, enc, round, err)
 	}

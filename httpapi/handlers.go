@@ -1,67 +1,126 @@
 package httpapi
 
 import (
-	"bytes"
 	"net/http"
 	"strconv"
+	"strings"
+	"sync"
 
-	"github.com/go-json-experiment/json"
-	"github.com/go-json-experiment/json/jsontext"
 	"github.com/leashd/leash/engine"
 	"github.com/leashd/leash/tracing"
 )
 
-// checkBody is the decoded body of POST /v1/limit and /v1/limit/reset; nil fields are absent.
-type checkBody struct {
-	Namespace string
-	Key       string
-	Algorithm *string
-	Limit     *int64
-	WindowMS  *int64
-	Cost      *int64
+// Each handler decodes its body into its own request type (decodeBody) and answers with
+// its own reply type (reply); the member types (text, count, ...) are in decode.go.
+
+// limitRequest is the body of POST /v1/limit and /v1/limit/reset (spec §4.1, §4.11).
+type limitRequest struct {
+	Namespace text          `json:"namespace"`
+	Key       text          `json:"key"`
+	Algorithm algorithmName `json:"algorithm"`
+	Limit     count         `json:"limit"`
+	WindowMS  count         `json:"window_ms"`
+	Cost      count         `json:"cost"`
 	// Overdraft counts the cost even when it is denied (spec §4.12).
-	Overdraft bool
+	Overdraft flag `json:"overdraft"`
 }
 
-// algorithmOf is the engine's reading of an optional algorithm name.
-func algorithmOf(name *string) engine.Algorithm {
-	if name == nil {
+// limitReply is the reply of POST /v1/limit.
+type limitReply struct {
+	Allowed   bool  `json:"allowed"`
+	Limit     int64 `json:"limit"`
+	Remaining int64 `json:"remaining"`
+	ResetMS   int64 `json:"reset_ms"`
+}
+
+// engineAlgorithm is the engine's reading of the optional algorithm member.
+func (a *algorithmName) engineAlgorithm() engine.Algorithm {
+	if !a.set {
 		return engine.AlgorithmUnknown
 	}
-	return engine.AlgorithmOf(*name)
+	return engine.AlgorithmOf(a.name)
 }
 
+// ptr returns the name, or nil when absent.
+func (a *algorithmName) ptr() *string {
+	if !a.set {
+		return nil
+	}
+	return &a.name
+}
+
+// limitCall is POST /v1/limit's own per-request state: its body, its one-item query, the
+// verdict and the reply. It is pooled, as the route is the hot path: allocated per
+// request these would be five more allocations (docs/performance.md).
+type limitCall struct {
+	req   limitRequest
+	items [1]engine.Item
+	q     engine.Query
+	res   [1]engine.ItemResult
+	reply limitReply
+}
+
+var limitCalls = sync.Pool{New: func() any { return new(limitCall) }}
+
 // check serves POST /v1/limit (spec §4.1): a query of one item, decided by the engine.
-func (a *API) check(c *call) {
-	if err := a.decodeCheck(c); err != nil {
-		a.engineError(c, err)
+func (a *API) check(x *exchange) {
+	lc := limitCalls.Get().(*limitCall)
+	defer func() {
+		*lc = limitCall{} // a decode merges into what it is given, and nothing is pinned
+		limitCalls.Put(lc)
+	}()
+	req := &lc.req
+	if err := decodeBody(x.body.Bytes(), req); err != nil {
+		a.engineError(x, err)
 		return
 	}
-	body := &c.chk
-	c.item[0] = engine.CheckItem(body.Key, engine.Inline{Algorithm: algorithmOf(body.Algorithm), Limit: body.Limit, WindowMS: body.WindowMS}, body.Cost)
-	c.item[0].Overdraft = body.Overdraft
-	c.q = engine.Query{Edge: engine.EdgeLimit, Namespace: body.Namespace, Items: c.item[:], StrictCost: true}
-	if _, err := a.eng.Decide(c.r.Context(), c.acct, &c.q, c.res[:]); err != nil {
-		a.engineError(c, err)
+	lc.items[0] = engine.CheckItem(string(req.Key),
+		engine.Inline{Algorithm: req.Algorithm.engineAlgorithm(), Limit: req.Limit.ptr(), WindowMS: req.WindowMS.ptr()}, req.Cost.ptr())
+	lc.items[0].Overdraft = bool(req.Overdraft)
+	lc.q = engine.Query{Edge: engine.EdgeLimit, Namespace: string(req.Namespace), Items: lc.items[:], StrictCost: true}
+	if _, err := a.eng.Decide(x.r.Context(), x.acct, &lc.q, lc.res[:]); err != nil {
+		a.engineError(x, err)
 		return
 	}
-	r := &c.res[0]
-	d := engine.Decision{Allowed: r.Allowed, Limit: r.Limit.Limit, Remaining: r.Remaining, ResetMS: r.ResetMS}
+	r := &lc.res[0]
+	d := &lc.reply
+	*d = limitReply{Allowed: r.Allowed, Limit: r.Limit.Limit, Remaining: r.Remaining, ResetMS: r.ResetMS}
 	if a.met != nil {
 		a.limitDecisions.Inc(d.Allowed)
 	}
-	if c.span != nil { // recording: an unsampled request builds no attributes
-		a.annotate(c, tracing.AttrEdge.String(string(engine.EdgeLimit)), tracing.AttrNamespace.String(c.q.Namespace),
+	if x.span != nil { // recording: an unsampled request builds no attributes
+		a.annotate(x, tracing.AttrEdge.String(string(engine.EdgeLimit)), tracing.AttrNamespace.String(lc.q.Namespace),
 			tracing.Outcome(d.Allowed), tracing.AttrAlgorithm.String(r.Limit.Algorithm.String()))
 	}
+	a.rateLimitHeaders(x, d)
+	x.out.Reset()
+	x.out.Write(appendLimitReply(x.out.AvailableBuffer(), d))
+	a.writeJSON(x, http.StatusOK, x.out.Bytes())
+}
 
-	// X-Request-Id (when generated), RateLimit-* and Retry-After share one string and one
-	// slice, so these headers cost two allocations together.
+// appendLimitReply appends d as JSON, exactly as reply would write it (a test holds the
+// two to the same bytes). It is the one hand-written encoder: on the hot path it is
+// several times faster than the library's (BenchmarkLimitReply, docs/performance.md).
+func appendLimitReply(b []byte, d *limitReply) []byte {
+	b = append(b, `{"allowed":`...)
+	b = strconv.AppendBool(b, d.Allowed)
+	b = append(b, `,"limit":`...)
+	b = strconv.AppendInt(b, d.Limit, 10)
+	b = append(b, `,"remaining":`...)
+	b = strconv.AppendInt(b, d.Remaining, 10)
+	b = append(b, `,"reset_ms":`...)
+	b = strconv.AppendInt(b, d.ResetMS, 10)
+	return append(b, '}')
+}
+
+// rateLimitHeaders sets X-Request-Id (when generated), RateLimit-* and Retry-After. They
+// share one string and one slice, so these headers cost two allocations together.
+func (a *API) rateLimitHeaders(x *exchange, d *limitReply) {
 	resetSec := ceilSec(d.ResetMS)
 	var nb [128]byte
 	b := nb[:0]
-	if c.id == "" {
-		b = a.appendGeneratedID(b, c.idSeq)
+	if x.id == "" {
+		b = a.appendGeneratedID(b, x.idSeq)
 	}
 	e0 := len(b)
 	b = strconv.AppendInt(b, d.Limit, 10)
@@ -74,12 +133,12 @@ func (a *API) check(c *call) {
 		b = strconv.AppendInt(b, max(1, resetSec), 10)
 	}
 	s := string(b)
-	if c.id == "" {
-		c.id = s[:e0]
+	if x.id == "" {
+		x.id = s[:e0]
 	}
 	vals := make([]string, 5)
-	vals[0], vals[1], vals[2], vals[3], vals[4] = c.id, s[e0:e1], s[e1:e2], s[e2:e3], s[e3:]
-	h := c.w.Header()
+	vals[0], vals[1], vals[2], vals[3], vals[4] = x.id, s[e0:e1], s[e1:e2], s[e2:e3], s[e3:]
+	h := x.w.Header()
 	h[RequestIDHeader] = vals[0:1:1]
 	h["Ratelimit-Limit"] = vals[1:2:2]
 	h["Ratelimit-Remaining"] = vals[2:3:3]
@@ -87,18 +146,6 @@ func (a *API) check(c *call) {
 	if !d.Allowed {
 		h["Retry-After"] = vals[4:5:5]
 	}
-
-	o := append(c.out[:0], `{"allowed":`...)
-	o = strconv.AppendBool(o, d.Allowed)
-	o = append(o, `,"limit":`...)
-	o = strconv.AppendInt(o, d.Limit, 10)
-	o = append(o, `,"remaining":`...)
-	o = strconv.AppendInt(o, d.Remaining, 10)
-	o = append(o, `,"reset_ms":`...)
-	o = strconv.AppendInt(o, d.ResetMS, 10)
-	o = append(o, '}')
-	c.out = o
-	a.writeJSON(c, http.StatusOK, o)
 }
 
 // ceilSec converts ms to whole seconds, rounded up.
@@ -109,189 +156,139 @@ func ceilSec(ms int64) int64 {
 	return (ms-1)/1000 + 1
 }
 
-// decodeCheck decodes the body of POST /v1/limit and /v1/limit/reset into c.chk.
-func (a *API) decodeCheck(c *call) error {
-	p, req := &c.p, &c.chk
-	if err := p.begin(&c.body, a.decodeOpts); err != nil {
-		return err
-	}
-	for {
-		name, done, err := p.next()
-		if err != nil {
-			return err
-		}
-		if done {
-			return p.finish()
-		}
-		switch string(name) {
-		case "namespace":
-			_, err = p.str(fNamespace, "namespace", &req.Namespace)
-		case "key":
-			_, err = p.str(fKey, "key", &req.Key)
-		case "algorithm":
-			err = p.algorithm(&req.Algorithm, &c.alg)
-		case "limit":
-			err = p.integer(fLimit, "limit", intStrict, &req.Limit, &c.limit)
-		case "window_ms":
-			err = p.integer(fWindow, "window_ms", intStrict, &req.WindowMS, &c.window)
-		case "cost":
-			err = p.integer(fCost, "cost", intStrict, &req.Cost, &c.cost)
-		case "overdraft":
-			err = p.boolean(fOverdraft, "overdraft", &req.Overdraft)
-		default:
-			err = unknown(name)
-		}
-		if err != nil {
-			return err
-		}
-	}
-}
-
 // reset serves POST /v1/limit/reset: the check's fields, limit, cost and overdraft ignored
 // (spec §4.11).
-func (a *API) reset(c *call) {
-	if err := a.decodeCheck(c); err != nil {
-		a.engineError(c, err)
+func (a *API) reset(x *exchange) {
+	var req limitRequest
+	if err := decodeBody(x.body.Bytes(), &req); err != nil {
+		a.engineError(x, err)
 		return
 	}
-	c.rst = engine.ResetRequest{Namespace: c.chk.Namespace, Key: c.chk.Key, Algorithm: algorithmOf(c.chk.Algorithm), WindowMS: c.chk.WindowMS}
-	if err := a.eng.Reset(c.r.Context(), c.acct, &c.rst); err != nil {
-		a.engineError(c, err)
+	rst := engine.ResetRequest{Namespace: string(req.Namespace), Key: string(req.Key),
+		Algorithm: req.Algorithm.engineAlgorithm(), WindowMS: req.WindowMS.ptr()}
+	if err := a.eng.Reset(x.r.Context(), x.acct, &rst); err != nil {
+		a.engineError(x, err)
 		return
 	}
-	a.writeJSON(c, http.StatusOK, append(c.out[:0], `{"reset":true}`...))
+	a.reply(x, http.StatusOK, &struct {
+		Reset bool `json:"reset"`
+	}{true})
+}
+
+// acquireRequest is the body of POST /v1/leases (spec §5.1).
+type acquireRequest struct {
+	Namespace text  `json:"namespace"`
+	Key       text  `json:"key"`
+	Limit     count `json:"limit"`
+	WindowMS  count `json:"window_ms"`
+}
+
+// acquireReply is the reply of POST /v1/leases; lease_id only when allowed.
+type acquireReply struct {
+	Allowed bool   `json:"allowed"`
+	LeaseID string `json:"lease_id,omitzero"`
+	Active  int64  `json:"active"`
+	Limit   int64  `json:"limit"`
+	ResetMS int64  `json:"reset_ms"`
 }
 
 // acquire serves POST /v1/leases (spec §5.1).
-func (a *API) acquire(c *call) {
-	if err := a.decodeAcquire(c); err != nil {
-		a.engineError(c, err)
+func (a *API) acquire(x *exchange) {
+	var req acquireRequest
+	if err := decodeBody(x.body.Bytes(), &req); err != nil {
+		a.engineError(x, err)
 		return
 	}
-	d, err := a.eng.Acquire(c.r.Context(), c.acct, &c.acq)
+	acq := engine.AcquireRequest{Namespace: string(req.Namespace), Key: string(req.Key), Limit: req.Limit.ptr(), WindowMS: req.WindowMS.ptr()}
+	d, err := a.eng.Acquire(x.r.Context(), x.acct, &acq)
 	if err != nil {
-		a.engineError(c, err)
+		a.engineError(x, err)
 		return
 	}
 	if a.met != nil {
 		a.leaseDecisions.Inc(d.Allowed)
 	}
-	if c.span != nil { // recording: an unsampled request builds no attributes
-		a.annotate(c, tracing.AttrEdge.String(string(engine.EdgeLeases)), tracing.AttrNamespace.String(c.acq.Namespace),
+	if x.span != nil { // recording: an unsampled request builds no attributes
+		a.annotate(x, tracing.AttrEdge.String(string(engine.EdgeLeases)), tracing.AttrNamespace.String(acq.Namespace),
 			tracing.Outcome(d.Allowed), tracing.AttrAlgorithm.String(engine.ConcurrentLimit.String()))
 	}
-	o := append(c.out[:0], `{"allowed":`...)
-	o = strconv.AppendBool(o, d.Allowed)
+	out := acquireReply{Allowed: d.Allowed, Active: d.Active, Limit: d.Limit, ResetMS: d.ResetMS}
 	if d.Allowed {
-		o = append(o, `,"lease_id":`...)
-		o, _ = jsontext.AppendQuote(o, d.LeaseID)
+		out.LeaseID = d.LeaseID
 	}
-	o = append(o, `,"active":`...)
-	o = strconv.AppendInt(o, d.Active, 10)
-	o = append(o, `,"limit":`...)
-	o = strconv.AppendInt(o, d.Limit, 10)
-	o = append(o, `,"reset_ms":`...)
-	o = strconv.AppendInt(o, d.ResetMS, 10)
-	o = append(o, '}')
-	c.out = o
-	a.writeJSON(c, http.StatusOK, o)
-}
-
-func (a *API) decodeAcquire(c *call) error {
-	p, req := &c.p, &c.acq
-	if err := p.begin(&c.body, a.decodeOpts); err != nil {
-		return err
-	}
-	for {
-		name, done, err := p.next()
-		if err != nil {
-			return err
-		}
-		if done {
-			return p.finish()
-		}
-		switch string(name) {
-		case "namespace":
-			_, err = p.str(fNamespace, "namespace", &req.Namespace)
-		case "key":
-			_, err = p.str(fKey, "key", &req.Key)
-		case "limit":
-			err = p.integer(fLimit, "limit", intStrict, &req.Limit, &c.limit)
-		case "window_ms":
-			err = p.integer(fWindow, "window_ms", intStrict, &req.WindowMS, &c.window)
-		default:
-			err = unknown(name)
-		}
-		if err != nil {
-			return err
-		}
-	}
+	a.reply(x, http.StatusOK, &out)
 }
 
 // release serves DELETE /v1/leases/{lease_id}; it reads no body.
-func (a *API) release(c *call) {
-	res, err := a.eng.Release(c.r.Context(), c.acct, c.r.PathValue("lease_id"))
+func (a *API) release(x *exchange) {
+	res, err := a.eng.Release(x.r.Context(), x.acct, x.r.PathValue("lease_id"))
 	if err != nil {
-		a.engineError(c, err)
+		a.engineError(x, err)
 		return
 	}
-	o := append(c.out[:0], `{"released":`...)
-	o = strconv.AppendBool(o, res.Released)
-	o = append(o, `,"active":`...)
-	o = strconv.AppendInt(o, res.Active, 10)
-	o = append(o, '}')
-	c.out = o
-	a.writeJSON(c, http.StatusOK, o)
+	a.reply(x, http.StatusOK, &struct {
+		Released bool  `json:"released"`
+		Active   int64 `json:"active"`
+	}{res.Released, res.Active})
+}
+
+// renewRequest is the optional body of POST /v1/leases/{lease_id}/renew (spec §5.5).
+type renewRequest struct {
+	WindowMS count `json:"window_ms"`
 }
 
 // renew serves POST /v1/leases/{lease_id}/renew with an optional body {window_ms?}.
-func (a *API) renew(c *call) {
-	var window *int64
-	if len(bytes.Trim(c.body.Bytes(), " \t\r\n")) > 0 {
-		if err := a.decodeRenew(c, &window); err != nil {
-			a.engineError(c, err)
+func (a *API) renew(x *exchange) {
+	var req renewRequest
+	if !emptyBody(x.body.Bytes()) {
+		if err := decodeBody(x.body.Bytes(), &req); err != nil {
+			a.engineError(x, err)
 			return
 		}
 	}
-	res, err := a.eng.Renew(c.r.Context(), c.acct, c.r.PathValue("lease_id"), window)
+	res, err := a.eng.Renew(x.r.Context(), x.acct, x.r.PathValue("lease_id"), req.WindowMS.ptr())
 	if err != nil {
-		a.engineError(c, err)
+		a.engineError(x, err)
 		return
 	}
-	o := append(c.out[:0], `{"renewed":`...)
-	o = strconv.AppendBool(o, res.Renewed)
-	o = append(o, `,"active":`...)
-	o = strconv.AppendInt(o, res.Active, 10)
-	o = append(o, `,"reset_ms":`...)
-	o = strconv.AppendInt(o, res.ResetMS, 10)
-	o = append(o, '}')
-	c.out = o
-	a.writeJSON(c, http.StatusOK, o)
+	a.reply(x, http.StatusOK, &struct {
+		Renewed bool  `json:"renewed"`
+		Active  int64 `json:"active"`
+		ResetMS int64 `json:"reset_ms"`
+	}{res.Renewed, res.Active, res.ResetMS})
 }
 
-func (a *API) decodeRenew(c *call, window **int64) error {
-	p := &c.p
-	if err := p.begin(&c.body, a.decodeOpts); err != nil {
-		return err
+// ruleRequest is the body of POST /v1/namespaces/{ns}/rules (spec §6.2, §6.7).
+type ruleRequest struct {
+	Algorithm algorithmName      `json:"algorithm"`
+	Limit     ruleCount          `json:"limit"`
+	WindowMS  ruleCount          `json:"window_ms"`
+	Name      optionalText       `json:"name"`
+	Overrides []*overrideRequest `json:"overrides"` // null entries are rejected
+	Namespace text               `json:"namespace"` // the path's namespace wins: checked, then ignored
+}
+
+// overrideRequest is one entry of a rule's overrides, decoded as strictly as a body;
+// ranges, duplicates and the count are the engine's (spec §6.3).
+type overrideRequest struct {
+	Key      optionalText `json:"key"`
+	Limit    ruleCount    `json:"limit"`
+	WindowMS ruleCount    `json:"window_ms"`
+}
+
+// engineRequest converts the decoded body for the engine.
+func (r *ruleRequest) engineRequest() (engine.RuleRequest, error) {
+	req := engine.RuleRequest{Algorithm: r.Algorithm.ptr(), Limit: r.Limit.ptr(), WindowMS: r.WindowMS.ptr(), Name: r.Name.ptr()}
+	if r.Overrides != nil {
+		req.Overrides = make([]engine.OverrideRequest, len(r.Overrides))
+		for i, o := range r.Overrides {
+			if o == nil {
+				return engine.RuleRequest{}, engine.Invalid("overrides[" + strconv.Itoa(i) + "] must be an object")
+			}
+			req.Overrides[i] = engine.OverrideRequest{Key: o.Key.ptr(), Limit: o.Limit.ptr(), WindowMS: o.WindowMS.ptr()}
+		}
 	}
-	for {
-		name, done, err := p.next()
-		if err != nil {
-			return err
-		}
-		if done {
-			return p.finish()
-		}
-		switch string(name) {
-		case "window_ms":
-			err = p.integer(fWindow, "window_ms", intStrict, window, &c.window)
-		default:
-			err = unknown(name)
-		}
-		if err != nil {
-			return err
-		}
-	}
+	return req, nil
 }
 
 // The JSON shapes of the rule and stats responses (spec §6.2, §7.2).
@@ -301,7 +298,7 @@ type (
 		Algorithm string         `json:"algorithm"`
 		Limit     int64          `json:"limit"`
 		WindowMS  int64          `json:"window_ms"`
-		Name      *string        `json:"name"`
+		Name      *string        `json:"name,omitzero"`       // absent when none was given
 		Overrides []overrideJSON `json:"overrides,omitempty"` // absent when none (spec §6.7)
 	}
 	overrideJSON struct {
@@ -342,45 +339,41 @@ func toRuleJSON(ns string, r engine.Rule) ruleJSON {
 	return j
 }
 
-// marshal writes v as the JSON response.
-func (a *API) marshal(c *call, status int, v any) {
-	b, err := json.Marshal(v)
-	if err != nil {
-		a.engineError(c, err)
-		return
-	}
-	a.writeJSON(c, status, b)
-}
-
 // listRules serves GET /v1/namespaces/{ns}/rules.
-func (a *API) listRules(c *call) {
-	ns := c.r.PathValue("ns")
-	rules, err := a.eng.Rules(c.r.Context(), c.acct, ns)
+func (a *API) listRules(x *exchange) {
+	ns := x.r.PathValue("ns")
+	rules, err := a.eng.Rules(x.r.Context(), x.acct, ns)
 	if err != nil {
-		a.engineError(c, err)
+		a.engineError(x, err)
 		return
 	}
 	out := rulesJSON{Namespace: ns, Rules: make([]ruleJSON, 0, len(rules))}
 	for _, r := range rules {
 		out.Rules = append(out.Rules, toRuleJSON(ns, r))
 	}
-	a.marshal(c, http.StatusOK, &out)
+	a.reply(x, http.StatusOK, &out)
 }
 
 // putRule serves POST /v1/namespaces/{ns}/rules: 201 created, 200 replaced.
-func (a *API) putRule(c *call) {
-	ns := c.r.PathValue("ns")
+func (a *API) putRule(x *exchange) {
+	ns := x.r.PathValue("ns")
 	if err := engine.CheckNamespace(ns); err != nil {
-		a.engineError(c, err)
+		a.engineError(x, err)
 		return
 	}
-	if err := a.decodeRule(c); err != nil {
-		a.engineError(c, err)
+	var body ruleRequest
+	if err := decodeBody(x.body.Bytes(), &body); err != nil {
+		a.engineError(x, err)
 		return
 	}
-	rule, created, err := a.eng.PutRule(c.r.Context(), c.acct, ns, &c.rule)
+	req, err := body.engineRequest()
 	if err != nil {
-		a.engineError(c, err)
+		a.engineError(x, err)
+		return
+	}
+	rule, created, err := a.eng.PutRule(x.r.Context(), x.acct, ns, &req)
+	if err != nil {
+		a.engineError(x, err)
 		return
 	}
 	status := http.StatusOK
@@ -388,65 +381,29 @@ func (a *API) putRule(c *call) {
 		status = http.StatusCreated
 	}
 	out := toRuleJSON(rule.Namespace, rule.Rule)
-	a.marshal(c, status, &out)
-}
-
-func (a *API) decodeRule(c *call) error {
-	p, req := &c.p, &c.rule
-	if err := p.begin(&c.body, a.decodeOpts); err != nil {
-		return err
-	}
-	for {
-		name, done, err := p.next()
-		if err != nil {
-			return err
-		}
-		if done {
-			return p.finish()
-		}
-		switch string(name) {
-		case "algorithm":
-			err = p.algorithm(&req.Algorithm, &c.alg)
-		case "limit":
-			err = p.integer(fLimit, "limit", intRule, &req.Limit, &c.limit)
-		case "window_ms":
-			err = p.integer(fWindow, "window_ms", intRule, &req.WindowMS, &c.window)
-		case "name":
-			err = p.optStr(fName, "name", &req.Name, &c.name)
-		case "overrides":
-			err = a.overrides(p, &req.Overrides)
-		case "namespace": // the path's namespace wins; the field is accepted and ignored
-			_, err = p.str(fNamespace, "namespace", &c.ignoredStr)
-		default:
-			err = unknown(name)
-		}
-		if err != nil {
-			return err
-		}
-	}
+	a.reply(x, status, &out)
 }
 
 // deleteRule serves DELETE /v1/namespaces/{ns}/rules/{kind}; the router has already
-// restricted kind to rate or concurrent.
-func (a *API) deleteRule(c *call) {
-	kind, _ := engine.ParseRuleKind(c.r.PathValue("kind"))
-	deleted, err := a.eng.DeleteRule(c.r.Context(), c.acct, c.r.PathValue("ns"), kind)
+// restricted kind, the path's last segment, to rate or concurrent.
+func (a *API) deleteRule(x *exchange) {
+	p := x.r.URL.Path
+	kind, _ := engine.ParseRuleKind(p[strings.LastIndexByte(p, '/')+1:])
+	deleted, err := a.eng.DeleteRule(x.r.Context(), x.acct, x.r.PathValue("ns"), kind)
 	if err != nil {
-		a.engineError(c, err)
+		a.engineError(x, err)
 		return
 	}
-	o := append(c.out[:0], `{"deleted":`...)
-	o = strconv.AppendBool(o, deleted)
-	o = append(o, '}')
-	c.out = o
-	a.writeJSON(c, http.StatusOK, o)
+	a.reply(x, http.StatusOK, &struct {
+		Deleted bool `json:"deleted"`
+	}{deleted})
 }
 
 // stats serves GET /v1/namespaces/{ns}/stats.
-func (a *API) stats(c *call) {
-	st, err := a.eng.Stats(c.r.Context(), c.acct, c.r.PathValue("ns"))
+func (a *API) stats(x *exchange) {
+	st, err := a.eng.Stats(x.r.Context(), x.acct, x.r.PathValue("ns"))
 	if err != nil {
-		a.engineError(c, err)
+		a.engineError(x, err)
 		return
 	}
 	out := statsJSON{
@@ -465,5 +422,5 @@ func (a *API) stats(c *call) {
 	for i, d := range st.Days {
 		out.Days[i] = dayJSON{Day: d.Day.String(), Total: d.Total, Blocked: d.Blocked}
 	}
-	a.marshal(c, http.StatusOK, &out)
+	a.reply(x, http.StatusOK, &out)
 }

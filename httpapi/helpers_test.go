@@ -19,6 +19,8 @@ import (
 	"github.com/leashd/leash/httpapi"
 	"github.com/leashd/leash/metrics"
 	"github.com/leashd/leash/testkit"
+	"github.com/leashd/leash/webhook"
+	"github.com/leashd/leash/webhook/ssrf"
 )
 
 // t0 is the tests' start: minute-aligned, 8 days 14 hours before the end of the month.
@@ -81,7 +83,7 @@ func newEnv(t testing.TB, wrap func(engine.Store) engine.Store) *env {
 	logs := &testkit.SyncBuffer{}
 	log := slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	met := metrics.New()
-	eng := engine.New(store, directory(t), engine.Options{Logger: log, Observer: met.Observer(nil, 0.8), Webhooks: engine.WebhookOptions{Resolver: fakeResolver{}}})
+	eng := engine.New(engine.RolesOf(store), directory(t), engine.Options{Logger: log, Observer: met.Observer(nil, 0.8), Webhooks: engine.WebhookOptions{Screen: webhook.Screen(ssrf.Policy{}, fakeResolver{})}})
 	api := httpapi.New(httpapi.Options{Engine: eng, Metrics: met, Logger: log})
 	return &env{t: t, clock: clock, store: ms, eng: eng, api: api, met: met, logs: logs}
 }

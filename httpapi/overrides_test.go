@@ -13,12 +13,12 @@ import (
 func TestRuleOverrides(t *testing.T) {
 	e := newEnv(t, nil)
 	mustBody(t, e.post(pRules, keyAcme, `{"algorithm":"fixed_window","limit":2,"window_ms":60000,"overrides":[{"key":"gold","limit":5,"window_ms":1000},{"key":"silver","limit":3,"window_ms":null}]}`), 201,
-		`{"namespace":"ns","algorithm":"fixed_window","limit":2,"window_ms":60000,"name":null,"overrides":[{"key":"gold","limit":5,"window_ms":1000},{"key":"silver","limit":3}]}`)
+		`{"namespace":"ns","algorithm":"fixed_window","limit":2,"window_ms":60000,"overrides":[{"key":"gold","limit":5,"window_ms":1000},{"key":"silver","limit":3}]}`)
 	mustBody(t, e.post(pRules, keyAcme, `{"algorithm":"concurrent_limit","limit":1,"window_ms":30000,"overrides":[{"key":"batch","limit":2}]}`), 201,
-		`{"namespace":"ns","algorithm":"concurrent_limit","limit":1,"window_ms":30000,"name":null,"overrides":[{"key":"batch","limit":2}]}`)
+		`{"namespace":"ns","algorithm":"concurrent_limit","limit":1,"window_ms":30000,"overrides":[{"key":"batch","limit":2}]}`)
 	mustBody(t, e.get(pRules, keyAcme), 200, `{"namespace":"ns","rules":[`+
-		`{"namespace":"ns","algorithm":"fixed_window","limit":2,"window_ms":60000,"name":null,"overrides":[{"key":"gold","limit":5,"window_ms":1000},{"key":"silver","limit":3}]},`+
-		`{"namespace":"ns","algorithm":"concurrent_limit","limit":1,"window_ms":30000,"name":null,"overrides":[{"key":"batch","limit":2}]}]}`)
+		`{"namespace":"ns","algorithm":"fixed_window","limit":2,"window_ms":60000,"overrides":[{"key":"gold","limit":5,"window_ms":1000},{"key":"silver","limit":3}]},`+
+		`{"namespace":"ns","algorithm":"concurrent_limit","limit":1,"window_ms":30000,"overrides":[{"key":"batch","limit":2}]}]}`)
 
 	check := func(key, extra string) string { return `{"namespace":"ns","key":"` + key + `"` + extra + `}` }
 	// t0 is minute-aligned: a fixed window's reset_ms is its whole window.
@@ -49,7 +49,7 @@ func TestRuleOverrides(t *testing.T) {
 		`{"algorithm":"fixed_window","limit":2,"window_ms":60000,"overrides":[]}`,
 		`{"algorithm":"fixed_window","limit":2,"window_ms":60000,"overrides":null}`,
 	} {
-		mustBody(t, e.post(pRules, keyAcme, body), 200, `{"namespace":"ns","algorithm":"fixed_window","limit":2,"window_ms":60000,"name":null}`)
+		mustBody(t, e.post(pRules, keyAcme, body), 200, `{"namespace":"ns","algorithm":"fixed_window","limit":2,"window_ms":60000}`)
 	}
 	// silver's counter holds 2 units (the override had no window of its own: the rule's counter).
 	mustBody(t, e.post(pLimit, keyAcme, check("silver", `,"cost":0`)), 200, `{"allowed":true,"limit":2,"remaining":0,"reset_ms":60000}`)
@@ -85,12 +85,12 @@ func TestRuleOverridesValidation(t *testing.T) {
 		{"repeated member", keyAcme, rule("fixed_window", 1, `[{"key":"a","limit":1,"limit":2}]`), 400, "invalid_request", `duplicate field "overrides[0].limit"`},
 		{"key not a string", keyAcme, rule("fixed_window", 1, `[{"key":1,"limit":1}]`), 400, "invalid_request", "overrides[0].key must be a string"},
 		{"limit fraction", keyAcme, rule("fixed_window", 1, `[{"key":"a","limit":1.5}]`), 400, "invalid_request", "overrides[0].limit must be an integer"},
-		{"negative window", keyAcme, rule("fixed_window", 1, `[{"key":"a","limit":1,"window_ms":-5}]`), 400, "invalid_request", "overrides[0].window_ms must be a non-negative integer"},
+		{"negative window", keyAcme, rule("fixed_window", 1, `[{"key":"a","limit":1,"window_ms":-5}]`), 400, "invalid_request", "overrides[0].window_ms must be an integer from 1 to 31622400000"},
 		{"missing key", keyAcme, rule("fixed_window", 1, `[{"limit":1}]`), 400, "invalid_request", "overrides[0].key is required"},
 		{"missing limit", keyAcme, rule("fixed_window", 1, `[{"key":"a","limit":null}]`), 400, "invalid_request", "overrides[0].limit is required"},
 		{"control character in key", keyAcme, rule("fixed_window", 1, `[{"key":"a\u0000","limit":1}]`), 400, "invalid_request", "overrides[0].key"},
 		{"field error before the rule's range", keyAcme, rule("fixed_window", 0, `[{"key":"","limit":1}]`), 400, "invalid_request", "overrides[0].key"},
-		{"rule range first", keyAcme, rule("fixed_window", 0, `[{"key":"a","limit":0}]`), 400, "invalid_rule", "limit must be from"},
+		{"rule range first", keyAcme, rule("fixed_window", 0, `[{"key":"a","limit":0}]`), 400, "invalid_rule", "limit must be an integer from"},
 		{"limit 0", keyAcme, rule("fixed_window", 1, `[{"key":"a","limit":0}]`), 400, "invalid_rule", "overrides[0].limit"},
 		{"limit beyond int64", keyAcme, rule("fixed_window", 1, `[{"key":"a","limit":99999999999999999999}]`), 400, "invalid_rule", "overrides[0].limit"},
 		{"window above max", keyAcme, rule("fixed_window", 1, `[{"key":"a","limit":1,"window_ms":31622400001}]`), 400, "invalid_rule", "overrides[0].window_ms"},
@@ -114,5 +114,5 @@ func TestRuleOverridesValidation(t *testing.T) {
 		t.Fatalf("1000 overrides: %d %.200s", r.code, r.body)
 	}
 	mustBody(t, e.post(pRules, keyFree, rule("fixed_window", 1, `[{"key":"a","limit":7}]`)), 201,
-		`{"namespace":"ns","algorithm":"fixed_window","limit":1,"window_ms":1000,"name":null,"overrides":[{"key":"a","limit":7}]}`)
+		`{"namespace":"ns","algorithm":"fixed_window","limit":1,"window_ms":1000,"overrides":[{"key":"a","limit":7}]}`)
 }

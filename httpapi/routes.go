@@ -2,8 +2,6 @@ package httpapi
 
 import (
 	"net/http"
-	"net/url"
-	"slices"
 	"strings"
 
 	"github.com/leashd/leash/engine"
@@ -35,24 +33,17 @@ const (
 	optionalBody                 // empty, or a JSON object
 )
 
-// pathEnum restricts a path wildcard to a fixed set of values; another value is
-// decided as routing: 404 not_found, before auth (spec §6.5).
-type pathEnum struct {
-	name   string
-	values []string
-}
-
-func (e *pathEnum) allows(v string) bool { return slices.Contains(e.values, v) }
-
 // route is one entry of the table the router and Routes are built from.
 type route struct {
 	Route
-	pattern string // "METHOD /path", the ServeMux pattern and the metrics label
+	pattern string // "METHOD /path", the metrics label
 	body    bodyMode
 	gate    func(*engine.Account) error // plan gate needing no body (spec §3.7), or nil
-	enum    *pathEnum                   // optional wildcard restriction
-	serve   func(a *API, c *call)
-	handler http.Handler // set by New: the checks of routeHandler, then serve
+	// kinds, if set, are the only values of the path's last segment, a {wildcard}: the
+	// route is registered once per value, so any other is not found, decided as routing
+	// before auth (spec §6.5).
+	kinds []string
+	serve func(a *API, x *exchange)
 }
 
 // routeTable returns the routes, built fresh so no caller can alter another's table.
@@ -66,8 +57,7 @@ func routeTable() []route {
 		{Route: Route{http.MethodGet, "/v1/namespaces/{ns}/rules"}, serve: (*API).listRules},
 		{Route: Route{http.MethodPost, "/v1/namespaces/{ns}/rules"}, body: requiredBody, serve: (*API).putRule},
 		{Route: Route{http.MethodDelete, "/v1/namespaces/{ns}/rules/{kind}"},
-			enum:  &pathEnum{name: "kind", values: []string{engine.RateRule.String(), engine.ConcurrentRule.String()}},
-			serve: (*API).deleteRule},
+			kinds: []string{engine.RateRule.String(), engine.ConcurrentRule.String()}, serve: (*API).deleteRule},
 		{Route: Route{http.MethodGet, "/v1/namespaces/{ns}/stats"}, serve: (*API).stats},
 		{Route: Route{http.MethodGet, "/v1/webhook"}, serve: (*API).getWebhook},
 		{Route: Route{http.MethodPut, "/v1/webhook"}, body: requiredBody, gate: engine.WebhooksAllowed, serve: (*API).putWebhook},
@@ -80,33 +70,44 @@ func routeTable() []route {
 	return t
 }
 
+// register adds rt to mux, its pattern or one literal pattern per allowed kind, and
+// returns its handler.
+func (a *API) register(mux *http.ServeMux, rt *route) http.Handler {
+	h := a.routeHandler(rt)
+	if rt.kinds == nil {
+		mux.Handle(rt.pattern, h)
+		return h
+	}
+	base := rt.pattern[:strings.LastIndexByte(rt.pattern, '/')+1]
+	for _, k := range rt.kinds {
+		mux.Handle(base+k, h)
+	}
+	return h
+}
+
 // routeHandler runs the checks every /v1 route shares, in the order of spec §3.7,
 // then the route's own handler.
 func (a *API) routeHandler(rt *route) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		c := w.(*call)
-		c.route = rt.pattern
-		if rt.enum != nil && !rt.enum.allows(r.PathValue(rt.enum.name)) {
-			a.routingError(c, http.StatusNotFound, "")
-			return
-		}
+		x := w.(*exchange)
+		x.routed, x.route = true, rt.pattern
 		acct, ok := a.authenticate(r)
 		if !ok {
-			c.w.Header()["Www-Authenticate"] = a.hdrBearer
-			a.writeError(c, http.StatusUnauthorized, codeUnauthorized, msgUnauthorized)
+			x.w.Header()["Www-Authenticate"] = a.hdrBearer
+			a.writeError(x, http.StatusUnauthorized, codeUnauthorized, msgUnauthorized)
 			return
 		}
-		c.acct = acct
-		if rt.body != noBody && !a.readBody(c, rt.body == requiredBody) {
+		x.acct = acct
+		if rt.body != noBody && !a.readBody(x, rt.body == requiredBody) {
 			return
 		}
 		if rt.gate != nil {
 			if err := rt.gate(acct); err != nil {
-				a.engineError(c, err)
+				a.engineError(x, err)
 				return
 			}
 		}
-		rt.serve(a, c)
+		rt.serve(a, x)
 	})
 }
 
@@ -127,63 +128,4 @@ func (a *API) authenticate(r *http.Request) (*engine.Account, bool) {
 		return nil, false
 	}
 	return a.eng.Authenticate(key)
-}
-
-// unmatched answers every request no route pattern matched: 405 with Allow when the
-// path is served under other methods, else 404.
-func (a *API) unmatched(w http.ResponseWriter, r *http.Request) {
-	c := w.(*call)
-	allow := a.allowed(r.URL.EscapedPath())
-	if allow == "" {
-		a.routingError(c, http.StatusNotFound, "")
-		return
-	}
-	a.routingError(c, http.StatusMethodNotAllowed, allow)
-}
-
-// allowed returns the Allow header for path: the methods of every route whose path
-// pattern (and wildcard restriction) matches it, HEAD included with GET; "" for none.
-func (a *API) allowed(path string) string {
-	var methods []string
-	for i := range a.routes {
-		rt := &a.routes[i]
-		if !matchPath(rt, path) || slices.Contains(methods, rt.Method) {
-			continue
-		}
-		methods = append(methods, rt.Method)
-		if rt.Method == http.MethodGet {
-			methods = append(methods, http.MethodHead)
-		}
-	}
-	slices.Sort(methods)
-	return strings.Join(methods, ", ")
-}
-
-// matchPath matches an escaped request path against a route's path pattern segment by
-// segment, each unescaped as ServeMux does: literal segments must be equal, a {wildcard}
-// matches one non-empty segment (within its restriction, if any).
-func matchPath(rt *route, path string) bool {
-	ps, ss := strings.Split(rt.Path, "/"), strings.Split(path, "/")
-	if len(ps) != len(ss) {
-		return false
-	}
-	for i, p := range ps {
-		s := ss[i]
-		if u, err := url.PathUnescape(s); err == nil {
-			s = u
-		}
-		if !strings.HasPrefix(p, "{") {
-			if p != s {
-				return false
-			}
-			continue
-		}
-		if s == "" {
-			return false
-		}
-		if rt.enum != nil && p == "{"+rt.enum.name+"}" && !rt.enum.allows(s) {
-			return false
-		}
-	}
-	return true
 }

@@ -3,7 +3,6 @@ package httpapi
 import (
 	"net/http"
 
-	"github.com/go-json-experiment/json/jsontext"
 	"github.com/leashd/leash/engine"
 )
 
@@ -11,94 +10,65 @@ import (
 // body is read; GET and DELETE are not, so an account moved to a plan without webhooks
 // can still see and remove what it configured (its events are no longer sent).
 
+// webhookRequest is the body of PUT /v1/webhook.
+type webhookRequest struct {
+	URL optionalText `json:"url"`
+}
+
+// webhookReply is the reply of GET and PUT /v1/webhook; the secret only on PUT.
+type webhookReply struct {
+	URL    string `json:"url"`
+	Secret string `json:"secret,omitzero"`
+}
+
 // getWebhook serves GET /v1/webhook: {url}, never the secret.
-func (a *API) getWebhook(c *call) {
-	u, err := a.eng.Webhook(c.r.Context(), c.acct)
+func (a *API) getWebhook(x *exchange) {
+	u, err := a.eng.Webhook(x.r.Context(), x.acct)
 	if err != nil {
-		a.engineError(c, err)
+		a.engineError(x, err)
 		return
 	}
-	o := append(c.out[:0], `{"url":`...)
-	o, _ = jsontext.AppendQuote(o, u)
-	o = append(o, '}')
-	c.out = o
-	a.writeJSON(c, http.StatusOK, o)
+	a.reply(x, http.StatusOK, &webhookReply{URL: u})
 }
 
 // putWebhook serves PUT /v1/webhook {url}: {url, secret}, the only time the secret is
 // shown.
-func (a *API) putWebhook(c *call) {
-	var raw string
-	if err := a.decodeWebhook(c, &raw); err != nil {
-		a.engineError(c, err)
+func (a *API) putWebhook(x *exchange) {
+	var req webhookRequest
+	if err := decodeBody(x.body.Bytes(), &req); err != nil {
+		a.engineError(x, err)
 		return
 	}
-	w, err := a.eng.PutWebhook(c.r.Context(), c.acct, raw)
+	if !req.URL.set {
+		a.engineError(x, engine.Invalid("url is required"))
+		return
+	}
+	w, err := a.eng.PutWebhook(x.r.Context(), x.acct, req.URL.s)
 	if err != nil {
-		a.engineError(c, err)
+		a.engineError(x, err)
 		return
 	}
-	o := append(c.out[:0], `{"url":`...)
-	o, _ = jsontext.AppendQuote(o, w.URL)
-	o = append(o, `,"secret":`...)
-	o, _ = jsontext.AppendQuote(o, w.Secret)
-	o = append(o, '}')
-	c.out = o
-	a.writeJSON(c, http.StatusOK, o)
-}
-
-func (a *API) decodeWebhook(c *call, url *string) error {
-	p := &c.p
-	if err := p.begin(&c.body, a.decodeOpts); err != nil {
-		return err
-	}
-	present := false
-	for {
-		name, done, err := p.next()
-		if err != nil {
-			return err
-		}
-		if done {
-			if err := p.finish(); err != nil {
-				return err
-			}
-			if !present {
-				return engine.Invalid("url is required")
-			}
-			return nil
-		}
-		switch string(name) {
-		case "url":
-			present, err = p.str(fURL, "url", url)
-		default:
-			err = unknown(name)
-		}
-		if err != nil {
-			return err
-		}
-	}
+	a.reply(x, http.StatusOK, &webhookReply{URL: w.URL, Secret: w.Secret})
 }
 
 // deleteWebhook serves DELETE /v1/webhook: 204, whether or not one was set.
-func (a *API) deleteWebhook(c *call) {
-	if err := a.eng.DeleteWebhook(c.r.Context(), c.acct); err != nil {
-		a.engineError(c, err)
+func (a *API) deleteWebhook(x *exchange) {
+	if err := a.eng.DeleteWebhook(x.r.Context(), x.acct); err != nil {
+		a.engineError(x, err)
 		return
 	}
-	c.w.Header()[RequestIDHeader] = []string{a.requestID(c)}
-	c.WriteHeader(http.StatusNoContent)
+	x.w.Header()[RequestIDHeader] = []string{a.requestID(x)}
+	x.WriteHeader(http.StatusNoContent)
 }
 
 // testWebhook serves POST /v1/webhook/test (no body): 202 {event_id}.
-func (a *API) testWebhook(c *call) {
-	id, err := a.eng.TestWebhook(c.r.Context(), c.acct)
+func (a *API) testWebhook(x *exchange) {
+	id, err := a.eng.TestWebhook(x.r.Context(), x.acct)
 	if err != nil {
-		a.engineError(c, err)
+		a.engineError(x, err)
 		return
 	}
-	o := append(c.out[:0], `{"event_id":`...)
-	o, _ = jsontext.AppendQuote(o, id)
-	o = append(o, '}')
-	c.out = o
-	a.writeJSON(c, http.StatusAccepted, o)
+	a.reply(x, http.StatusAccepted, &struct {
+		EventID string `json:"event_id"`
+	}{id})
 }

@@ -230,7 +230,7 @@ func (d *Deliverer) deliver(ctx context.Context, ev engine.OutboxEvent) {
 	default:
 		delay := Backoff(d.o.BackoffBase, d.o.BackoffMax, ev.Attempts+1, rand.Float64())
 		log.Warn("webhook delivery failed; will retry", "host", hostOf(w.URL), "status", status, "err", err,
-			"retry_in", delay.String())
+			"retry_in_ms", delay.Milliseconds())
 		d.settle(ev, Retried, delay, log)
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -119,8 +120,8 @@ func newFixtureWith(t *testing.T, opts webhook.Options, before func(*fixture)) *
 		t.Fatal(err)
 	}
 	wake := make(chan struct{}, 1)
-	f.eng = engine.New(f.store, dir, engine.Options{Webhooks: engine.WebhookOptions{
-		Policy: testPolicy,
+	f.eng = engine.New(engine.RolesOf(f.store), dir, engine.Options{Webhooks: engine.WebhookOptions{
+		Screen: webhook.Screen(testPolicy, nil),
 		Enqueued: func() {
 			select {
 			case wake <- struct{}{}:
@@ -268,6 +269,10 @@ func TestRetryThenDeliver(t *testing.T) {
 	time.Sleep(100 * time.Millisecond) // more than the backoff: nothing else arrives
 	if n := len(rc.deliveries()); n != 3 || f.outboxLen(t) != 0 {
 		t.Fatalf("after delivery: %d attempts, outbox %d", n, f.outboxLen(t))
+	}
+	// The retry's delay is logged in milliseconds, its unit in the field name.
+	if logs := f.logText(); !regexp.MustCompile(`will retry.* retry_in_ms=\d+`).MatchString(logs) {
+		t.Fatalf("no retry line with retry_in_ms:\n%s", logs)
 	}
 }
 

@@ -114,6 +114,6 @@
 // kept apart, so key "a_b" and key "a" with value "b" do not collide as they do in
 // the peer; a
 // "*" anywhere in a value is a wildcard (older peer releases honour only a trailing
-// one); a "*" in a key is an ordinary character; quota_mode and other keys of peer
-// forks are rejected like any unknown key.
+// one); a "*" in a key is an ordinary character; keys of peer forks are rejected like
+// any unknown key (quota_mode is the peer's own and is honoured: spec §9.7).
 package descriptors

@@ -32,41 +32,46 @@ func Load(paths ...string) (*Config, error) {
 	return build(srcs)
 }
 
-// readSources lists and reads the files that paths name. On error it also returns the
-// files read before it, which Watch fingerprints.
-func readSources(paths []string) ([]source, error) {
-	var srcs []source
+// Listed is one entry of Files: a descriptor file, or the error of a path that could not
+// be listed.
+type Listed struct {
+	Name string
+	Err  error // an *Error; Name is empty
+}
+
+// Files lists the descriptor files that paths name, in order, each once (by absolute
+// path): a file path is itself; a folder gives the regular files directly inside it whose
+// names end in .yaml or .yml and do not start with a dot, sorted by name (symbolic links
+// followed, as in a ConfigMap). A path or folder entry that cannot be read is listed as
+// its error, and listing goes on.
+func Files(paths []string) []Listed {
+	var out []Listed
 	seen := make(map[string]bool)
-	add := func(name string) error {
+	add := func(name string) {
 		key := name
 		if abs, err := filepath.Abs(name); err == nil {
 			key = abs
 		}
-		if seen[key] {
-			return nil
+		if !seen[key] {
+			seen[key] = true
+			out = append(out, Listed{Name: name})
 		}
-		seen[key] = true
-		data, err := readFile(name)
-		if err != nil {
-			return err
-		}
-		srcs = append(srcs, source{name: name, data: data})
-		return nil
 	}
+	fail := func(name string, err error) { out = append(out, Listed{Err: &Error{File: name, Msg: ioMsg(err)}}) }
 	for _, p := range paths {
 		info, err := os.Stat(p)
 		if err != nil {
-			return srcs, &Error{File: p, Msg: ioMsg(err)}
+			fail(p, err)
+			continue
 		}
 		if !info.IsDir() {
-			if err := add(p); err != nil {
-				return srcs, err
-			}
+			add(p)
 			continue
 		}
 		ents, err := os.ReadDir(p) // sorted by name
 		if err != nil {
-			return srcs, &Error{File: p, Msg: ioMsg(err)}
+			fail(p, err)
+			continue
 		}
 		for _, e := range ents {
 			name := e.Name()
@@ -75,17 +80,30 @@ func readSources(paths []string) ([]source, error) {
 				continue
 			}
 			full := filepath.Join(p, name)
-			info, err := os.Stat(full) // follows symbolic links, as in a ConfigMap
+			info, err := os.Stat(full)
 			if err != nil {
-				return srcs, &Error{File: full, Msg: ioMsg(err)}
-			}
-			if !info.Mode().IsRegular() {
-				continue
-			}
-			if err := add(full); err != nil {
-				return srcs, err
+				fail(full, err)
+			} else if info.Mode().IsRegular() {
+				add(full)
 			}
 		}
+	}
+	return out
+}
+
+// readSources lists and reads the files that paths name, stopping at the first error. On
+// error it also returns the files read before it, which Watch fingerprints.
+func readSources(paths []string) ([]source, error) {
+	var srcs []source
+	for _, l := range Files(paths) {
+		if l.Err != nil {
+			return srcs, l.Err
+		}
+		data, err := readFile(l.Name)
+		if err != nil {
+			return srcs, err
+		}
+		srcs = append(srcs, source{name: l.Name, data: data})
 	}
 	return srcs, nil
 }

@@ -87,7 +87,7 @@ func startInstance(t *testing.T, store engine.Store, st setup, addr string) *ins
 		t.Fatal(err)
 	}
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	eng := engine.New(store, dir, engine.Options{Logger: log})
+	eng := engine.New(engine.RolesOf(store), dir, engine.Options{Logger: log})
 	cfg := &domains.Config{Descriptors: loadDescriptors(t, st.descriptors), Routing: domains.Routing{Domains: st.domains, DefaultAccount: st.defaultAcct}}
 	if err := cfg.Validate(dir); err != nil {
 		t.Fatal(err)

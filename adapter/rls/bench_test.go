@@ -73,7 +73,7 @@ func BenchmarkShouldRateLimitTracing(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			eng := engine.New(store, dir, engine.Options{Observer: met.Observer(nil, 0.8)})
+			eng := engine.New(engine.RolesOf(store), dir, engine.Options{Observer: met.Observer(nil, 0.8)})
 			cfg := &domains.Config{Routing: domains.Routing{Domains: map[string]string{"edge": "acme"}},
 				Descriptors: loadFiles(b, map[string]string{"edge.yaml": "domain: edge\ndescriptors:\n  - key: user\n    rate_limit: {unit: minute, requests_per_unit: 1000000000}\n"})}
 			svc := rls.NewService(cfg, rls.Options{Engine: eng, Accounts: eng.Account, Rules: met.Rules(), Trace: tr != nil})

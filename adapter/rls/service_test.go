@@ -168,7 +168,7 @@ func newHarnessWith(t testing.TB, plan engine.Plan, files map[string]string, o h
 		t.Fatal(err)
 	}
 	h.acct, _ = dir.Account("acme")
-	h.eng = engine.New(h.store, dir, o.engine)
+	h.eng = engine.New(engine.RolesOf(h.store), dir, o.engine)
 	cfg := &domains.Config{Routing: domains.Routing{Domains: map[string]string{"edge": "acme", "other": "acme"}}}
 	if len(files) > 0 {
 		cfg.Descriptors = loadFiles(t, files)

@@ -45,7 +45,7 @@ func TestTracingUnsampledAddsNoAllocation(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		eng := engine.New(ms, dir, engine.Options{})
+		eng := engine.New(engine.RolesOf(ms), dir, engine.Options{})
 		cfg := &domains.Config{Routing: domains.Routing{Domains: map[string]string{"edge": "acme"}}, Descriptors: loadFiles(t, files)}
 		svc := rls.NewService(cfg, rls.Options{Engine: eng, Accounts: eng.Account, Trace: traced})
 		handler := func(ctx context.Context, req any) (any, error) {

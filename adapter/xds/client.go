@@ -92,7 +92,7 @@ func Run(ctx context.Context, o Options) {
 		}
 		wait := time.Duration(float64(delay) * (0.8 + 0.4*rand.Float64()))
 		c.log.Warn("xds: stream to the management server ended; keeping the last good config and reconnecting",
-			"err", err, "retry_in", wait.Round(time.Millisecond).String())
+			"err", err, "retry_in_ms", wait.Milliseconds())
 		select {
 		case <-ctx.Done():
 			return

@@ -56,7 +56,7 @@ func newRig(t *testing.T, address string, tc *tls.Config) *rig {
 	if err != nil {
 		t.Fatal(err)
 	}
-	eng := engine.New(ms, dir, engine.Options{})
+	eng := engine.New(engine.RolesOf(ms), dir, engine.Options{})
 	path := filepath.Join(t.TempDir(), "files.yaml")
 	if err := os.WriteFile(path, []byte("domain: files\ndescriptors:\n  - key: k\n    rate_limit: {unit: minute, requests_per_unit: 1}\n"), 0o644); err != nil {
 		t.Fatal(err)

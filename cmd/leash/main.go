@@ -14,12 +14,14 @@ import (
 	"crypto/rand"
 	"encoding/base64"
 	"encoding/hex"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
 	"runtime/debug"
+	"slices"
 	"strings"
 
 	"github.com/leashd/leash/cli"
@@ -36,10 +38,36 @@ const usageText = `usage:
                                    the same binary named ratelimit always does
   leash check-config [--config FILE]... [DESCRIPTOR_PATH]...
                                    check config and descriptor files as serve would load
-                                   them; exit 0 valid, 1 invalid, 2 bad usage
+                                   them (DESCRIPTOR_PATHs given replace envoy.config_paths);
+                                   exit 0 valid, 1 invalid, 2 bad usage
   leash keys new                   print a new API key and the line to put in the config
   leash version                    print the version
 ` + cli.Usage
+
+// The --help texts of the binary's own commands.
+const (
+	serveHelp = `usage:
+  leash serve [--config FILE]... [--peer-env]
+    start the service: /v1, the admin listener and Envoy gRPC (no config: memory store,
+    dev account)
+flags:
+  --config FILE  config file (YAML); repeat to layer files, later ones win key by key
+  --peer-env     also read envoyproxy/ratelimit's environment variables, as the same
+                 binary named ratelimit always does (LEASH_CONFIG names config files)
+`
+	checkConfigHelp = `usage:
+  leash check-config [--config FILE]... [DESCRIPTOR_PATH]...
+    check config and descriptor files as serve would load them, without serving or
+    contacting the store; DESCRIPTOR_PATHs given replace envoy.config_paths
+flags (before, between or after the paths; -- ends them):
+  --config FILE  Leash config file (YAML); repeat to layer files, as for serve
+exit status: 0 valid, 1 invalid (every problem on stderr), 2 bad usage
+`
+	keysHelp = `usage:
+  leash keys new
+    print a new API key and the line to put in the config
+`
+)
 
 func main() {
 	args := os.Args[1:]
@@ -61,10 +89,14 @@ func run(args []string, stdout, stderr io.Writer) int {
 	case "serve":
 		fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 		fs.SetOutput(stderr)
+		fs.Usage = func() {}
 		var paths listFlag
 		fs.Var(&paths, "config", "config file (YAML); repeat to layer files, later ones win key by key")
 		peer := fs.Bool("peer-env", false, "also read envoyproxy/ratelimit's environment variables (spec §9.18)")
-		if err := fs.Parse(args[1:]); err != nil {
+		if err := fs.Parse(args[1:]); errors.Is(err, flag.ErrHelp) {
+			fmt.Fprint(stdout, serveHelp)
+			return 0
+		} else if err != nil {
 			return 2
 		}
 		if fs.NArg() > 0 {
@@ -81,12 +113,19 @@ func run(args []string, stdout, stderr io.Writer) int {
 		}
 		return serve(paths, environ, stdout, stderr)
 	case "check-config":
-		paths, descs, ok := parseCheckArgs(args[1:], stderr)
-		if !ok {
+		paths, descs, err := parseCheckArgs(args[1:], stderr)
+		if errors.Is(err, flag.ErrHelp) {
+			fmt.Fprint(stdout, checkConfigHelp)
+			return 0
+		} else if err != nil {
 			return 2
 		}
 		return checkConfig(paths, descs, os.Environ(), stdout, stderr)
 	case "keys":
+		if slices.ContainsFunc(args[1:], isHelp) {
+			fmt.Fprint(stdout, keysHelp)
+			return 0
+		}
 		if len(args) != 2 || args[1] != "new" {
 			fmt.Fprint(stderr, usageText)
 			return 2
@@ -109,33 +148,56 @@ func run(args []string, stdout, stderr io.Writer) int {
 
 // parseCheckArgs reads check-config's arguments: --config flags and descriptor paths, in
 // any order ("--" ends the flags), as the /v1 verbs read theirs (cli.ParseInterleaved).
-func parseCheckArgs(args []string, stderr io.Writer) (configs, descs []string, ok bool) {
+// The error is flag.ErrHelp for -h or --help; the flag package has printed any other.
+func parseCheckArgs(args []string, stderr io.Writer) (configs, descs []string, err error) {
 	fs := flag.NewFlagSet("check-config", flag.ContinueOnError)
 	fs.SetOutput(stderr)
+	fs.Usage = func() {}
 	fs.Var((*listFlag)(&configs), "config", "Leash config file (YAML); repeat to layer files, as for serve")
-	descs, err := cli.ParseInterleaved(fs, args)
+	descs, err = cli.ParseInterleaved(fs, args)
 	if err != nil {
-		return nil, nil, false
+		return nil, nil, err
 	}
-	return configs, descs, true
+	return configs, descs, nil
+}
+
+// isHelp reports whether arg asks for help as the flag package reads it.
+func isHelp(arg string) bool {
+	switch arg {
+	case "-h", "--h", "-help", "--help":
+		return true
+	}
+	return false
 }
 
 // checkConfig is `leash check-config` (spec §9.16): every problem on stderr, one a line.
 func checkConfig(configs, descs, environ []string, stdout, stderr io.Writer) int {
 	res := setup.Check(configs, descs, environ)
+	if len(res.Replaced) > 0 {
+		fmt.Fprintf(stderr, "leash check-config: envoy.config_paths (%s) not checked: the paths named on the command line replace them\n",
+			strings.Join(res.Replaced, ", "))
+	}
 	if len(res.Errors) > 0 {
 		for _, err := range res.Errors {
 			fmt.Fprintln(stderr, err)
 		}
-		fmt.Fprintf(stderr, "leash check-config: invalid (%d problem(s))\n", len(res.Errors))
+		fmt.Fprintf(stderr, "leash check-config: invalid (%s)\n", plural(res.Problems, "problem"))
 		return 1
 	}
-	fmt.Fprintf(stdout, "leash check-config: valid: %d account(s), %d domain(s)", res.Accounts, len(res.Domains))
+	fmt.Fprintf(stdout, "leash check-config: valid: %s, %s", plural(res.Accounts, "account"), plural(len(res.Domains), "domain"))
 	if len(res.Domains) > 0 {
 		fmt.Fprintf(stdout, ": %s", strings.Join(res.Domains, ", "))
 	}
 	fmt.Fprintln(stdout)
 	return 0
+}
+
+// plural is "1 problem", "2 problems", "0 problems".
+func plural(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
 }
 
 // listFlag collects a repeated string flag.

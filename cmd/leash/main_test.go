@@ -15,6 +15,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -190,6 +191,12 @@ func TestGracefulShutdown(t *testing.T) {
 	}
 	if !p.HasLog("stopped") {
 		t.Fatal("no final log line")
+	}
+	// Durations in the log name their unit.
+	if !slices.ContainsFunc(p.Logs(), func(r map[string]any) bool {
+		return r["msg"] == "shutting down" && r["drain_delay_ms"] == float64(700)
+	}) {
+		t.Fatalf("no shutting down line with drain_delay_ms 700: %v", p.Logs())
 	}
 }
 

@@ -26,7 +26,7 @@ const (
 	dashboardPath = "../../deploy/helm/leash/files/leash-dashboard.json"
 	alertsPath    = "../../deploy/helm/leash/files/leash-alerts.yaml"
 	specPath      = "../../docs/spec.md"
-	readmePath    = "../../README.md"
+	opsPath       = "../../docs/operations.md"
 )
 
 // family is one metric family of a /metrics page: its type and the label names its
@@ -176,7 +176,7 @@ metrics:
 
 // TestDashboardAndAlertsQueryExposedMetrics: every metric name the Grafana dashboard and
 // the alerting rules query (spec §12.9) is exposed by /metrics of a running leash, on the
-// memory store and on the Redis store; and spec §12.2 and the README's Operations section
+// memory store and on the Redis store; and spec §12.2 and docs/operations.md's metrics section
 // name every leash_* family /metrics exposes, with each of its labels in spec §12.2, and
 // no family /metrics lacks (with an xDS server configured, for the xDS families).
 func TestDashboardAndAlertsQueryExposedMetrics(t *testing.T) {
@@ -261,9 +261,9 @@ func TestDashboardAndAlertsQueryExposedMetrics(t *testing.T) {
 		}
 	}
 
-	// spec §12.2 and the README name every leash_* family, and the spec each label.
+	// spec §12.2 and docs/operations.md name every leash_* family, and the spec each label.
 	spec := section(t, specPath, "### §12.2 Metrics", "\n### ")
-	readme := section(t, readmePath, "## Operations", "\n## ")
+	ops := section(t, opsPath, "## Health, metrics, tracing and shutdown", "\n## ")
 	rows := map[string]string{} // family → its row of the spec's table
 	for _, line := range strings.Split(spec, "\n") {
 		if m := regexp.MustCompile("^\\| `(leash_[a-z0-9_]+)` \\|").FindStringSubmatch(line); m != nil {
@@ -283,8 +283,8 @@ func TestDashboardAndAlertsQueryExposedMetrics(t *testing.T) {
 				t.Errorf("spec §12.2's row of %s does not name its label %s", name, l)
 			}
 		}
-		if !strings.Contains(readme, name) {
-			t.Errorf("the README's Operations section does not name %s", name)
+		if !strings.Contains(ops, name) {
+			t.Errorf("docs/operations.md's metrics section does not name %s", name)
 		}
 	}
 	for name := range rows {

@@ -79,9 +79,9 @@ func serve(paths, environ []string, stdout, stderr io.Writer) int {
 	istore := m.InstrumentTraced(store, tracer)
 	policy := ssrf.Policy{AllowHTTP: cfg.Webhooks.AllowHTTP, AllowPrivateTargets: cfg.Webhooks.AllowPrivateTargets}
 	wake := make(chan struct{}, 1) // an event was queued here: deliver without waiting for the poll
-	eng := engine.New(istore, dir, engine.Options{Logger: log, LocalCacheMaxEntries: cfg.Envoy.LocalCache.MaxEntries,
+	eng := engine.New(engine.RolesOf(istore), dir, engine.Options{Logger: log, LocalCacheMaxEntries: cfg.Envoy.LocalCache.MaxEntries,
 		Observer: m.Observer(cfg.Metrics.Namespaces, cfg.Metrics.NearLimitRatio), Webhooks: engine.WebhookOptions{
-			Policy: policy,
+			Screen: webhook.Screen(policy, nil),
 			Enqueued: func() {
 				select {
 				case wake <- struct{}{}:
@@ -254,7 +254,7 @@ func serve(paths, environ []string, stdout, stderr io.Writer) int {
 	code := 0
 	select {
 	case <-ctx.Done():
-		log.Info("shutting down", "drain_delay", cfg.Shutdown.DrainDelay.String())
+		log.Info("shutting down", "drain_delay_ms", cfg.Shutdown.DrainDelay.Milliseconds())
 	case err := <-serveErr:
 		log.Error("listener failed", "err", err)
 		code = 1

@@ -94,7 +94,7 @@ func BenchmarkMergedSpendScript(b *testing.B) {
 		b.Run(fmt.Sprintf("keys=%d", width), func(b *testing.B) {
 			s := openStore(b, Options{URL: url})
 			ctx := context.Background()
-			if err := s.sc.spend.Load(ctx, s.client).Err(); err != nil {
+			if err := s.scripts.spend.Load(ctx, s.client).Err(); err != nil {
 				b.Fatal(err)
 			}
 			redis0 := redisCPU()
@@ -110,7 +110,7 @@ func BenchmarkMergedSpendScript(b *testing.B) {
 						keys[q] = s.keys.counter(engine.Counter{Account: "acme", Namespace: "api", Key: fmt.Sprintf("user:%d", k%10_000), Algorithm: engine.FixedWindow, WindowMS: 60_000})
 						args = append(args, "f", 1_000_000_000, 60_000, 1)
 					}
-					s.sc.spend.EvalSha(ctx, p, keys, args...)
+					s.scripts.spend.EvalSha(ctx, p, keys, args...)
 					n += width
 				}
 				if _, err := p.Exec(ctx); err != nil {
@@ -123,4 +123,71 @@ func BenchmarkMergedSpendScript(b *testing.B) {
 			}
 		})
 	}
+}
+
+// BenchmarkDecisionRoad is the figure of docs/redis.md ("Why the pipe stays") that decides which
+// road decisions take to Redis:
+//
+//	go test -run='^$' -bench=BenchmarkDecisionRoad -benchtime=200000x ./engine/redisstore/
+//
+// Both sub-benchmarks make the same sliding_window decisions over 1,000 counters from about
+// 64 goroutines (RunParallel) against the harness's redis-server. respipe: Store.Spend,
+// as served (the pipe, Spend requests waiting together merged into one spend.lua call).
+// goredis: the same spend.lua EVALSHA sent through the Store's go-redis client, one call
+// per decision. Each reports decisions/s, and the redis-server's and this process's CPU
+// (utime + stime) per decision.
+func BenchmarkDecisionRoad(b *testing.B) {
+	url := singleURL(b)
+	par := max(1, 64/runtime.GOMAXPROCS(0))
+	spends := make([]engine.Spend, 1000)
+	for i := range spends {
+		spends[i] = engine.Spend{
+			Counter: engine.Counter{Account: "acme", Namespace: "api", Key: fmt.Sprintf("user:%d", i), Algorithm: engine.SlidingWindow, WindowMS: 60_000},
+			Limit:   1_000_000_000,
+			Cost:    1,
+		}
+	}
+	road := func(b *testing.B, decide func(s *Store, sp *engine.Spend) error) {
+		s := openStore(b, Options{URL: url})
+		var next, errs atomic.Int64
+		b.SetParallelism(par)
+		redis0, self0 := redisCPU(), selfCPU()
+		b.ResetTimer()
+		b.RunParallel(func(pb *testing.PB) {
+			i := next.Add(1) * 97
+			for pb.Next() {
+				i++
+				if err := decide(s, &spends[i%int64(len(spends))]); err != nil {
+					errs.Add(1)
+				}
+			}
+		})
+		b.StopTimer()
+		if n := errs.Load(); n > 0 {
+			b.Fatalf("%d decisions failed", n)
+		}
+		b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "decisions/s")
+		b.ReportMetric(float64((selfCPU()-self0).Microseconds())/float64(b.N), "client-cpu-µs/decision")
+		if redis0 >= 0 {
+			b.ReportMetric(float64((redisCPU()-redis0).Microseconds())/float64(b.N), "redis-cpu-µs/decision")
+		}
+	}
+	ctx := context.Background()
+	b.Run("respipe", func(b *testing.B) {
+		road(b, func(s *Store, sp *engine.Spend) error {
+			_, err := s.Spend(ctx, *sp)
+			return err
+		})
+	})
+	b.Run("goredis", func(b *testing.B) {
+		road(b, func(s *Store, sp *engine.Spend) error {
+			keys := []string{s.keys.counter(sp.Counter)}
+			r, err := s.client.EvalSha(ctx, s.scripts.spend.Hash(), keys,
+				"t", s.slack, algCode(sp.Counter.Algorithm), sp.Limit, sp.Counter.WindowMS, sp.Cost).Int64Slice()
+			if err == nil && len(r) != 4 {
+				err = fmt.Errorf("reply %v", r)
+			}
+			return err
+		})
+	})
 }

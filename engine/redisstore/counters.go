@@ -17,8 +17,8 @@ func (s *Store) Spend(ctx context.Context, sp engine.Spend) (engine.Decision, er
 	}
 	code := spendCode(&sp)
 	var buf [4]int64 // the reply, without a heap allocation
-	r, err := s.runHot(ctx, s.sc.spend, buf[:0], []string{s.keys.counter(sp.Counter)},
-		sarg(s.nowArg()), narg(s.slack), sarg(code), narg(sp.Limit), narg(sp.Counter.WindowMS), narg(sp.Cost))
+	r, err := s.runHot(ctx, s.scripts.spend, buf[:0], []string{s.keys.counter(sp.Counter)},
+		strArg(s.nowArg()), intArg(s.slack), strArg(code), intArg(sp.Limit), intArg(sp.Counter.WindowMS), intArg(sp.Cost))
 	if err != nil {
 		return engine.Decision{}, err
 	}
@@ -37,13 +37,13 @@ func (s *Store) SpendAll(ctx context.Context, spends []engine.Spend, out []engin
 	n := len(spends)
 	keys := make([]string, n)
 	args := make([]arg, 0, 2+4*n)
-	args = append(args, sarg(s.nowArg()), narg(s.slack))
+	args = append(args, strArg(s.nowArg()), intArg(s.slack))
 	for i := range spends {
 		sp := &spends[i]
 		keys[i] = s.keys.counter(sp.Counter)
-		args = append(args, sarg(spendCode(sp)), narg(sp.Limit), narg(sp.Counter.WindowMS), narg(sp.Cost))
+		args = append(args, strArg(spendCode(sp)), intArg(sp.Limit), intArg(sp.Counter.WindowMS), intArg(sp.Cost))
 	}
-	r, err := s.runHot(ctx, s.sc.spendAll, nil, keys, args...)
+	r, err := s.runHot(ctx, s.scripts.spendAll, nil, keys, args...)
 	if err != nil {
 		return err
 	}
@@ -77,7 +77,7 @@ func (s *Store) Reset(ctx context.Context, c engine.Counter) (bool, error) {
 	}
 	code := algCode(c.Algorithm)
 	ctx = s.opCtx(ctx)
-	cmd, err := s.eval(ctx, s.sc.reset, []string{s.keys.counter(c)}, s.nowArg(), s.slack, code, c.WindowMS)
+	cmd, err := s.eval(ctx, s.scripts.reset, []string{s.keys.counter(c)}, s.nowArg(), s.slack, code, c.WindowMS)
 	if err != nil {
 		return false, err
 	}

@@ -18,7 +18,7 @@ func (s *Store) ReportDemand(ctx context.Context, d engine.DemandReport) ([]engi
 		return nil, err
 	}
 	k := s.keys.demand(d.Bucket)
-	cmd, err := evalWith(s.opCtx(ctx), s, redis.NewSliceCmd, s.sc.demandReport, []string{k[0], k[1]},
+	cmd, err := evalWith(s.opCtx(ctx), s, redis.NewSliceCmd, s.scripts.demandReport, []string{k[0], k[1]},
 		[]any{s.nowArg(), d.Stream, d.MilliRPS, d.TTLMS, engine.MaxDemandStreams})
 	if err != nil {
 		return nil, err
@@ -47,6 +47,6 @@ func (s *Store) DropDemand(ctx context.Context, b engine.DemandBucket, stream st
 		return err
 	}
 	k := s.keys.demand(b)
-	_, err := s.run(ctx, s.sc.demandDrop, []string{k[0], k[1]}, stream)
+	_, err := s.run(ctx, s.scripts.demandDrop, []string{k[0], k[1]}, stream)
 	return err
 }

@@ -193,6 +193,9 @@ func TestStartupWaitsForRedis(t *testing.T) {
 	if !strings.Contains(logs.String(), "Redis not reachable yet; retrying") {
 		t.Fatalf("no retry log line; logs:\n%s", logs.String())
 	}
+	if !strings.Contains(logs.String(), "retry_in_ms=") { // a duration names its unit
+		t.Fatalf("retry line without retry_in_ms; logs:\n%s", logs.String())
+	}
 	if err := s.Ping(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -312,11 +315,11 @@ func TestNewClient(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	sc, ok := c.(*redis.Client)
+	singleClient, ok := c.(*redis.Client)
 	if !ok {
 		t.Fatalf("URL: %T, want *redis.Client", c)
 	}
-	so := sc.Options()
+	so := singleClient.Options()
 	check("URL", so.MaxRetries, so.DialerRetries, so.DialTimeout, so.ReadTimeout, so.WriteTimeout, so.PoolTimeout, so.PoolSize, so.ContextTimeoutEnabled)
 	if so.Addr != "127.0.0.1:7001" || so.DB != 4 || so.Username != "u" || so.Password != "override" || so.ClientName != "leash" ||
 		so.TLSConfig == nil || !so.TLSConfig.InsecureSkipVerify || so.MaintNotificationsConfig.Mode != maintnotifications.ModeDisabled {

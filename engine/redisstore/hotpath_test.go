@@ -14,16 +14,17 @@ import (
 )
 
 // The decisions' path (hotpath.go) through the Store's public methods: which pipe a
-// decision takes, how the pipes connect, and the fallback to go-redis. The pipe itself is
-// tested in package respipe.
+// decision takes, how the pipes connect, and what a call Redis did not run does next (sent
+// again on the pipe). The pipe itself is tested in package respipe.
 
 func pipeSpend(key string, limit int64) engine.Spend {
 	return engine.Spend{Counter: engine.Counter{Account: "a", Namespace: "ns", Key: key, Algorithm: engine.FixedWindow, WindowMS: 3_600_000}, Limit: limit, Cost: 1}
 }
 
 // TestPipeScriptsFlushed: scripts missing on the server (SCRIPT FLUSH, or a restarted
-// Redis) make every kind of decision fall back to go-redis, which loads them again, and
-// the decisions carry on, each counted once.
+// Redis) are loaded again (SCRIPT LOAD) and every kind of decision is sent again on the
+// pipe, encoded once: no EVAL, one EVALSHA answered NOSCRIPT and one that runs; the
+// decisions carry on, each counted once.
 func TestPipeScriptsFlushed(t *testing.T) {
 	t.Parallel()
 	srv := redistest.StartServer(t, false)
@@ -74,6 +75,56 @@ func TestPipeScriptsFlushed(t *testing.T) {
 	if s.pipes.Conns() != 1 {
 		t.Fatalf("%d pipes open, want the node's one", s.pipes.Conns())
 	}
+	// 14 decisions, 9 of them right after a SCRIPT FLUSH (SpendAll, Acquire, Renew,
+	// Release, and the first of each pair of Spend calls).
+	stats := commandStats(t, admin)
+	if ev := stats["eval"]; ev.calls != 0 {
+		t.Fatalf("EVAL ran %d times: a decision went through go-redis's fallback", ev.calls)
+	}
+	if ev := stats["evalsha"]; ev.calls != 14+9 || ev.failed != 9 {
+		t.Fatalf("EVALSHA: %d calls, %d failed; want 14 that ran and 9 answered NOSCRIPT", ev.calls, ev.failed)
+	}
+	if sl, atOpen := stats["script|load"], int64(len(s.scripts.all())); sl.calls != atOpen+9 {
+		t.Fatalf("SCRIPT LOAD ran %d times, want %d at Open and once per flush (9)", sl.calls, atOpen)
+	}
+	if n := len(pipeConnsOn(t, srv)); n != 1 {
+		t.Fatalf("%d connections ran EVALSHA in RESP2, want the pipe's one", n)
+	}
+}
+
+// commandStat is one command's line of INFO commandstats.
+type commandStat struct{ calls, rejected, failed int64 }
+
+// commandStats returns INFO commandstats by command name (lower case, "script|load").
+func commandStats(t *testing.T, admin *redis.Client) map[string]commandStat {
+	t.Helper()
+	info, err := admin.Info(context.Background(), "commandstats").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := make(map[string]commandStat)
+	for _, line := range strings.Split(info, "\n") {
+		name, rest, ok := strings.Cut(strings.TrimSpace(line), ":")
+		name, found := strings.CutPrefix(name, "cmdstat_")
+		if !ok || !found {
+			continue
+		}
+		var st commandStat
+		for _, f := range strings.Split(rest, ",") {
+			k, v, _ := strings.Cut(f, "=")
+			n, _ := strconv.ParseInt(v, 10, 64)
+			switch k {
+			case "calls":
+				st.calls = n
+			case "rejected_calls":
+				st.rejected = n
+			case "failed_calls":
+				st.failed = n
+			}
+		}
+		out[name] = st
+	}
+	return out
 }
 
 // TestPipeConnectsLikeGoRedis: the decisions' connection takes the URL's TLS (rediss://),
@@ -152,4 +203,116 @@ func fieldOf(line, name string) string {
 		}
 	}
 	return ""
+}
+
+// TestClusterDecisionsFollowSlotMigration: a slot moving between masters while the Store's
+// slot map still names the old one. Migrating, the old master answers ASK for a key it
+// does not have, and the decision is sent again, after ASKING, to the new one (which
+// answers NOSCRIPT first: the script is loaded there, and the call sent again); migrated,
+// the old master answers MOVED and the decision is sent again to the master it names.
+// Every decision runs once, on a pipe, its arguments encoded once (no EVAL anywhere).
+func TestClusterDecisionsFollowSlotMigration(t *testing.T) {
+	t.Parallel()
+	c := redistest.StartCluster(t, 0)
+	s := openStore(t, Options{ClusterAddrs: c.Addrs()})
+	ctx := context.Background()
+	sp := pipeSpend("k", 100)
+	key := s.keys.counter(sp.Counter)
+	admins := make(map[*redistest.Server]*redis.Client)
+	ids := make(map[*redistest.Server]string)
+	for _, n := range c.Nodes {
+		admins[n] = redis.NewClient(&redis.Options{Addr: n.Addr(), MaxRetries: -1})
+		defer admins[n].Close()
+		id, err := admins[n].Do(ctx, "CLUSTER", "MYID").Text()
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids[n] = id
+	}
+	src, err := c.MasterFor(ctx, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dst := c.Nodes[0]
+	if dst == src {
+		dst = c.Nodes[1]
+	}
+	slot, err := admins[src].ClusterKeySlot(ctx, key).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	do := func(n *redistest.Server, args ...any) {
+		t.Helper()
+		if err := admins[n].Do(ctx, args...).Err(); err != nil {
+			t.Fatalf("%v on %s: %v", args, n.Addr(), err)
+		}
+	}
+	tries := func(n *redistest.Server) int64 { // EVALSHA run or redirected on n
+		ev := commandStats(t, admins[n])["evalsha"]
+		return ev.calls + ev.rejected
+	}
+	keysIn := func(n *redistest.Server) int64 {
+		k, err := admins[n].ClusterCountKeysInSlot(ctx, int(slot)).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return k
+	}
+	remaining := int64(100)
+	spend := func(what string) {
+		t.Helper()
+		remaining--
+		d, err := s.Spend(ctx, sp)
+		if err != nil || !d.Allowed || d.Remaining != remaining {
+			t.Fatalf("spend %s: %+v, %v; want remaining %d", what, d, err, remaining)
+		}
+	}
+	// Make the Store's slot map name src, then start the migration: src answers ASK.
+	if _, err := s.pipeFor(ctx, key); err != nil {
+		t.Fatal(err)
+	}
+	do(dst, "CLUSTER", "SETSLOT", slot, "IMPORTING", ids[src])
+	do(src, "CLUSTER", "SETSLOT", slot, "MIGRATING", ids[dst])
+	do(dst, "SCRIPT", "FLUSH") // and the new master has lost its scripts: ASK, then NOSCRIPT
+	srcTries := tries(src)
+	spend("while the slot migrates")
+	if got := tries(src) - srcTries; got != 1 {
+		t.Fatalf("the migrating master saw %d EVALSHA, want 1 (answered ASK)", got)
+	}
+	if keysIn(src) != 0 || keysIn(dst) != 1 {
+		t.Fatalf("keys in the slot: %d on the old master, %d on the new; want the counter on the new", keysIn(src), keysIn(dst))
+	}
+	if st := commandStats(t, admins[dst])["asking"]; st.calls != 2 {
+		t.Fatalf("ASKING ran %d times on the importing master, want 2 (before NOSCRIPT, before the decision)", st.calls)
+	}
+
+	// Finish the migration; then move the slot back and forth (with its key) until a
+	// decision meets a stale slot map (go-redis reloads it every second on its own).
+	from, to := src, dst
+	moved := false
+	for round := 0; round < 5 && !moved; round++ {
+		if round > 0 {
+			from, to = to, from
+			do(to, "CLUSTER", "SETSLOT", slot, "IMPORTING", ids[from])
+			do(from, "CLUSTER", "SETSLOT", slot, "MIGRATING", ids[to])
+			do(from, "MIGRATE", "127.0.0.1", to.Port, "", 0, 5000, "KEYS", key)
+		}
+		for _, n := range c.Nodes {
+			do(n, "CLUSTER", "SETSLOT", slot, "NODE", ids[to])
+		}
+		fromTries := tries(from)
+		spend("after the slot moved")
+		moved = tries(from)-fromTries == 1
+		if keysIn(from) != 0 || keysIn(to) != 1 {
+			t.Fatalf("keys in the slot: %d on the old master, %d on the new", keysIn(from), keysIn(to))
+		}
+	}
+	if !moved {
+		t.Fatal("no decision met a stale slot map (MOVED) in 5 slot moves")
+	}
+	for _, n := range c.Nodes {
+		if ev := commandStats(t, admins[n])["eval"]; ev.calls != 0 {
+			t.Fatalf("EVAL ran %d times on %s: a decision went through go-redis", ev.calls, n.Addr())
+		}
+	}
 }

@@ -30,10 +30,11 @@ import (
 // All keys one script touches share one hash tag (the part in braces), so every script
 // runs on one Redis Cluster slot.
 
-// esc escapes '%', '{', '}' and, unless last, ':' as %XX. Account ids and namespaces never
-// contain any of them (spec §2.1, §3.4), so they read as written; keys may, and ':' is
-// left as it is in the last part of a tag, where it cannot be confused with a separator.
-func esc(b *strings.Builder, s string, last bool) {
+// writeEscaped writes s to b with '%', '{', '}' and, unless last, ':' escaped as %XX.
+// Account ids and namespaces never contain any of them (spec §2.1, §3.4), so they read as
+// written; keys may, and ':' is left as it is in the last part of a tag, where it cannot
+// be confused with a separator.
+func writeEscaped(b *strings.Builder, s string, last bool) {
 	for i := 0; i < len(s); i++ {
 		c := s[i]
 		switch {
@@ -54,7 +55,7 @@ type keys struct {
 
 func newKeys(prefix string) keys {
 	var b strings.Builder
-	esc(&b, prefix, false)
+	writeEscaped(&b, prefix, false)
 	return keys{prefix: b.String()}
 }
 
@@ -66,11 +67,11 @@ func (k keys) tag(account, namespace, key string) string {
 	b.WriteByte('{')
 	b.WriteString(k.prefix)
 	b.WriteString(":k:")
-	esc(&b, account, false)
+	writeEscaped(&b, account, false)
 	b.WriteByte(':')
-	esc(&b, namespace, false)
+	writeEscaped(&b, namespace, false)
 	b.WriteByte(':')
-	esc(&b, key, true)
+	writeEscaped(&b, key, true)
 	b.WriteByte('}')
 	return b.String()
 }
@@ -111,7 +112,7 @@ func (k keys) usageTag(account string) string {
 	b.WriteByte('{')
 	b.WriteString(k.prefix)
 	b.WriteString(":u:")
-	esc(&b, account, true)
+	writeEscaped(&b, account, true)
 	b.WriteByte('}')
 	return b.String()
 }
@@ -134,7 +135,7 @@ func (k keys) usageSeen(account, batchID string) string {
 	var b strings.Builder
 	b.WriteString(k.usageTag(account))
 	b.WriteString(":seen:")
-	esc(&b, inst, true)
+	writeEscaped(&b, inst, true)
 	return b.String()
 }
 
@@ -146,9 +147,9 @@ func (k keys) rules(account, namespace string) string {
 	var b strings.Builder
 	b.WriteString(k.rulesTag())
 	b.WriteByte(':')
-	esc(&b, account, false)
+	writeEscaped(&b, account, false)
 	b.WriteByte(':')
-	esc(&b, namespace, true)
+	writeEscaped(&b, namespace, true)
 	return b.String()
 }
 
@@ -160,7 +161,7 @@ func (k keys) webhook(account string) string {
 	b.WriteByte('{')
 	b.WriteString(k.prefix)
 	b.WriteString(":w:")
-	esc(&b, account, true)
+	writeEscaped(&b, account, true)
 	b.WriteString("}:hook")
 	return b.String()
 }
@@ -177,6 +178,6 @@ func (k keys) outboxOnce(onceKey string) string {
 	var b strings.Builder
 	b.WriteString(k.outboxTag())
 	b.WriteString(":once:")
-	esc(&b, onceKey, true)
+	writeEscaped(&b, onceKey, true)
 	return b.String()
 }

@@ -26,10 +26,10 @@ func (s *Store) Acquire(ctx context.Context, set engine.LeaseSet, token string, 
 	var buf [4]int64 // the reply, without a heap allocation
 	var r []int64
 	var err error
-	if s.waitN > 0 {
+	if s.waitReplicas > 0 {
 		r, err = s.acquireWait(ctx, keys, []any{s.nowArg(), s.slack, token, limit, ttlMS})
 	} else {
-		r, err = s.runHot(ctx, s.sc.acquire, buf[:0], keys, sarg(s.nowArg()), narg(s.slack), sarg(token), narg(limit), narg(ttlMS))
+		r, err = s.runHot(ctx, s.scripts.acquire, buf[:0], keys, strArg(s.nowArg()), intArg(s.slack), strArg(token), intArg(limit), intArg(ttlMS))
 	}
 	if err != nil {
 		return engine.LeaseDecision{}, err
@@ -59,15 +59,15 @@ func (s *Store) acquireWait(ctx context.Context, keys []string, args []any) ([]i
 	} else {
 		target = s.client.(*redis.Client)
 	}
-	waitTO := s.opTO / 2
+	waitTO := s.opTimeout / 2
 	for try := 0; ; try++ {
 		pipe := target.Pipeline()
-		ev := pipe.EvalSha(ctx, s.sc.acquire.Hash(), keys, args...)
-		w := pipe.Do(ctx, "WAIT", s.waitN, waitTO.Milliseconds())
+		ev := pipe.EvalSha(ctx, s.scripts.acquire.Hash(), keys, args...)
+		w := pipe.Do(ctx, "WAIT", s.waitReplicas, waitTO.Milliseconds())
 		_, _ = pipe.Exec(ctx)
 		if err := ev.Err(); err != nil {
 			if try == 0 && isNoScript(err) {
-				if err := s.sc.acquire.Load(ctx, target).Err(); err != nil {
+				if err := s.scripts.acquire.Load(ctx, target).Err(); err != nil {
 					return nil, err
 				}
 				continue
@@ -79,16 +79,16 @@ func (s *Store) acquireWait(ctx context.Context, keys []string, args []any) ([]i
 			return nil, err
 		}
 		if len(r) == 4 && r[0] == 1 {
-			if acks, err := w.Int64(); err != nil || acks < int64(s.waitN) {
+			if acks, err := w.Int64(); err != nil || acks < int64(s.waitReplicas) {
 				token := args[2].(string)
-				rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), s.opTO)
-				_, _ = s.sc.release.Run(rctx, target, keys, s.nowArg(), s.slack, token).Result()
+				rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), s.opTimeout)
+				_, _ = s.scripts.release.Run(rctx, target, keys, s.nowArg(), s.slack, token).Result()
 				rcancel()
 				if err != nil {
 					return nil, fmt.Errorf("%w: %v", errNotReplicated, err)
 				}
 				s.log.Warn("redis store: lease acquisition not acknowledged by enough replicas; refused",
-					"wait_replicas", s.waitN, "acknowledged", acks)
+					"wait_replicas", s.waitReplicas, "acknowledged", acks)
 				return nil, errNotReplicated
 			}
 		}
@@ -100,7 +100,7 @@ func (s *Store) acquireWait(ctx context.Context, keys []string, args []any) ([]i
 func (s *Store) Release(ctx context.Context, set engine.LeaseSet, token string) (engine.ReleaseResult, error) {
 	k := s.keys.leases(set)
 	var buf [2]int64
-	r, err := s.runHot(ctx, s.sc.release, buf[:0], []string{k[0], k[1]}, sarg(s.nowArg()), narg(s.slack), sarg(token))
+	r, err := s.runHot(ctx, s.scripts.release, buf[:0], []string{k[0], k[1]}, strArg(s.nowArg()), intArg(s.slack), strArg(token))
 	if err != nil {
 		return engine.ReleaseResult{}, err
 	}
@@ -117,7 +117,7 @@ func (s *Store) Renew(ctx context.Context, set engine.LeaseSet, token string, tt
 	}
 	k := s.keys.leases(set)
 	var buf [3]int64
-	r, err := s.runHot(ctx, s.sc.renew, buf[:0], []string{k[0], k[1]}, sarg(s.nowArg()), narg(s.slack), sarg(token), narg(ttlMS))
+	r, err := s.runHot(ctx, s.scripts.renew, buf[:0], []string{k[0], k[1]}, strArg(s.nowArg()), intArg(s.slack), strArg(token), intArg(ttlMS))
 	if err != nil {
 		return engine.RenewResult{}, err
 	}

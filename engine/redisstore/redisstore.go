@@ -3,7 +3,8 @@
 // reads the time from Redis TIME and implements engine/algo's integer formulas (Spend
 // requests written together share one, decided in turn). Spend,
 // SpendAll, Acquire, Release and Renew go on the decisions' own connection to the master
-// (package respipe; hotpath.go picks it and falls back to go-redis); everything else goes
+// (package respipe; hotpath.go picks it, and sends again there what Redis answers it did
+// not run, once go-redis has found the node or loaded the script); everything else goes
 // through one go-redis v9 client (newClient). Rules are cached in process and invalidated
 // across instances within 1 s; usage batches are applied idempotently. docs/redis.md
 // describes the connections, the key layout, the scripts, the TTLs and the measurements.
@@ -29,21 +30,21 @@ import (
 
 // Store is an engine.Store on Redis. It is safe for concurrent use; Close stops it.
 type Store struct {
-	log      *slog.Logger
-	client   redis.UniversalClient
-	cluster  *redis.ClusterClient // set in cluster mode
-	keys     keys
-	sc       *scripts
-	clock    engine.Clock // tests only; nil means Redis TIME
-	slack    int64        // extra ms on every TTL (see Options.Clock)
-	opTO     time.Duration
-	opDL     *respipe.SharedDeadline // opTO-bounded contexts for callers without a sooner deadline
-	waitN    int
-	rules    *ruleCache
-	pipes    *respipe.Pool // the decisions' connections (hotpath.go)
-	pipe     *respipe.Pipe // the single node's or Sentinel master's pipe; nil on a cluster (pipeFor picks one per key)
-	sentinel bool          // Sentinel: the pipe dials whichever node the sentinels name master
-	closed   atomic.Bool
+	log          *slog.Logger
+	client       redis.UniversalClient
+	cluster      *redis.ClusterClient // set in cluster mode
+	keys         keys
+	scripts      *scriptSet
+	clock        engine.Clock // tests only; nil means Redis TIME
+	slack        int64        // extra ms on every TTL (see Options.Clock)
+	opTimeout    time.Duration
+	opDeadline   *respipe.SharedDeadline // opTimeout-bounded contexts for callers without a sooner deadline
+	waitReplicas int
+	rules        *ruleCache
+	pipes        *respipe.Pool // the decisions' connections (hotpath.go)
+	pipe         *respipe.Pipe // the single node's or Sentinel master's pipe; nil on a cluster (pipeFor picks one per key)
+	sentinel     bool          // Sentinel: the pipe dials whichever node the sentinels name master
+	closed       atomic.Bool
 
 	stop      context.CancelFunc
 	wg        sync.WaitGroup
@@ -138,14 +139,14 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 		return nil, errors.New("redisstore: WaitReplicas and PoolSize must not be negative")
 	}
 	s := &Store{
-		log:   opts.Logger,
-		keys:  newKeys(opts.Prefix),
-		sc:    newScripts(),
-		clock: opts.Clock,
-		slack: prodSlack,
-		opTO:  opts.ReadTimeout,
-		opDL:  respipe.NewSharedDeadline(opts.ReadTimeout),
-		waitN: opts.WaitReplicas,
+		log:          opts.Logger,
+		keys:         newKeys(opts.Prefix),
+		scripts:      newScriptSet(),
+		clock:        opts.Clock,
+		slack:        prodSlack,
+		opTimeout:    opts.ReadTimeout,
+		opDeadline:   respipe.NewSharedDeadline(opts.ReadTimeout),
+		waitReplicas: opts.WaitReplicas,
 	}
 	if opts.Clock != nil {
 		s.slack = testSlack
@@ -299,7 +300,7 @@ func (s *Store) waitReady(ctx context.Context, o *Options) error {
 		if ctx.Err() != nil {
 			return fmt.Errorf("redisstore: Redis not reachable before start-up gave up: %w", err)
 		}
-		s.log.Warn("redis store: Redis not reachable yet; retrying", "attempt", attempt, "retry_in", backoff.String(), "err", err)
+		s.log.Warn("redis store: Redis not reachable yet; retrying", "attempt", attempt, "retry_in_ms", backoff.Milliseconds(), "err", err)
 		select {
 		case <-ctx.Done():
 			return fmt.Errorf("redisstore: Redis not reachable before start-up gave up: %w", err)
@@ -313,7 +314,7 @@ func (s *Store) waitReady(ctx context.Context, o *Options) error {
 // but noeviction or volatile-*; spec §11.4).
 func (s *Store) checkEviction(ctx context.Context) {
 	check := func(ctx context.Context, c *redis.Client) error {
-		cctx, cancel := context.WithTimeout(ctx, s.opTO)
+		cctx, cancel := context.WithTimeout(ctx, s.opTimeout)
 		defer cancel()
 		m, err := c.ConfigGet(cctx, "maxmemory-policy").Result()
 		if err != nil {
@@ -335,12 +336,13 @@ func (s *Store) checkEviction(ctx context.Context) {
 }
 
 // loadScripts loads every script up front (on every master in a cluster) so the first
-// calls are EVALSHAs; a failure here is harmless (Script.Run falls back to EVAL).
+// calls are EVALSHAs; a failure here is harmless (a decision's script is loaded when Redis
+// answers NOSCRIPT, the others fall back to EVAL).
 func (s *Store) loadScripts(ctx context.Context) {
-	lctx, cancel := context.WithTimeout(ctx, 2*s.opTO)
+	lctx, cancel := context.WithTimeout(ctx, 2*s.opTimeout)
 	defer cancel()
-	for _, sc := range s.sc.all() {
-		if err := sc.Load(lctx, s.client).Err(); err != nil {
+	for _, lua := range s.scripts.all() {
+		if err := lua.Load(lctx, s.client).Err(); err != nil {
 			s.log.Debug("redis store: loading a script failed; it will load on first use", "err", err)
 			return
 		}
@@ -350,10 +352,10 @@ func (s *Store) loadScripts(ctx context.Context) {
 // opCtx bounds one store operation by ReadTimeout: the caller's context when its
 // deadline is sooner, else a shared one (respipe.SharedDeadline: no timer per call).
 func (s *Store) opCtx(ctx context.Context) context.Context {
-	if d, ok := ctx.Deadline(); ok && time.Until(d) <= s.opTO {
+	if d, ok := ctx.Deadline(); ok && time.Until(d) <= s.opTimeout {
 		return ctx
 	}
-	return s.opDL.Context()
+	return s.opDeadline.Context()
 }
 
 // nowArg is the scripts' time argument: "t" (Redis TIME) or the test clock's Unix ms.
@@ -408,16 +410,16 @@ func (s *Store) Close() error {
 		s.pipes.Close()
 		s.wg.Wait()
 		s.closeErr = s.client.Close()
-		s.opDL.Stop()
+		s.opDeadline.Stop()
 	})
 	return s.closeErr
 }
 
-// run executes sc with EVALSHA (EVAL on NOSCRIPT) within ReadTimeout and returns its
-// integer array reply.
-func (s *Store) run(ctx context.Context, sc *script, keys []string, args ...any) ([]int64, error) {
+// run executes lua through go-redis with EVALSHA (EVAL on NOSCRIPT) within ReadTimeout and
+// returns its integer array reply: for the scripts that are not decisions.
+func (s *Store) run(ctx context.Context, lua *script, keys []string, args ...any) ([]int64, error) {
 	ctx = s.opCtx(ctx)
-	return s.evalInts(ctx, sc, keys, args...)
+	return s.evalInts(ctx, lua, keys, args...)
 }
 
 // PoolStats is the state of the connection pools (all nodes of a cluster together).

@@ -88,7 +88,7 @@ func (c *ruleCache) poll(ctx context.Context) {
 	failing := false
 	for {
 		start := time.Now()
-		pctx, cancel := context.WithTimeout(ctx, c.s.opTO)
+		pctx, cancel := context.WithTimeout(ctx, c.s.opTimeout)
 		v, err := c.s.client.Get(pctx, c.s.keys.rulesVersion()).Int64()
 		cancel()
 		if errors.Is(err, redis.Nil) {
@@ -256,7 +256,7 @@ func (s *Store) Rules(ctx context.Context, account, namespace string) (engine.Ru
 		return r, nil
 	}
 	ctx = s.opCtx(ctx)
-	cmd, err := s.eval(ctx, s.sc.rulesGet, []string{s.keys.rules(account, namespace), s.keys.rulesVersion()})
+	cmd, err := s.eval(ctx, s.scripts.rulesGet, []string{s.keys.rules(account, namespace), s.keys.rulesVersion()})
 	if err != nil {
 		return engine.Rules{}, err
 	}
@@ -289,7 +289,7 @@ func (s *Store) PutRule(ctx context.Context, account, namespace string, r engine
 	if err != nil {
 		return false, err
 	}
-	res, err := s.run(ctx, s.sc.rulesPut, []string{s.keys.rules(account, namespace), s.keys.rulesVersion()},
+	res, err := s.run(ctx, s.scripts.rulesPut, []string{s.keys.rules(account, namespace), s.keys.rulesVersion()},
 		r.Algorithm.Kind().String(), string(b))
 	if err != nil {
 		return false, err
@@ -304,7 +304,7 @@ func (s *Store) PutRule(ctx context.Context, account, namespace string, r engine
 
 // DeleteRule removes the rule of one kind and bumps the rules version when one existed.
 func (s *Store) DeleteRule(ctx context.Context, account, namespace string, kind engine.RuleKind) (bool, error) {
-	res, err := s.run(ctx, s.sc.rulesDel, []string{s.keys.rules(account, namespace), s.keys.rulesVersion()}, kind.String())
+	res, err := s.run(ctx, s.scripts.rulesDel, []string{s.keys.rules(account, namespace), s.keys.rulesVersion()}, kind.String())
 	if err != nil {
 		return false, err
 	}

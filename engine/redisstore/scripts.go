@@ -10,8 +10,9 @@ import (
 	"github.com/leashd/leash/engine/redisstore/respipe"
 )
 
-// The Lua scripts. Each is one EVALSHA; go-redis' Script falls back to EVAL (which also
-// loads it) when Redis answers NOSCRIPT, e.g. after a restart or a failover.
+// The Lua scripts. Each is one EVALSHA. When Redis answers NOSCRIPT (e.g. after a restart
+// or a failover) a decision's script is loaded and the call sent again (hotpath.go); the
+// others fall back to EVAL (which also loads it; evalWith).
 var (
 	//go:embed lua/prelude.lua
 	luaPrelude string
@@ -67,18 +68,18 @@ func newScript(src string) *script { return &script{Script: redis.NewScript(src)
 // Redis time (about 4 µs a request) well under a millisecond.
 const maxMerged = 64
 
-// scripts holds one Store's scripts (a Script caches its SHA, so each Store owns its own
+// scriptSet holds one Store's scripts (a Script caches its SHA, so each Store owns its own
 // set rather than sharing package state).
-type scripts struct {
+type scriptSet struct {
 	spend, spendAll, reset, acquire, release, renew, rulesGet, rulesPut, rulesDel, usageAdd *script
 	outboxEnqueue, outboxClaim, outboxAck, outboxRetry                                      *script
 	demandReport, demandDrop                                                                *script
 }
 
-func newScripts() *scripts {
+func newScriptSet() *scriptSet {
 	spend := newScript(luaPrelude + luaDecide + luaSpend)
 	spend.merge = &respipe.Merge{Sha: spend.Hash(), Head: 2, Width: 4, Reply: 4, Max: maxMerged}
-	return &scripts{
+	return &scriptSet{
 		spend:    spend,
 		spendAll: newScript(luaPrelude + luaDecide + luaSpendAll),
 		reset:    newScript(luaPrelude + luaReset),
@@ -100,7 +101,7 @@ func newScripts() *scripts {
 	}
 }
 
-func (s *scripts) all() []*script {
+func (s *scriptSet) all() []*script {
 	return []*script{s.spend, s.spendAll, s.reset, s.acquire, s.release, s.renew, s.rulesGet, s.rulesPut, s.rulesDel, s.usageAdd,
 		s.outboxEnqueue, s.outboxClaim, s.outboxAck, s.outboxRetry, s.demandReport, s.demandDrop}
 }
@@ -126,29 +127,29 @@ func newEvalCmd[C redis.Cmder](ctx context.Context, newCmd func(context.Context,
 	return cmd
 }
 
-// eval runs sc once: EVALSHA, and EVAL if Redis has not got the script.
-func (s *Store) eval(ctx context.Context, sc *script, keys []string, args ...any) (*redis.Cmd, error) {
-	return evalWith(ctx, s, redis.NewCmd, sc, keys, args)
+// eval runs lua once: EVALSHA, and EVAL if Redis has not got the script.
+func (s *Store) eval(ctx context.Context, lua *script, keys []string, args ...any) (*redis.Cmd, error) {
+	return evalWith(ctx, s, redis.NewCmd, lua, keys, args)
 }
 
 // evalInts is eval for a script whose reply is an array of integers.
-func (s *Store) evalInts(ctx context.Context, sc *script, keys []string, args ...any) ([]int64, error) {
-	cmd, err := evalWith(ctx, s, redis.NewIntSliceCmd, sc, keys, args)
+func (s *Store) evalInts(ctx context.Context, lua *script, keys []string, args ...any) ([]int64, error) {
+	cmd, err := evalWith(ctx, s, redis.NewIntSliceCmd, lua, keys, args)
 	if err != nil {
 		return nil, err
 	}
 	return cmd.Val(), nil
 }
 
-func evalWith[C redis.Cmder](ctx context.Context, s *Store, newCmd func(context.Context, ...any) C, sc *script, keys []string, args []any) (C, error) {
+func evalWith[C redis.Cmder](ctx context.Context, s *Store, newCmd func(context.Context, ...any) C, lua *script, keys []string, args []any) (C, error) {
 	var zero C
 	if s.closed.Load() {
 		return zero, errClosed
 	}
-	cmd := newEvalCmd(ctx, newCmd, "evalsha", sc.Hash(), keys, args)
+	cmd := newEvalCmd(ctx, newCmd, "evalsha", lua.Hash(), keys, args)
 	err := s.client.Process(ctx, cmd)
 	if isNoScript(err) {
-		cmd = newEvalCmd(ctx, newCmd, "eval", sc.src, keys, args)
+		cmd = newEvalCmd(ctx, newCmd, "eval", lua.src, keys, args)
 		err = s.client.Process(ctx, cmd)
 	}
 	if err != nil {

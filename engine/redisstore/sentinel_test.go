@@ -3,6 +3,7 @@ package redisstore
 import (
 	"context"
 	"errors"
+	"net"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -12,6 +13,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/leashd/leash/engine"
+	"github.com/leashd/leash/engine/redisstore/respipe"
 	"github.com/leashd/leash/testkit"
 	"github.com/leashd/leash/testkit/redistest"
 )
@@ -129,13 +131,13 @@ func TestSentinelFailover(t *testing.T) {
 	stored := look.Limit - dl.Remaining
 	t.Logf("failover loss: %d spends acknowledged, %d on the promoted replica: %d lost", acked.Load(), stored, acked.Load()-stored)
 
-	sc := redis.NewSentinelClient(&redis.Options{Addr: ss.Sentinels[0].Addr()})
-	defer sc.Close()
+	sentinels := redis.NewSentinelClient(&redis.Options{Addr: ss.Sentinels[0].Addr()})
+	defer sentinels.Close()
 	// The store may have found the new master through another sentinel: this one can lag
 	// a moment behind on a loaded machine.
 	var addr []string
 	testkit.Eventually(t, "sentinel 0 to name the former replica as master", 5*time.Second, func() bool {
-		addr, err = sc.GetMasterAddrByName(ctx, ss.Name).Result()
+		addr, err = sentinels.GetMasterAddrByName(ctx, ss.Name).Result()
 		return err == nil && addr[1] == itoa(int64(ss.Replica.Port))
 	})
 	// The leases acknowledged by the replica survived the failover: the set is full.
@@ -208,10 +210,10 @@ func TestSentinelPipeFollowsTheMaster(t *testing.T) {
 	if len(pipeConnsOn(t, ss.Master)) != 1 {
 		t.Fatal("the pipe is not on the master")
 	}
-	sc := redis.NewSentinelClient(&redis.Options{Addr: ss.Sentinels[0].Addr()})
-	defer sc.Close()
+	sentinels := redis.NewSentinelClient(&redis.Options{Addr: ss.Sentinels[0].Addr()})
+	defer sentinels.Close()
 	start := time.Now()
-	if err := sc.Failover(ctx, ss.Name).Err(); err != nil {
+	if err := sentinels.Failover(ctx, ss.Name).Err(); err != nil {
 		t.Fatal(err)
 	}
 	failures, streak := 0, 0
@@ -235,38 +237,98 @@ func TestSentinelPipeFollowsTheMaster(t *testing.T) {
 
 // TestSentinelPipeRedialsOnReadOnly: on Sentinel, a READONLY answer on the pipe (its node
 // was demoted without closing the connection) makes the pipe dial again, to whichever node
-// the sentinels name, instead of sending every decision to a replica first. Here the
-// Store's own node is made a replica by hand and the Store is told it runs on Sentinel.
+// the sentinels name, and the same decision is sent again there: it succeeds, counted
+// once. Here the failover is done by hand (REPLICAOF both ways), the Store is told it runs
+// on Sentinel, and its pipe dials where the test says the master is, as go-redis's
+// Sentinel dialer dials where the sentinels say.
 func TestSentinelPipeRedialsOnReadOnly(t *testing.T) {
 	t.Parallel()
 	a, b := redistest.StartServer(t, false), redistest.StartServer(t, false)
 	s := openStore(t, Options{URL: a.URL()})
 	s.sentinel = true
+	var master atomic.Value
+	master.Store(a.Addr())
+	o := pipeOptions(s.client, false)
+	o.Dial = func(ctx context.Context, _ string) (net.Conn, error) {
+		var d net.Dialer
+		return d.DialContext(ctx, "tcp", master.Load().(string))
+	}
+	s.pipes.Close()
+	s.pipes = respipe.NewPool(o)
+	s.pipe = s.pipes.Pipe(a.Addr())
+
 	ctx := context.Background()
-	sp := engine.Spend{Counter: engine.Counter{Account: "acme", Namespace: "api", Key: "k", Algorithm: engine.FixedWindow, WindowMS: 3_600_000}, Limit: 1_000_000, Cost: 1}
-	if _, err := s.Spend(ctx, sp); err != nil {
+	adminA := redis.NewClient(&redis.Options{Addr: a.Addr()})
+	defer adminA.Close()
+	adminB := redis.NewClient(&redis.Options{Addr: b.Addr()})
+	defer adminB.Close()
+	if err := adminA.ConfigSet(ctx, "repl-diskless-sync-delay", "0").Err(); err != nil {
 		t.Fatal(err)
+	}
+	if err := adminB.ReplicaOf(ctx, "127.0.0.1", itoa(int64(a.Port))).Err(); err != nil {
+		t.Fatal(err)
+	}
+	sp := engine.Spend{Counter: engine.Counter{Account: "acme", Namespace: "api", Key: "k", Algorithm: engine.FixedWindow, WindowMS: 3_600_000}, Limit: 1_000_000, Cost: 1}
+	if d, err := s.Spend(ctx, sp); err != nil || d.Remaining != 999_999 {
+		t.Fatalf("spend on the master: %+v, %v", d, err)
 	}
 	before := pipeConnsOn(t, a)
 	if len(before) != 1 {
 		t.Fatalf("pipe connections: %v", before)
 	}
-	admin := redis.NewClient(&redis.Options{Addr: a.Addr()})
-	defer admin.Close()
-	if err := admin.ReplicaOf(ctx, "127.0.0.1", itoa(int64(b.Port))).Err(); err != nil {
+	waitReplicated(t, adminA, adminB)
+
+	// The failover: b is promoted, a demoted (its connections stay open), the sentinels
+	// name b; b has the script (loaded by hand: SCRIPT LOAD is not replicated).
+	if err := adminB.ReplicaOf(ctx, "NO", "ONE").Err(); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.Spend(ctx, sp); err == nil || !strings.Contains(err.Error(), "READONLY") {
-		t.Fatalf("spend on a replica: %v, want READONLY (from go-redis, after the pipe)", err)
-	}
-	if err := admin.ReplicaOf(ctx, "NO", "ONE").Err(); err != nil {
+	if err := adminA.ReplicaOf(ctx, "127.0.0.1", itoa(int64(b.Port))).Err(); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.Spend(ctx, sp); err != nil {
+	master.Store(b.Addr())
+	if err := adminB.ScriptLoad(ctx, s.scripts.spend.src).Err(); err != nil {
 		t.Fatal(err)
 	}
-	after := pipeConnsOn(t, a)
-	if len(after) != 1 || fieldOf(after[0], "id") == fieldOf(before[0], "id") {
-		t.Fatalf("pipe connections before READONLY %v, after %v; want one, a new one", before, after)
+	if d, err := s.Spend(ctx, sp); err != nil || d.Remaining != 999_998 {
+		t.Fatalf("first spend after the failover: %+v, %v; want it sent again to the new master", d, err)
+	}
+	if got := pipeConnsOn(t, b); len(got) != 1 {
+		t.Fatalf("pipe connections on the new master: %v", got)
+	}
+	if got := pipeConnsOn(t, a); len(got) != 0 {
+		t.Fatalf("pipe connections left on the demoted master: %v", got)
+	}
+	if ev := commandStats(t, adminA)["evalsha"]; ev.calls+ev.rejected != 2 {
+		t.Fatalf("the demoted master saw %d EVALSHA, want 2 (the spend, the one answered READONLY)", ev.calls+ev.rejected)
+	}
+}
+
+// waitReplicated waits until the replica's offset has reached the master's.
+func waitReplicated(t *testing.T, master, replica *redis.Client) {
+	t.Helper()
+	ctx := context.Background()
+	offset := func(c *redis.Client, field string) string {
+		info, err := c.Info(ctx, "replication").Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, line := range strings.Split(info, "\n") {
+			if v, ok := strings.CutPrefix(strings.TrimSpace(line), field+":"); ok {
+				return v
+			}
+		}
+		return ""
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		m, r := offset(master, "master_repl_offset"), offset(replica, "slave_repl_offset")
+		if m != "" && m == r && offset(replica, "master_link_status") == "up" {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("replica at offset %s, master at %s", r, m)
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }

@@ -33,7 +33,7 @@ func twoEngines(t *testing.T, clockA, clockB engine.Clock) (a, b *engine.Engine,
 	}
 	acct, _ = dir.Account("acme")
 	opts := engine.Options{Logger: quietLogger()}
-	return engine.New(sa, dir, opts), engine.New(sb, dir, opts), sa, sb, acct
+	return engine.New(engine.RolesOf(sa), dir, opts), engine.New(engine.RolesOf(sb), dir, opts), sa, sb, acct
 }
 
 // TestTwoInstancesLeaseInvariant: 200 concurrent acquirers on one key with limit 5, half
@@ -315,7 +315,7 @@ func TestTwoInstancesQuotaEventOnce(t *testing.T) {
 	}
 	acct, _ := dir.Account("acme")
 	opts := engine.Options{Logger: quietLogger()}
-	engines := []*engine.Engine{engine.New(sa, dir, opts), engine.New(sb, dir, opts)}
+	engines := []*engine.Engine{engine.New(engine.RolesOf(sa), dir, opts), engine.New(engine.RolesOf(sb), dir, opts)}
 	ctx := context.Background()
 	req := testkit.Check{Namespace: "api", Key: "k", Limit: testkit.Ptr(int64(1_000_000)), WindowMS: testkit.Ptr(int64(60_000))}
 

@@ -68,13 +68,13 @@ func (s *Store) AddUsage(ctx context.Context, b engine.UsageBatch) error {
 		args = append(args, expiries...)
 		calls = append(calls, call{keys, args})
 	}
-	ctx, cancel := context.WithTimeout(ctx, 2*s.opTO)
+	ctx, cancel := context.WithTimeout(ctx, 2*s.opTimeout)
 	defer cancel()
 	for try := 0; ; try++ {
 		pipe := s.client.Pipeline()
 		cmds := make([]*redis.Cmd, len(calls))
 		for i, c := range calls {
-			cmds[i] = pipe.EvalSha(ctx, s.sc.usageAdd.Hash(), c.keys, c.args...)
+			cmds[i] = pipe.EvalSha(ctx, s.scripts.usageAdd.Hash(), c.keys, c.args...)
 		}
 		_, _ = pipe.Exec(ctx)
 		var firstErr error
@@ -99,7 +99,7 @@ func (s *Store) AddUsage(ctx context.Context, b engine.UsageBatch) error {
 		}
 		// Load it (on every master) and send the batch again: accounts already applied
 		// skip it by its id.
-		if err := s.sc.usageAdd.Load(ctx, s.client).Err(); err != nil {
+		if err := s.scripts.usageAdd.Load(ctx, s.client).Err(); err != nil {
 			return err
 		}
 	}

@@ -133,7 +133,7 @@ func (s *Store) Enqueue(ctx context.Context, ev engine.OutboxEvent, onceKey stri
 		keys = append(keys, s.keys.outboxOnce(onceKey))
 	}
 	ctx = s.opCtx(ctx)
-	cmd, err := s.eval(ctx, s.sc.outboxEnqueue, keys, s.nowArg(), s.slack, ev.ID, rec, engine.OnceKeyTTL.Milliseconds())
+	cmd, err := s.eval(ctx, s.scripts.outboxEnqueue, keys, s.nowArg(), s.slack, ev.ID, rec, engine.OnceKeyTTL.Milliseconds())
 	if err != nil {
 		return false, err
 	}
@@ -154,7 +154,7 @@ func (s *Store) Claim(ctx context.Context, max int, visibilityMS int64) ([]engin
 		return nil, fmt.Errorf("redisstore: claim: %w", err)
 	}
 	ctx = s.opCtx(ctx)
-	cmd, err := s.eval(ctx, s.sc.outboxClaim, []string{s.keys.outboxDue(), s.keys.outboxEvents()},
+	cmd, err := s.eval(ctx, s.scripts.outboxClaim, []string{s.keys.outboxDue(), s.keys.outboxEvents()},
 		s.nowArg(), s.slack, max, visibilityMS)
 	if err != nil {
 		return nil, err
@@ -188,7 +188,7 @@ func (s *Store) Ack(ctx context.Context, id string) error {
 		return fmt.Errorf("redisstore: ack: %w: empty event id", engine.ErrInvalidArgument)
 	}
 	ctx = s.opCtx(ctx)
-	_, err := s.eval(ctx, s.sc.outboxAck, []string{s.keys.outboxDue(), s.keys.outboxEvents()}, id)
+	_, err := s.eval(ctx, s.scripts.outboxAck, []string{s.keys.outboxDue(), s.keys.outboxEvents()}, id)
 	return err
 }
 
@@ -202,7 +202,7 @@ func (s *Store) Retry(ctx context.Context, id string, delayMS int64) error {
 		return fmt.Errorf("redisstore: retry: %w", err)
 	}
 	ctx = s.opCtx(ctx)
-	_, err := s.eval(ctx, s.sc.outboxRetry, []string{s.keys.outboxDue(), s.keys.outboxEvents()},
+	_, err := s.eval(ctx, s.scripts.outboxRetry, []string{s.keys.outboxDue(), s.keys.outboxEvents()},
 		s.nowArg(), s.slack, id, delayMS)
 	return err
 }

@@ -6,8 +6,10 @@
 //	curl -H 'X-User: alice' localhost:8000/hello        # 429 after 5 a minute
 //	curl -X POST -H 'X-User: alice' localhost:8000/export  # at most 2 at once
 //
-// With -demo it serves on a free loopback port, calls itself a few times, prints what
-// happened and exits.
+// With -demo it serves on a free loopback port (unless -addr is given), calls itself a few
+// times, prints what happened and exits:
+//
+//	LEASH_URL=http://localhost:8080 LEASH_API_KEY=lsh_... go run ./examples/client -demo
 package main
 
 import (
@@ -37,11 +39,14 @@ func main() {
 
 func run(ctx context.Context, args []string, getenv func(string) string, out io.Writer) error {
 	fs := flag.NewFlagSet("client", flag.ContinueOnError)
-	addr := fs.String("addr", "127.0.0.1:8000", "where the example service listens")
+	addr := fs.String("addr", "127.0.0.1:8000", "where the example service listens (with -demo: a free loopback port unless set)")
 	demo := fs.Bool("demo", false, "call the service a few times, print the answers and exit")
 	work := fs.Duration("work", 3*time.Second, "how long one export works")
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	if *demo && !flagSet(fs, "addr") {
+		*addr = "127.0.0.1:0"
 	}
 	c, err := client.New(client.Options{BaseURL: getenv("LEASH_URL"), APIKey: getenv("LEASH_API_KEY")})
 	if err != nil {
@@ -87,6 +92,13 @@ func run(ctx context.Context, args []string, getenv func(string) string, out io.
 		return serr
 	}
 	return err
+}
+
+// flagSet reports whether the command line set the flag name.
+func flagSet(fs *flag.FlagSet, name string) bool {
+	set := false
+	fs.Visit(func(f *flag.Flag) { set = set || f.Name == name })
+	return set
 }
 
 // exportHandler does slow work under a lease: at most 2 exports at once per user, each

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"net"
 	"os"
 	"strings"
 	"testing"
@@ -37,5 +38,23 @@ func TestDemo(t *testing.T) {
 	}
 	if strings.Contains(got, "level=WARN") {
 		t.Fatalf("the middleware failed open:\n%s", got)
+	}
+}
+
+// TestDemoPicksFreePort: -demo without -addr serves on a free loopback port, as the
+// package doc says, so it runs while something else holds the default 127.0.0.1:8000.
+func TestDemoPicksFreePort(t *testing.T) {
+	if ln, err := net.Listen("tcp", "127.0.0.1:8000"); err == nil { // else it is taken already
+		defer ln.Close()
+	}
+	p := leashproc.Start(t, bin, nil, "LEASH_DEV_API_KEY=example-key")
+	env := map[string]string{"LEASH_URL": p.URL, "LEASH_API_KEY": "example-key"}
+	var out strings.Builder
+	if err := run(context.Background(), []string{"-demo", "-work", "2500ms"},
+		func(k string) string { return env[k] }, &out); err != nil {
+		t.Fatalf("-demo without -addr: %v", err)
+	}
+	if got := out.String(); strings.Contains(got, "addr=127.0.0.1:8000 ") || !strings.Contains(got, "addr=127.0.0.1:") {
+		t.Fatalf("-demo did not log a free loopback port:\n%s", got)
 	}
 }

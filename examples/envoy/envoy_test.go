@@ -5,7 +5,9 @@
 package envoy_test
 
 import (
+	"bytes"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -26,6 +28,7 @@ import (
 	"github.com/leashd/leash/config"
 	"github.com/leashd/leash/engine"
 	"github.com/leashd/leash/testkit/envoycheck"
+	"github.com/leashd/leash/testkit/leashproc"
 )
 
 const (
@@ -321,6 +324,24 @@ func TestLeashConfig(t *testing.T) {
 	}
 	if !strings.HasSuffix(cfg.GRPC.Addr, ":8081") {
 		t.Errorf("grpc.addr = %q; envoy.yaml's leash cluster uses port 8081", cfg.GRPC.Addr)
+	}
+}
+
+// TestCheckConfigCommand runs the README's check from the root of a checkout, outside the
+// containers: the descriptor folder named on the command line stands in for leash.yaml's
+// /etc/leash/ratelimit, and the Redis host of the compose network is never contacted.
+func TestCheckConfigCommand(t *testing.T) {
+	bin := leashproc.Plain(t)
+	cmd := exec.Command(bin, "check-config", "--config", "examples/envoy/leash.yaml", "examples/envoy/ratelimit/")
+	cmd.Dir = filepath.Join("..", "..")
+	cmd.Env = leashproc.Environ()
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("%v\nstdout: %s\nstderr: %s", err, out.String(), errb.String())
+	}
+	if want := "leash check-config: valid: 1 account, 1 domain: " + descriptorDomain(t) + "\n"; out.String() != want {
+		t.Errorf("stdout %q, want %q", out.String(), want)
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 
 	"github.com/leashd/leash/adapter/descriptors"
 	"github.com/leashd/leash/adapter/domains"
@@ -62,52 +63,118 @@ func Envoy(cfg *config.Config, extra ...string) (*domains.Config, error) {
 // Result is what Check found.
 type Result struct {
 	Errors   []error  // every problem, one line each; none when the configuration is valid
+	Problems int      // how many problems: len(Errors), or more when a long list was cut short
 	Accounts int      // accounts of the configuration (1, dev, without any)
 	Domains  []string // domains of the descriptor files, sorted
+	// Replaced are the envoy.config_paths left unchecked because descriptor paths were
+	// given in their place.
+	Replaced []string
 }
 
 // Check loads the Leash config files configPaths (with environ's LEASH_ variables) and the
-// descriptor files of envoy.config_paths and descriptorPaths as `leash serve` would, and
-// validates them together: every domain maps to an account whose plan has its algorithms.
-// The descriptor files are checked on their own even when the config files fail.
+// descriptor files as `leash serve` would, and validates them together: every domain maps
+// to an account whose plan has its algorithms (spec §9.16). The descriptor files are those
+// of descriptorPaths when any are given, which replace envoy.config_paths (paths where the
+// deployment mounts them, often not on the machine that checks), else envoy.config_paths.
+// Each descriptor file is loaded on its own, so that a missing path or a broken file hides
+// no other file's problems; the descriptor files are checked even when the config files
+// fail. It opens no listener and contacts neither the store nor an xDS server.
 func Check(configPaths, descriptorPaths, environ []string) Result {
 	var res Result
+	add := func(errs ...error) {
+		for _, err := range errs {
+			res.Errors = append(res.Errors, split(err)...)
+		}
+	}
 	cfg, err := config.Load(configPaths, environ)
 	if err != nil {
-		res.Errors = append(res.Errors, split(err)...)
-		if len(descriptorPaths) > 0 {
-			if _, err := descriptors.Load(descriptorPaths...); err != nil {
-				res.Errors = append(res.Errors, split(err)...)
-			}
-		}
+		add(err)
+		_, errs := loadEach(descriptorPaths)
+		add(errs...)
+		res.Problems = count(res.Errors, err)
 		return res
 	}
 	dir, err := Directory(cfg)
 	if err != nil {
-		res.Errors = append(res.Errors, fmt.Errorf("accounts: %w", err))
+		add(fmt.Errorf("accounts: %w", err))
 	} else {
 		res.Accounts = len(dir.Accounts())
 	}
-	ec, err := Envoy(cfg, descriptorPaths...)
-	if err != nil {
-		res.Errors = append(res.Errors, split(err)...)
-		return res
+	paths := cfg.Envoy.ConfigPaths
+	if len(descriptorPaths) > 0 {
+		paths, res.Replaced = descriptorPaths, cfg.Envoy.ConfigPaths
 	}
+	d, errs := loadEach(paths)
+	add(errs...)
+	ec := &domains.Config{Descriptors: d, Routing: Routing(cfg)}
 	res.Domains = ec.Descriptors.Domains()
 	if dir != nil {
 		if err := ec.Validate(dir); err != nil {
-			res.Errors = append(res.Errors, split(err)...)
+			add(err)
 		}
 	}
+	res.Problems = len(res.Errors)
 	return res
 }
 
-// split unwraps an errors.Join into its errors.
+// count is the number of problems in errs, the lines of cfgErr (a config.Load error)
+// among them: a config.Error lists at most 20 and says how many more there are.
+func count(errs []error, cfgErr error) int {
+	n := len(errs)
+	var ce *config.Error
+	if errors.As(cfgErr, &ce) && len(ce.Problems) > 0 {
+		n += len(ce.Problems) - len(split(cfgErr))
+	}
+	return n
+}
+
+// loadEach loads the descriptor files that paths name one file at a time: the files named,
+// and a folder's files as descriptors.Load lists them (*.yaml and *.yml, not hidden, regular
+// files or links to them, in name order), each file once. It returns the domains of the
+// files that loaded, a domain defined twice kept from its first file, and every problem:
+// a path that cannot be read, each file's own, and each duplicate domain.
+func loadEach(paths []string) (*descriptors.Config, []error) {
+	var errs []error
+	var files []string
+	for _, l := range descriptors.Files(paths) {
+		if l.Err != nil {
+			errs = append(errs, l.Err)
+		} else {
+			files = append(files, l.Name)
+		}
+	}
+	var all *descriptors.Config
+	for _, f := range files {
+		c, err := descriptors.Load(f)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		merged, err := descriptors.Merge(all, c)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		all = merged
+	}
+	return all, errs
+}
+
+// split unwraps an errors.Join into its errors, and a config.Error into its lines: one
+// problem each.
 func split(err error) []error {
 	if j, ok := err.(interface{ Unwrap() []error }); ok {
 		var out []error
 		for _, e := range j.Unwrap() {
 			out = append(out, split(e)...)
+		}
+		return out
+	}
+	var ce *config.Error
+	if errors.As(err, &ce) {
+		var out []error
+		for l := range strings.Lines(err.Error()) {
+			out = append(out, errors.New(strings.TrimSuffix(l, "\n")))
 		}
 		return out
 	}

@@ -111,6 +111,10 @@ func TestChartRefuses(t *testing.T) {
 			"the http, grpc and admin ports must differ (8080, 8081, 8080)"},
 		{"HPA bounds", append(redis, "autoscaling.enabled=true", "autoscaling.minReplicas=5", "autoscaling.maxReplicas=3"),
 			"autoscaling.minReplicas is above autoscaling.maxReplicas"},
+		{"sidecar without accounts", []string{"mode=sidecar"},
+			"mode sidecar needs accounts: without them each pod's Leash would make up its own dev API key"},
+		{"sidecar on redis without accounts", []string{"mode=sidecar", "config.store.backend=redis"},
+			"mode sidecar needs accounts"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -127,6 +131,15 @@ func TestChartRefuses(t *testing.T) {
 	// The same with redis is accepted, so the refusals above are about the store.
 	if _, err := template(t, "leash", "leash", values{set: append(redis, "replicaCount=3", "autoscaling.enabled=true")}); err != nil {
 		t.Fatalf("several replicas on redis: %v", err)
+	}
+	// A sidecar with accounts, in the values or in a Secret of the user's, is accepted.
+	for _, set := range [][]string{
+		{"mode=sidecar", "config.accounts[0].id=acme", "config.accounts[0].plan=pro"},
+		{"mode=sidecar", "secret.existingSecret=mine"},
+	} {
+		if _, err := template(t, "leash", "leash", values{set: set}); err != nil {
+			t.Errorf("%v: %v", set, err)
+		}
 	}
 }
 

@@ -91,6 +91,65 @@ func TestSidecarNotes(t *testing.T) {
 	}
 }
 
+// TestSidecarAppKey: the sidecar notes tell how the app gets its API key. With keys in
+// secret.apiKeys they print the app's environment, and its LEASH_API_KEY, read from the
+// chart's Secret, is a key of the account; with digests only, or the user's own Secret,
+// they say where the key comes from.
+func TestSidecarAppKey(t *testing.T) {
+	s := sidecarScenario(t)
+	r := render(t, s)
+	notes := renderNotes(t, s.release, s.namespace, s.v)
+	l := sidecarConfig(t)
+	var env []corev1.EnvVar
+	if err := yaml.UnmarshalStrict([]byte(between(t, notes, "# --- app env ---", "# --- end ---")), &env); err != nil {
+		t.Fatalf("the app's env in the notes: %v", err)
+	}
+	checkAppReachesLeash(t, env, l)
+	var key *corev1.EnvVar
+	for i := range env {
+		if env[i].Name == "LEASH_API_KEY" {
+			key = &env[i]
+		}
+	}
+	if key == nil || key.ValueFrom == nil || key.ValueFrom.SecretKeyRef == nil || key.Value != "" {
+		t.Fatalf("LEASH_API_KEY is not read from a Secret: %+v", key)
+	}
+	ref := key.ValueFrom.SecretKeyRef
+	sec := findByName[*corev1.Secret](r.ms, ref.Name)
+	if sec == nil {
+		t.Fatalf("LEASH_API_KEY: the release has no Secret %q", ref.Name)
+	}
+	v, ok := sec.Data[ref.Key]
+	if !ok {
+		t.Fatalf("LEASH_API_KEY: Secret %s has no key %q (keys %v)", ref.Name, ref.Key, sortedKeys(sec.Data))
+	}
+	if a, ok := l.direct.Lookup(string(v)); !ok || a.ID != "orders" {
+		t.Errorf("LEASH_API_KEY (Secret %s key %s) is not a key of account orders", ref.Name, ref.Key)
+	}
+
+	digests := values{set: []string{"mode=sidecar", "config.accounts[0].id=acme", "config.accounts[0].plan=pro",
+		"config.accounts[0].api_key_sha256[0]=" + strings.Repeat("ab", 32)}}
+	for _, tc := range []struct {
+		name string
+		v    values
+		want []string
+	}{
+		{"digests only", digests, []string{"LEASH_API_KEY", "leash keys new", "a Secret of your own"}},
+		{"your own Secret", values{set: []string{"mode=sidecar", "secret.existingSecret=mine"}},
+			[]string{"LEASH_API_KEY", "your Secret mine"}},
+	} {
+		notes := renderNotes(t, "leash", "shop", tc.v)
+		for _, w := range tc.want {
+			if !strings.Contains(notes, w) {
+				t.Errorf("%s: notes lack %q:\n%s", tc.name, w, notes)
+			}
+		}
+		if strings.Contains(notes, "# --- app env ---") {
+			t.Errorf("%s: notes print an env for a key the chart does not hold:\n%s", tc.name, notes)
+		}
+	}
+}
+
 // TestSidecarAppChartValues: the values snippet for app charts is the container and
 // volumes the chart's notes print for the same release, and the app is told Leash's URL.
 func TestSidecarAppChartValues(t *testing.T) {

@@ -264,3 +264,100 @@ func TestMergedCallArguments(t *testing.T) {
 		t.Fatalf("got %v, want the argument count refused", err)
 	}
 }
+
+// TestResendAfterNoScript: a call answered NOSCRIPT stays with its caller, encoded, and
+// runs once sent again after the script is loaded; so do the calls of a merged command,
+// each once.
+func TestResendAfterNoScript(t *testing.T) {
+	t.Parallel()
+	srv := redistest.StartServer(t, false)
+	admin := adminOf(t, &redis.Options{Addr: srv.Addr()})
+	ctx := context.Background()
+	m := loadMerge(t, srv, mergeScript, 1, 1, 3, 64)
+	if err := admin.ScriptFlush(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	p := newPool(t, Options{}).Pipe(srv.Addr())
+	const n = 16
+	calls := make([]*Call, n)
+	var wg sync.WaitGroup
+	errs := make([]error, n)
+	for i := range n {
+		c := p.NewMerged(m, "g", fmt.Sprintf("g/h/%d", i))
+		c.Str("h")
+		c.Int(int64(i))
+		calls[i] = c
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, errs[i] = p.Do(ctx, c, nil)
+		}()
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if !NotRunHere(err) || err.(ReplyError).Code() != "NOSCRIPT" {
+			t.Fatalf("call %d before SCRIPT LOAD: %v, want NOSCRIPT", i, err)
+		}
+	}
+	if _, err := admin.ScriptLoad(ctx, mergeScript).Result(); err != nil {
+		t.Fatal(err)
+	}
+	for i, c := range calls {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r, err := p.Do(ctx, c, nil)
+			if err == nil && (len(r) != 3 || r[0] != int64(i) || r[1] != 1) {
+				err = fmt.Errorf("reply %v", r)
+			}
+			errs[i] = err
+		}()
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Fatalf("call %d sent again after SCRIPT LOAD: %v", i, err)
+		}
+	}
+}
+
+// TestAskingGoesFirst: a call marked Asking is written after ASKING, whose reply (here an
+// error: the server is not a cluster) is read past, and is not merged with others.
+func TestAskingGoesFirst(t *testing.T) {
+	t.Parallel()
+	srv := redistest.StartServer(t, false)
+	m := loadMerge(t, srv, mergeScript, 1, 1, 3, 64)
+	pl := newPool(t, Options{})
+	p := pl.Pipe(srv.Addr())
+	ctx := context.Background()
+	err := burst(8, 20, func(g, i int) error {
+		c := p.NewMerged(m, "g", fmt.Sprintf("g/h/%d", g))
+		c.Str("h")
+		c.Int(int64(i))
+		if g == 0 {
+			c.Asking()
+		}
+		r, err := p.Do(ctx, c, nil)
+		if err != nil {
+			return err
+		}
+		if len(r) != 3 || r[0] != int64(i) || r[1] != int64(i+1) {
+			return fmt.Errorf("goroutine %d call %d: reply %v", g, i, r)
+		}
+		if g == 0 && r[2] != 1 {
+			return fmt.Errorf("an Asking call was merged with %d others", r[2]-1)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	admin := adminOf(t, &redis.Options{Addr: srv.Addr()})
+	info, err := admin.Info(ctx, "commandstats").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(info, "cmdstat_asking:calls=20,") {
+		t.Fatalf("ASKING not sent once per Asking call:\n%s", info)
+	}
+}

@@ -35,9 +35,9 @@ type Pipe struct {
 
 // pconn is one established connection of a pipe.
 type pconn struct {
-	conn net.Conn
-	rd   *bufio.Reader
-	p    *Pipe
+	conn   net.Conn
+	reader *bufio.Reader
+	p      *Pipe
 
 	retired atomic.Bool // set under mu: takes no more calls, closes once it owes nothing
 
@@ -67,6 +67,12 @@ type Call struct {
 	reply []int64
 	err   error
 	pool  *sync.Pool // its pipe's, where it goes back when done
+
+	// asking sends ASKING before the command (a Cluster's ASK redirect); such a call is
+	// never merged. Set by its caller between sends. sentOn is the connection it was last
+	// written to.
+	asking bool
+	sentOn *pconn
 
 	// A call of a Merge: its group, how many arguments it has, where its key and its head
 	// arguments end in cmd, and, once it is the first of a merged command, the others.
@@ -111,7 +117,7 @@ func (p *Pipe) get() *Call {
 		c = &Call{done: make(chan struct{}, 1), pool: &p.calls}
 	}
 	c.state.Store(callPending)
-	c.reply, c.err, c.merge = c.reply[:0], nil, nil
+	c.reply, c.err, c.merge, c.asking = c.reply[:0], nil, nil, false
 	return c
 }
 
@@ -146,8 +152,8 @@ func (c *Call) Str(s string) {
 
 // Int appends an integer argument, as Redis takes it: a bulk string of its digits.
 func (c *Call) Int(v int64) {
-	var d [20]byte
-	c.cmd = appendBulk(c.cmd, strconv.AppendInt(d[:0], v, 10))
+	var digits [20]byte
+	c.cmd = appendBulk(c.cmd, strconv.AppendInt(digits[:0], v, 10))
 	c.counted()
 }
 
@@ -162,14 +168,22 @@ func (c *Call) counted() {
 	}
 }
 
+// Asking makes c's sends from now on go after ASKING, as a Cluster's ASK redirect asks: the
+// node then runs it on a slot it is importing (elsewhere ASKING changes nothing). Such a
+// call is sent alone, not merged.
+func (c *Call) Asking() { c.asking = true }
+
 // joins reports whether c may be sent in the merged command that h begins.
 func (h *Call) joins(c *Call) bool {
-	return h.merge == c.merge && h.group == c.group && len(h.others)+1 < h.merge.Max &&
+	return !h.asking && !c.asking && h.merge == c.merge && h.group == c.group && len(h.others)+1 < h.merge.Max &&
 		bytes.Equal(h.cmd[h.keyEnd:h.headEnd], c.cmd[c.keyEnd:c.headEnd])
 }
 
 // appendCommand appends the command h begins: h's own, or the EVALSHA of h and its others.
 func (h *Call) appendCommand(b []byte) []byte {
+	if h.asking {
+		b = append(b, askingCommand...)
+	}
 	if h.merge == nil {
 		return append(b, h.cmd...)
 	}
@@ -179,8 +193,8 @@ func (h *Call) appendCommand(b []byte) []byte {
 	b = append(b, '\r', '\n')
 	b = appendBulk(b, "EVALSHA")
 	b = appendBulk(b, m.Sha)
-	var d [20]byte
-	b = appendBulk(b, strconv.AppendInt(d[:0], int64(n), 10))
+	var digits [20]byte
+	b = appendBulk(b, strconv.AppendInt(digits[:0], int64(n), 10))
 	b = append(b, h.cmd[:h.keyEnd]...)
 	for _, c := range h.others {
 		b = append(b, c.cmd[:c.keyEnd]...)
@@ -219,6 +233,9 @@ func (h *Call) answer(err error) bool {
 	return ok
 }
 
+// askingCommand is ASKING, encoded.
+const askingCommand = "*1\r\n$6\r\nASKING\r\n"
+
 func appendBulk[T string | []byte](dst []byte, s T) []byte {
 	dst = append(dst, '$')
 	dst = strconv.AppendInt(dst, int64(len(s)), 10)
@@ -238,16 +255,21 @@ func (c *Call) finish(err error) {
 }
 
 func (c *Call) release() {
+	c.sentOn = nil
 	if cap(c.cmd) > 4<<10 || cap(c.reply) > 256 || cap(c.others) > 256 {
 		return
 	}
 	c.pool.Put(c)
 }
 
-// Do sends c and appends its integer array reply to dst; c is recycled. The error is a
-// ReplyError for an error reply (see NotRunHere), ctx's error when ctx ended first (the
-// command may still run), or one of ErrDown, ErrClosed, ErrBusy.
+// Do sends c and appends its integer array reply to dst. The error is a ReplyError for an
+// error reply (see NotRunHere), ctx's error when ctx ended first (the command may still
+// run), or one of ErrDown, ErrClosed, ErrBusy. c is recycled, except after a reply that
+// NotRunHere reports: then c, unchanged, is the caller's to give to Do again (on this pipe
+// or another, e.g. once the script is loaded or the redirect's node found) or to drop.
 func (p *Pipe) Do(ctx context.Context, c *Call, dst []int64) ([]int64, error) {
+	c.state.Store(callPending)
+	c.reply, c.err = c.reply[:0], nil
 	if c.merge != nil && c.nargs != c.merge.Head+c.merge.Width {
 		n := c.nargs
 		c.release()
@@ -281,7 +303,9 @@ func (p *Pipe) Do(ctx context.Context, c *Call, dst []int64) ([]int64, error) {
 	if err == nil {
 		dst = append(dst, c.reply...)
 	}
-	c.release()
+	if !NotRunHere(err) {
+		c.release()
+	}
 	return dst, err
 }
 
@@ -300,6 +324,21 @@ func (p *Pipe) Redial() {
 		pc.retire()
 	}
 }
+
+// RedialAfter is Redial, unless the pipe's connection is no longer the one c was last
+// written to (another caller redialed already): for the calls of one merged command, which
+// all get the same answer, one redial.
+func (p *Pipe) RedialAfter(c *Call) {
+	p.mu.Lock()
+	current := p.cur != nil && p.cur == c.sentOn
+	p.mu.Unlock()
+	if current {
+		p.Redial()
+	}
+}
+
+// Addr returns the address of the pipe's node.
+func (p *Pipe) Addr() string { return p.addr }
 
 // Open reports whether the pipe has a live connection.
 func (p *Pipe) Open() bool {
@@ -369,20 +408,20 @@ func (p *Pipe) conn(ctx context.Context) (*pconn, error) {
 // selects the database.
 func (p *Pipe) dial(ctx context.Context) (*pconn, error) {
 	o := p.opt
-	dctx, cancel := context.WithTimeout(ctx, o.DialTimeout)
+	dialCtx, cancel := context.WithTimeout(ctx, o.DialTimeout)
 	defer cancel()
 	var conn net.Conn
 	var err error
 	if o.Dial != nil {
-		conn, err = o.Dial(dctx, p.addr)
+		conn, err = o.Dial(dialCtx, p.addr)
 	} else {
-		conn, err = dialTCP(dctx, p.addr, o.TLS)
+		conn, err = dialTCP(dialCtx, p.addr, o.TLS)
 	}
 	if err != nil {
 		return nil, err
 	}
-	pc := &pconn{conn: conn, rd: bufio.NewReaderSize(conn, 16<<10), p: p}
-	if err := pc.setup(dctx); err != nil {
+	pc := &pconn{conn: conn, reader: bufio.NewReaderSize(conn, 16<<10), p: p}
+	if err := pc.setup(dialCtx); err != nil {
 		_ = conn.Close()
 		return nil, err
 	}
@@ -447,7 +486,7 @@ func (pc *pconn) setup(ctx context.Context) error {
 		return err
 	}
 	for range n {
-		line, err := pc.rd.ReadSlice('\n')
+		line, err := pc.reader.ReadSlice('\n')
 		if err != nil {
 			return err
 		}
@@ -473,7 +512,7 @@ func (pc *pconn) send(c *Call) error {
 		pc.mu.Unlock()
 		return ErrBusy
 	}
-	c.sent = time.Now()
+	c.sent, c.sentOn = time.Now(), pc
 	pc.queued = append(pc.queued, c)
 	lead := !pc.writing
 	pc.writing = true
@@ -533,7 +572,7 @@ const mergeLookBack = 8
 // Merge joined to an earlier command of the same Merge, group and head.
 func (pc *pconn) form(cmds, q []*Call) []*Call {
 	for _, c := range q {
-		if c.merge != nil {
+		if c.merge != nil && !c.asking {
 			joined := false
 			for i := len(cmds) - 1; i >= 0 && i >= len(cmds)-mergeLookBack; i-- {
 				if h := cmds[i]; h.merge != nil && h.joins(c) {
@@ -605,9 +644,9 @@ func (pc *pconn) fail(err error) {
 
 // readLoop reads replies until the connection fails, is closed, or is retired and drained.
 func (pc *pconn) readLoop() {
-	rto := pc.p.opt.ReadTimeout
+	readTimeout := pc.p.opt.ReadTimeout
 	for {
-		if pc.rd.Buffered() == 0 {
+		if pc.reader.Buffered() == 0 {
 			// Block for more, but not past the point where the oldest owed reply is overdue.
 			pc.mu.Lock()
 			var oldest time.Time
@@ -615,17 +654,17 @@ func (pc *pconn) readLoop() {
 				oldest = c.sent
 			}
 			pc.mu.Unlock()
-			dl := time.Now().Add(rto)
+			deadline := time.Now().Add(readTimeout)
 			if !oldest.IsZero() {
-				dl = oldest.Add(rto)
+				deadline = oldest.Add(readTimeout)
 			}
-			_ = pc.conn.SetReadDeadline(dl)
-			if _, err := pc.rd.Peek(1); err != nil {
+			_ = pc.conn.SetReadDeadline(deadline)
+			if _, err := pc.reader.Peek(1); err != nil {
 				var ne net.Error
 				if errors.As(err, &ne) && ne.Timeout() {
 					pc.mu.Lock()
 					c := pc.owed.oldest()
-					overdue := c != nil && time.Since(c.sent) >= rto
+					overdue := c != nil && time.Since(c.sent) >= readTimeout
 					pc.mu.Unlock()
 					if !overdue {
 						continue // idle, or the oldest call is younger than it was
@@ -641,14 +680,26 @@ func (pc *pconn) readLoop() {
 			pc.fail(ErrBadReply) // a reply nobody asked for
 			return
 		}
-		var rerr error
-		c.reply, rerr = readInts(pc.rd, c.reply[:0])
-		if _, isReply := rerr.(ReplyError); rerr != nil && !isReply {
+		if c.asking {
+			// ASKING's own reply (+OK) comes first.
+			line, err := pc.reader.ReadSlice('\n')
+			if err == nil {
+				err = skipReply(pc.reader, line)
+			}
+			if err != nil {
+				c.answer(ErrDown)
+				pc.fail(err)
+				return
+			}
+		}
+		var replyErr error
+		c.reply, replyErr = readInts(pc.reader, c.reply[:0])
+		if _, isReply := replyErr.(ReplyError); replyErr != nil && !isReply {
 			c.answer(ErrDown)
-			pc.fail(rerr)
+			pc.fail(replyErr)
 			return
 		}
-		if !c.answer(rerr) {
+		if !c.answer(replyErr) {
 			pc.fail(ErrBadReply) // a merged reply of the wrong length
 			return
 		}

@@ -13,7 +13,9 @@
 //
 // It understands only an array of integers or an error reply. An error reply that means
 // the command did not run on this node (NotRunHere: an unknown script, a cluster redirect,
-// a read-only replica, ...) is the caller's to send through a client that handles it.
+// a read-only replica, ...) leaves the call with its caller, encoded, to be sent again
+// once the caller has done what the reply asks (load the script, find the node; Asking
+// for a Cluster's ASK redirect).
 //
 // Failures: every call is bounded by its context. A connection whose oldest owed reply is
 // overdue by ReadTimeout, or that fails a read or a write, is closed and every call waiting
@@ -68,7 +70,7 @@ func (e ReplyError) Code() string {
 var notRunHere = [...]string{"NOSCRIPT", "MOVED", "ASK", "TRYAGAIN", "CLUSTERDOWN", "READONLY", "LOADING", "MASTERDOWN"}
 
 // NotRunHere reports an error reply meaning the command did not run on this node, so it
-// may be sent again elsewhere: an unknown script (send EVAL), a cluster redirect or a
+// may be sent again: an unknown script (load it first), a cluster redirect or a
 // slot in migration (follow it, reload the slot map), a node that is read-only, loading
 // or without a master.
 func NotRunHere(err error) bool {

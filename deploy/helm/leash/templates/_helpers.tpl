@@ -317,6 +317,9 @@ Checks that need more than the schema; each fails the install with the reason.
 {{- if and (eq $v.mode "service") (or (gt (int $v.replicaCount) 1) $v.autoscaling.enabled) (not (dig "accounts" list ($v.config | default dict))) (not $v.secret.existingSecret) }}
 {{- fail "more than one replica and no config.accounts: each pod would make up its own dev API key. Configure config.accounts." }}
 {{- end }}
+{{- if and (eq $v.mode "sidecar") (not (dig "accounts" list ($v.config | default dict))) (not $v.secret.existingSecret) }}
+{{- fail "mode sidecar needs accounts: without them each pod's Leash would make up its own dev API key, which the app cannot know. Configure config.accounts (api_key_sha256 digests from `leash keys new`, or plaintext keys in secret.apiKeys), or secret.existingSecret with the accounts." }}
+{{- end }}
 {{- $l := include "leash.listeners" . | fromYaml }}
 {{- if or (eq $l.http $l.grpc) (eq $l.http $l.admin) (eq $l.grpc $l.admin) }}
 {{- fail (printf "the http, grpc and admin ports must differ (%d, %d, %d)" (int $l.http) (int $l.grpc) (int $l.admin)) }}

@@ -1,0 +1,280 @@
+package httpapi
+
+import (
+	"bytes"
+	"errors"
+	"net/http"
+	"strconv"
+	"strings"
+
+	"github.com/go-json-experiment/json"
+	"github.com/go-json-experiment/json/jsontext"
+	"github.com/leashd/leash/engine"
+	"github.com/leashd/leash/tracing"
+	"go.opentelemetry.io/otel/trace"
+)
+
+// exchange is one request's transport state, whatever its route: the writer the router
+// and the handlers write through (it records the status for the metrics and the log),
+// the request id, the route, the account, and the body and reply buffers. It is pooled
+// by the API so that those buffers are reused. What a route decodes and answers lives
+// in the route's own request and reply types.
+type exchange struct {
+	w      http.ResponseWriter
+	r      *http.Request
+	status int
+	route  string
+	routed bool   // false while the mux routes: what it writes then is its own 404 or 405
+	muxErr int    // the status the mux itself answered (404 or 405), to be answered in JSON
+	id     string // the request id, or "" until a generated one is needed
+	idSeq  uint64 // the sequence number of a generated id
+	acct   *engine.Account
+	code   engine.Code // the error code answered, for the refusal log
+	err    error       // the cause of a 5xx, for the log only
+	span   trace.Span  // the request's server span when it records; nil with tracing off or unsampled
+
+	body bytes.Buffer // the request body
+	out  bytes.Buffer // the reply body being built
+}
+
+// maxPooledBody is the largest buffer kept for reuse; an exchange that read or wrote a
+// larger body drops its buffer so idle pooled exchanges stay small.
+const maxPooledBody = 8 << 10
+
+func (x *exchange) begin(w http.ResponseWriter, r *http.Request) {
+	x.w, x.r = w, r
+	x.status, x.muxErr, x.routed, x.code = 0, 0, true, ""
+	x.route = unmatchedRoute
+	x.acct, x.err = nil, nil
+}
+
+// end drops the references the exchange holds so a pooled one pins nothing.
+func (x *exchange) end() {
+	x.w, x.r, x.acct, x.err, x.id, x.idSeq, x.span = nil, nil, nil, nil, "", 0, nil
+	for _, b := range []*bytes.Buffer{&x.body, &x.out} {
+		if b.Cap() > maxPooledBody {
+			*b = bytes.Buffer{}
+		} else {
+			b.Reset()
+		}
+	}
+}
+
+// Header returns the response headers.
+func (x *exchange) Header() http.Header { return x.w.Header() }
+
+// WriteHeader sends the status line and headers, recording the status. A status the
+// mux writes before any route runs is its own 404 or 405, answered afterwards in JSON
+// by routed.
+func (x *exchange) WriteHeader(code int) {
+	if !x.routed {
+		if x.muxErr == 0 {
+			x.muxErr = code
+		}
+		return
+	}
+	if x.status == 0 {
+		x.status = code
+	}
+	x.w.WriteHeader(code)
+}
+
+// Write writes body bytes (status 200 if none was sent).
+func (x *exchange) Write(b []byte) (int, error) {
+	if !x.routed { // the mux's plain-text error body
+		return len(b), nil
+	}
+	if x.status == 0 {
+		x.status = http.StatusOK
+	}
+	return x.w.Write(b)
+}
+
+// Unwrap gives http.ResponseController the underlying writer.
+func (x *exchange) Unwrap() http.ResponseWriter { return x.w }
+
+// Codes of spec §3.6 that only the HTTP edge produces.
+const (
+	codeUnauthorized         engine.Code = "unauthorized"
+	codeNotFound             engine.Code = "not_found"
+	codeMethodNotAllowed     engine.Code = "method_not_allowed"
+	codeRequestTooLarge      engine.Code = "request_too_large"
+	codeUnsupportedMediaType engine.Code = "unsupported_media_type"
+	codeHeaderTooLarge       engine.Code = "request_header_too_large"
+)
+
+const (
+	msgUnauthorized   = "missing or invalid API key"
+	msgInternal       = "internal error"
+	msgNotFound       = "no such endpoint"
+	msgMethod         = "method not allowed on this endpoint; see the Allow header"
+	msgTooLarge       = "request body must be at most 65536 bytes"
+	msgMediaType      = "Content-Type must be application/json"
+	msgReadBody       = "could not read the request body"
+	msgHeaderTooLarge = "request headers must be at most 65536 bytes"
+)
+
+// statusOf maps an engine code to its HTTP status (spec §3.6); an unknown code is 500.
+func statusOf(code engine.Code) int {
+	switch code {
+	case engine.CodeInvalidRequest, engine.CodeMissingLimit, engine.CodeUnknownAlgorithm,
+		engine.CodeInvalidRule, engine.CodeInvalidLeaseID:
+		return http.StatusBadRequest
+	case engine.CodeAlgorithmNotOnPlan, engine.CodeConcurrentNotOnPlan, engine.CodeWebhookNotOnPlan:
+		return http.StatusForbidden
+	case engine.CodeKeyNotFound, engine.CodeWebhookNotFound:
+		return http.StatusNotFound
+	case engine.CodeWebhookURLRejected:
+		return http.StatusUnprocessableEntity
+	case engine.CodeHardCapExceeded:
+		return http.StatusTooManyRequests
+	case engine.CodeUnavailable:
+		return http.StatusServiceUnavailable
+	}
+	return http.StatusInternalServerError
+}
+
+// engineError answers err, an error from the engine (or the body decoder). Only an
+// *engine.Error's Message reaches the client, and never for a 500; causes go to the log.
+func (a *API) engineError(x *exchange, err error) {
+	var e *engine.Error
+	if !errors.As(err, &e) {
+		if x.span != nil {
+			a.annotate(x, tracing.AttrErrorCode.String(string(engine.CodeInternal)))
+		}
+		x.err = err
+		a.writeError(x, http.StatusInternalServerError, engine.CodeInternal, msgInternal)
+		return
+	}
+	status := statusOf(e.Code)
+	if x.span != nil { // recording: an unsampled request builds no attributes
+		a.annotate(x, tracing.AttrErrorCode.String(string(e.Code)))
+	}
+	switch {
+	case e.Code == engine.CodeHardCapExceeded:
+		x.w.Header()["Retry-After"] = []string{strconv.FormatInt(max(1, e.RetryAfterSec), 10)}
+	case e.Code == engine.CodeUnavailable:
+		x.w.Header()["Retry-After"] = a.hdrRetry1
+		x.err = err
+	case status == http.StatusInternalServerError:
+		x.err = err
+		a.writeError(x, status, engine.CodeInternal, msgInternal)
+		return
+	}
+	a.writeError(x, status, e.Code, e.Message)
+}
+
+// routed finishes a request no route served: the mux answered 404, or 405 with the
+// Allow header, and the API answers the same in JSON (spec §3.5).
+func (a *API) routed(x *exchange) {
+	if x.muxErr == 0 {
+		return
+	}
+	x.routed = true
+	h := x.w.Header()
+	delete(h, "X-Content-Type-Options") // set by the mux's plain-text error
+	delete(h, "Location")
+	if x.muxErr == http.StatusMethodNotAllowed {
+		a.writeError(x, http.StatusMethodNotAllowed, codeMethodNotAllowed, msgMethod)
+		return
+	}
+	delete(h, "Allow")
+	a.notFound(x)
+}
+
+// notFound answers 404 not_found.
+func (a *API) notFound(x *exchange) {
+	x.route = unmatchedRoute
+	a.writeError(x, http.StatusNotFound, codeNotFound, msgNotFound)
+}
+
+// errorReply is the body of every error (spec §3.6).
+type errorReply struct {
+	Error string      `json:"error"`
+	Code  engine.Code `json:"code"`
+}
+
+// writeError writes the error body {"error": msg, "code": code}.
+func (a *API) writeError(x *exchange, status int, code engine.Code, msg string) {
+	x.code = code
+	a.reply(x, status, &errorReply{Error: msg, Code: code})
+}
+
+// encodeOptions are the options of every reply: a string that is not valid UTF-8 is
+// written with replacement characters, never raw (and never fails the reply).
+var encodeOptions = json.JoinOptions(jsontext.AllowInvalidUTF8(true))
+
+// reply writes v, a route's reply type, as the JSON response: the one encoder of every
+// route but POST /v1/limit, whose reply is appendLimitReply's (docs/performance.md).
+func (a *API) reply(x *exchange, status int, v any) {
+	x.out.Reset()
+	if err := json.MarshalWrite(&x.out, v, encodeOptions); err != nil {
+		// The reply types always encode; a failure is a bug, answered as one.
+		x.err = err
+		x.out.Reset()
+		x.out.WriteString(`{"error":"` + msgInternal + `","code":"` + string(engine.CodeInternal) + `"}`)
+		status, x.code = http.StatusInternalServerError, engine.CodeInternal
+	}
+	a.writeJSON(x, status, x.out.Bytes())
+}
+
+// writeJSON sends a JSON response, with X-Request-Id unless the handler set it.
+func (a *API) writeJSON(x *exchange, status int, body []byte) {
+	h := x.w.Header()
+	if _, ok := h[RequestIDHeader]; !ok {
+		h[RequestIDHeader] = []string{a.requestID(x)}
+	}
+	h["Content-Type"] = a.hdrJSON
+	x.WriteHeader(status)
+	_, _ = x.w.Write(body) // a failed write is the client's disconnect; nothing to do
+}
+
+// readBody applies the size and media-type checks (413, 415) and reads the body into
+// x.body. A route with an optional body accepts an empty one whatever its Content-Type.
+func (a *API) readBody(x *exchange, required bool) bool {
+	r := x.r
+	if r.ContentLength > MaxBodyBytes {
+		a.tooLarge(x)
+		return false
+	}
+	x.body.Reset()
+	if r.ContentLength != 0 {
+		body := r.Body
+		if r.ContentLength < 0 { // chunked: the length is only known by reading
+			body = http.MaxBytesReader(x.w, r.Body, MaxBodyBytes)
+		}
+		if _, err := x.body.ReadFrom(body); err != nil {
+			if _, ok := errors.AsType[*http.MaxBytesError](err); ok {
+				a.tooLarge(x)
+				return false
+			}
+			a.writeError(x, http.StatusBadRequest, engine.CodeInvalidRequest, msgReadBody)
+			return false
+		}
+	}
+	if (required || x.body.Len() > 0) && !jsonMediaType(r.Header["Content-Type"]) {
+		a.writeError(x, http.StatusUnsupportedMediaType, codeUnsupportedMediaType, msgMediaType)
+		return false
+	}
+	return true
+}
+
+func (a *API) tooLarge(x *exchange) {
+	// Close the connection rather than read the rest of an oversized body.
+	x.w.Header().Set("Connection", "close")
+	a.writeError(x, http.StatusRequestEntityTooLarge, codeRequestTooLarge, msgTooLarge)
+}
+
+// jsonMediaType reports whether a Content-Type is application/json, parameters allowed;
+// a missing or empty one is read as JSON (spec §3.2).
+func jsonMediaType(v []string) bool {
+	if len(v) == 0 {
+		return true
+	}
+	s := v[0]
+	if i := strings.IndexByte(s, ';'); i >= 0 {
+		s = s[:i]
+	}
+	s = strings.Trim(s, " \t")
+	return s == "" || strings.EqualFold(s, "application/json")
+}

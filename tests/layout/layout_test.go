@@ -1,0 +1,128 @@
+// Package layout holds the test that keeps the tree's architecture what the README's
+// layout table says: edges above the engine, stores inside it, test kits apart.
+package layout
+
+import (
+	"encoding/json"
+	"io"
+	"os/exec"
+	"slices"
+	"strings"
+	"testing"
+)
+
+const module = "github.com/leashd/leash/"
+
+// floors lists the production packages from the bottom up. A package may import a package
+// of its own floor or of one below, never one above; the first prefix that matches a
+// package names its floor.
+var floors = [][]string{
+	{"engine/algo", "engine/redisstore/respipe", "internal/filewatch", "tracing", "webhook/signature"},
+	{"engine"}, // the engine and the stores inside it
+	{"config", "metrics", "webhook", "adapter/descriptors", "adapter/domains"},
+	{"httpapi", "adapter", "admin", "client", "cli", "internal/setup"},
+	{"cmd"},
+}
+
+// testOnly are trees no production package may import.
+var testOnly = []string{"testkit", "tests", "examples", "scripts", "deploy"}
+
+type pkg struct {
+	ImportPath string
+	Imports    []string
+	Deps       []string
+}
+
+func listPackages(t *testing.T) []pkg {
+	t.Helper()
+	cmd := exec.Command("go", "list", "-json", "github.com/leashd/leash/...")
+	cmd.Dir = "../.."
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	var pkgs []pkg
+	dec := json.NewDecoder(strings.NewReader(string(out)))
+	for {
+		var p pkg
+		if err := dec.Decode(&p); err == io.EOF {
+			break
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		p.ImportPath = strings.TrimPrefix(p.ImportPath, module)
+		pkgs = append(pkgs, p)
+	}
+	return pkgs
+}
+
+func under(path, prefix string) bool { return path == prefix || strings.HasPrefix(path, prefix+"/") }
+
+func floorOf(path string) int {
+	for i, f := range floors {
+		for _, prefix := range f {
+			if under(path, prefix) {
+				// engine/algo and respipe sit below the engine although they are inside it.
+				return i
+			}
+		}
+	}
+	return -1
+}
+
+func isTestOnly(path string) bool {
+	return slices.ContainsFunc(testOnly, func(p string) bool { return under(path, p) })
+}
+
+// TestImportsRunDown fails when a production package imports one on a floor above its
+// own, or a test kit, or when a package has no floor (a new top-level folder must be
+// placed on one).
+func TestImportsRunDown(t *testing.T) {
+	for _, p := range listPackages(t) {
+		if isTestOnly(p.ImportPath) || p.ImportPath == "adapter" && len(p.Imports) == 0 {
+			continue
+		}
+		own := floorOf(p.ImportPath)
+		if own < 0 {
+			t.Errorf("%s is on no floor: add it to floors in this test", p.ImportPath)
+			continue
+		}
+		for _, imp := range p.Imports {
+			if !strings.HasPrefix(imp, module) {
+				continue
+			}
+			imp = strings.TrimPrefix(imp, module)
+			if isTestOnly(imp) {
+				t.Errorf("%s imports the test kit %s", p.ImportPath, imp)
+				continue
+			}
+			if f := floorOf(imp); f > own {
+				t.Errorf("%s (floor %d) imports %s (floor %d): imports run down only", p.ImportPath, own, imp, f)
+			}
+		}
+	}
+}
+
+// TestEngineImportsNoEdge fails when anything under engine/ depends, directly or not, on
+// a package outside engine/, on net/http or on gRPC: the engine is the domain, and the
+// edges translate to it.
+func TestEngineImportsNoEdge(t *testing.T) {
+	n := 0
+	for _, p := range listPackages(t) {
+		if !under(p.ImportPath, "engine") {
+			continue
+		}
+		n++
+		for _, d := range p.Deps {
+			switch {
+			case d == "net/http", strings.HasPrefix(d, "google.golang.org/grpc"):
+				t.Errorf("%s depends on %s", p.ImportPath, d)
+			case strings.HasPrefix(d, module) && !under(strings.TrimPrefix(d, module), "engine"):
+				t.Errorf("%s depends on %s, outside the engine", p.ImportPath, strings.TrimPrefix(d, module))
+			}
+		}
+	}
+	if n < 5 {
+		t.Fatalf("found %d packages under engine/; the listing is wrong", n)
+	}
+}
