@@ -346,13 +346,13 @@ func (t *translator) descriptors() {
 		if t.set("FORCE_START_WITHOUT_INITIAL_CONFIG") && !t.boolean("FORCE_START_WITHOUT_INITIAL_CONFIG", false) {
 			t.warn("FORCE_START_WITHOUT_INITIAL_CONFIG", "Leash serves before the first xDS update, its domains unknown until then")
 		}
-		files := map[string]string{"CONFIG_GRPC_XDS_SERVER_TLS_CACERT": "ca_file", "CONFIG_GRPC_XDS_CLIENT_TLS_CERT": "cert_file",
-			"CONFIG_GRPC_XDS_CLIENT_TLS_KEY": "key_file", "CONFIG_GRPC_XDS_SERVER_TLS_SAN": "server_name"}
+		files := [][2]string{{"CONFIG_GRPC_XDS_SERVER_TLS_CACERT", "ca_file"}, {"CONFIG_GRPC_XDS_CLIENT_TLS_CERT", "cert_file"},
+			{"CONFIG_GRPC_XDS_CLIENT_TLS_KEY", "key_file"}, {"CONFIG_GRPC_XDS_SERVER_TLS_SAN", "server_name"}}
 		if t.boolean("CONFIG_GRPC_XDS_SERVER_USE_TLS", false) {
 			some := false
-			for name, key := range files {
-				if v := t.get(name, ""); v != "" {
-					t.keys["envoy.xds.tls."+key], some = v, true
+			for _, nk := range files {
+				if v := t.get(nk[0], ""); v != "" {
+					t.keys["envoy.xds.tls."+nk[1]], some = v, true
 				}
 			}
 			if !some { // TLS verified against the system's roots, under the address's host
@@ -360,9 +360,9 @@ func (t *translator) descriptors() {
 				t.keys["envoy.xds.tls.server_name"] = host
 			}
 		} else {
-			for _, name := range slices.Sorted(maps.Keys(files)) {
-				if t.get(name, "") != "" {
-					t.warn(name, "CONFIG_GRPC_XDS_SERVER_USE_TLS is not true, so the xDS connection has no TLS, as the peer's")
+			for _, nk := range files {
+				if t.get(nk[0], "") != "" {
+					t.warn(nk[0], "CONFIG_GRPC_XDS_SERVER_USE_TLS is not true, so the xDS connection has no TLS, as the peer's")
 				}
 			}
 		}
@@ -391,14 +391,14 @@ func (t *translator) replies() {
 		}
 		t.keys["envoy.local_cache.max_entries"] = strconv.FormatInt(entries, 10)
 	}
-	for name, key := range map[string]string{"SHADOW_MODE": "envoy.shadow_mode", "QUOTA_MODE": "envoy.quota_mode",
-		"RESPONSE_DYNAMIC_METADATA": "envoy.response_dynamic_metadata", "LIMIT_RESPONSE_HEADERS_ENABLED": "envoy.response_headers"} {
-		t.keys[key] = strconv.FormatBool(t.boolean(name, false))
+	for _, nk := range [][2]string{{"SHADOW_MODE", "envoy.shadow_mode"}, {"QUOTA_MODE", "envoy.quota_mode"},
+		{"RESPONSE_DYNAMIC_METADATA", "envoy.response_dynamic_metadata"}, {"LIMIT_RESPONSE_HEADERS_ENABLED", "envoy.response_headers"}} {
+		t.keys[nk[1]] = strconv.FormatBool(t.boolean(nk[0], false))
 	}
-	for name, key := range map[string]string{"LIMIT_LIMIT_HEADER": "envoy.header_names.limit",
-		"LIMIT_REMAINING_HEADER": "envoy.header_names.remaining", "LIMIT_RESET_HEADER": "envoy.header_names.reset"} {
-		if v := t.get(name, ""); v != "" {
-			t.keys[key] = v
+	for _, nk := range [][2]string{{"LIMIT_LIMIT_HEADER", "envoy.header_names.limit"},
+		{"LIMIT_REMAINING_HEADER", "envoy.header_names.remaining"}, {"LIMIT_RESET_HEADER", "envoy.header_names.reset"}} {
+		if v := t.get(nk[0], ""); v != "" {
+			t.keys[nk[1]] = v
 		}
 	}
 	if v := t.get("NEAR_LIMIT_RATIO", ""); v != "" {
