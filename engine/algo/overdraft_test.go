@@ -113,3 +113,75 @@ func TestTokenBucketOverdraft(t *testing.T) {
 		})
 	}
 }
+
+// TestOverdraftProperties drives the three algorithms through random sequences of
+// ordinary and overdraft spends (costs up to MaxCount), on the limb arithmetic of the Lua
+// scripts with its bounds checked at every call, and checks spec §4.12: an overdraft that
+// fits is an ordinary spend; one that does not keeps the ordinary verdict with remaining 0,
+// counts its cost, and its reset is exact: a request of min(c, L) fits at now + reset and
+// not a millisecond before.
+func TestOverdraftProperties(t *testing.T) {
+	g := gen{crossSeed(t)}
+	md := checkedMulDiv(t)
+	type state = [3]int64
+	run := func(alg int, s state, now, L, W, c int64, over bool) (state, Result) {
+		switch alg {
+		case 0:
+			ns, r := fixedWindow(FixedState{s[0], s[1]}, now, L, W, c, over)
+			return state{ns.Window, ns.Count}, r
+		case 1:
+			ns, r := slidingWindow(SlidingState{s[0], s[1], s[2]}, now, L, W, c, over, md)
+			return state{ns.Window, ns.Curr, ns.Prev}, r
+		default:
+			ns, r := tokenBucket(BucketState{s[0], s[1], s[2]}, now, L, W, c, over, md)
+			return state{ns.TatMS, ns.TatRem, ns.Limit}, r
+		}
+	}
+	denials := 0
+	for i := 0; i < 3*crossCases; i++ {
+		alg := i % 3
+		W, L := g.window(), g.limit()
+		now := base + g.Int64N(W)
+		var s state
+		for step := 0; step < crossSteps; step++ {
+			now += g.advance(W)
+			if g.IntN(8) == 0 {
+				L = g.limit()
+			}
+			c := g.cost(L)
+			switch g.IntN(4) {
+			case 0:
+				c = min(MaxCount, L+1+g.Int64N(3*L))
+			case 1:
+				c = MaxCount
+			}
+			s1, r1 := run(alg, s, now, L, W, c, true)
+			if c <= L {
+				s0, r0 := run(alg, s, now, L, W, c, false)
+				if r0.Allowed != r1.Allowed || r0.Allowed && (r0 != r1 || s0 != s1) {
+					t.Fatalf("alg %d case %d step %d (now=%d L=%d W=%d c=%d state=%v): ordinary %+v, overdraft %+v", alg, i, step, now, L, W, c, s, r0, r1)
+				}
+			}
+			if !r1.Allowed {
+				denials++
+				if r1.Remaining != 0 || c > 0 && !r1.Write || r1.ResetMS < 1 {
+					t.Fatalf("alg %d case %d step %d (now=%d L=%d W=%d c=%d state=%v): denied overdraft %+v", alg, i, step, now, L, W, c, s, r1)
+				}
+				// Exact reset, from the counted state, for a request of min(c, L).
+				cr := min(c, L)
+				if _, r := run(alg, s1, now+r1.ResetMS, L, W, cr, false); !r.Allowed {
+					t.Fatalf("alg %d case %d step %d (now=%d L=%d W=%d c=%d): not allowed at now+reset %d", alg, i, step, now, L, W, c, r1.ResetMS)
+				}
+				if _, r := run(alg, s1, now+r1.ResetMS-1, L, W, cr, false); r.Allowed {
+					t.Fatalf("alg %d case %d step %d (now=%d L=%d W=%d c=%d): allowed before now+reset %d", alg, i, step, now, L, W, c, r1.ResetMS)
+				}
+			}
+			if r1.Write && g.IntN(3) > 0 {
+				s = s1
+			}
+		}
+	}
+	if denials < crossCases {
+		t.Fatalf("only %d overdraft denials", denials)
+	}
+}
