@@ -179,7 +179,21 @@ type Redis struct {
 	WriteTimeout time.Duration `mapstructure:"write_timeout"`
 	// PoolSize is the connection pool size per node; 0 means the driver's default.
 	PoolSize int `mapstructure:"pool_size"`
+	// TLS, when any file is set, encrypts every connection with a private CA and/or a
+	// client certificate.
+	TLS RedisTLS `mapstructure:"tls"`
 }
+
+// RedisTLS is the TLS of the Redis connections: a CA to verify the servers (the system's
+// roots when empty) and a client certificate.
+type RedisTLS struct {
+	CAFile   string `mapstructure:"ca_file"`
+	CertFile string `mapstructure:"cert_file"`
+	KeyFile  string `mapstructure:"key_file"`
+}
+
+// Enabled reports whether any file is set.
+func (t RedisTLS) Enabled() bool { return t.CAFile != "" || t.CertFile != "" || t.KeyFile != "" }
 
 // Sentinel names a Sentinel-managed master and the sentinels to ask.
 type Sentinel struct {

@@ -96,6 +96,11 @@ func schema() *node {
 				"username":      leaf(kString, nil),
 				"password":      leaf(kString, nil),
 				"wait_replicas": leaf(kInt, 0),
+				"tls": object(map[string]*node{
+					"ca_file":   leaf(kString, nil),
+					"cert_file": leaf(kString, nil),
+					"key_file":  leaf(kString, nil),
+				}),
 				"dial_timeout":  leaf(kDuration, 500*time.Millisecond),
 				"read_timeout":  leaf(kDuration, 500*time.Millisecond),
 				"write_timeout": leaf(kDuration, 500*time.Millisecond),

@@ -377,10 +377,14 @@ func openStore(ctx context.Context, cfg *config.Config, m *metrics.Metrics, log 
 		return s, nil
 	case "redis":
 		r := cfg.Store.Redis
+		tc, err := setup.RedisTLS(r.TLS)
+		if err != nil {
+			return nil, err
+		}
 		o := redisstore.Options{
 			Prefix: r.Prefix, Username: r.Username, Password: r.Password, WaitReplicas: r.WaitReplicas,
 			DialTimeout: r.DialTimeout, ReadTimeout: r.ReadTimeout, WriteTimeout: r.WriteTimeout,
-			PoolSize: r.PoolSize, Logger: log,
+			PoolSize: r.PoolSize, Logger: log, TLS: tc,
 		}
 		switch r.Mode() {
 		case config.RedisCluster:

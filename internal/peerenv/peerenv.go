@@ -96,7 +96,8 @@ var Settings = []Setting{
 	{[]string{"REDIS_AUTH"}, Used},
 	{[]string{"REDIS_SENTINEL_AUTH"}, Refused},
 	{[]string{"REDIS_TLS"}, Used},
-	{[]string{"REDIS_TLS_CLIENT_CERT", "REDIS_TLS_CLIENT_KEY", "REDIS_TLS_CACERT", "REDIS_TLS_SKIP_HOSTNAME_VERIFICATION"}, Refused},
+	{[]string{"REDIS_TLS_CLIENT_CERT", "REDIS_TLS_CLIENT_KEY", "REDIS_TLS_CACERT"}, Used},
+	{[]string{"REDIS_TLS_SKIP_HOSTNAME_VERIFICATION"}, Refused},
 	{[]string{"REDIS_POOL_SIZE"}, Used},
 	{[]string{"REDIS_TIMEOUT"}, Used},
 	{[]string{"REDIS_POOL_ON_EMPTY_BEHAVIOR"}, Ignored},
@@ -435,6 +436,16 @@ func (t *translator) store() {
 		return
 	}
 	tlsOn := t.boolean("REDIS_TLS", false)
+	tlsFiles := false
+	for _, nk := range [][2]string{{"REDIS_TLS_CACERT", "ca_file"}, {"REDIS_TLS_CLIENT_CERT", "cert_file"}, {"REDIS_TLS_CLIENT_KEY", "key_file"}} {
+		switch v := t.get(nk[0], ""); {
+		case v == "":
+		case tlsOn:
+			t.keys["store.redis.tls."+nk[1]], tlsFiles = v, true
+		default:
+			t.warn(nk[0], "REDIS_TLS is not true, so Redis is reached without TLS, as the peer does")
+		}
+	}
 	switch rt := strings.ToUpper(t.get("REDIS_TYPE", "SINGLE")); rt {
 	case "SINGLE":
 		if !strings.Contains(url, "://") {
@@ -445,8 +456,8 @@ func (t *translator) store() {
 		}
 		t.keys["store.redis.url"] = url
 	case "CLUSTER", "SENTINEL":
-		if tlsOn {
-			t.refuse("REDIS_TLS", "Leash reaches Redis Cluster and Sentinel without TLS: use REDIS_TYPE=SINGLE for TLS")
+		if tlsOn && !tlsFiles {
+			t.refuse("REDIS_TLS", "TLS to Redis Cluster or Sentinel nodes needs their CA: set REDIS_TLS_CACERT")
 		}
 		parts := strings.Split(url, ",")
 		if rt == "CLUSTER" {
@@ -469,11 +480,6 @@ func (t *translator) store() {
 	}
 	if t.get("REDIS_SENTINEL_AUTH", "") != "" {
 		t.refuse("REDIS_SENTINEL_AUTH", "Leash reaches sentinels without a password: unset it")
-	}
-	for _, name := range []string{"REDIS_TLS_CLIENT_CERT", "REDIS_TLS_CLIENT_KEY", "REDIS_TLS_CACERT"} {
-		if t.get(name, "") != "" {
-			t.refuse(name, "Leash verifies Redis TLS against the system's roots, without a client certificate: use a Redis that does not ask for one")
-		}
 	}
 	if t.boolean("REDIS_TLS_SKIP_HOSTNAME_VERIFICATION", false) {
 		t.refuse("REDIS_TLS_SKIP_HOSTNAME_VERIFICATION", "Leash always verifies the Redis server's name")

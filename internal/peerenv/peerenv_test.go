@@ -146,6 +146,25 @@ func TestDefaultsAndFiles(t *testing.T) {
 	if _, ok := res.Keys["envoy.xds.address"]; ok {
 		t.Error("CONFIG_TYPE FILE sets envoy.xds.address")
 	}
+	// Envoy Gateway's Redis TLS with a client certificate (redis-tls-settings).
+	res, err = peerenv.Translate(map[string]string{"REDIS_URL": "redis:6379", "REDIS_TLS": "true",
+		"REDIS_TLS_CLIENT_CERT": "/redis-certs/tls.crt", "REDIS_TLS_CLIENT_KEY": "/redis-certs/tls.key"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Keys["store.redis.url"] != "rediss://redis:6379" || res.Keys["store.redis.tls.cert_file"] != "/redis-certs/tls.crt" ||
+		res.Keys["store.redis.tls.key_file"] != "/redis-certs/tls.key" {
+		t.Errorf("redis TLS: %v", res.Keys)
+	}
+	// Cluster over TLS needs the nodes' CA.
+	if _, err := peerenv.Translate(map[string]string{"REDIS_TYPE": "CLUSTER", "REDIS_URL": "a:1", "REDIS_TLS": "true"}); err == nil ||
+		!strings.Contains(err.Error(), "REDIS_TLS_CACERT") {
+		t.Errorf("cluster TLS without a CA: %v", err)
+	}
+	res, err = peerenv.Translate(map[string]string{"REDIS_TYPE": "CLUSTER", "REDIS_URL": "a:1", "REDIS_TLS": "true", "REDIS_TLS_CACERT": "/ca.pem"})
+	if err != nil || res.Keys["store.redis.tls.ca_file"] != "/ca.pem" {
+		t.Errorf("cluster TLS: %v %v", res.Keys, err)
+	}
 	// Cluster and sentinel.
 	res, _ = peerenv.Translate(map[string]string{"REDIS_TYPE": "cluster", "REDIS_URL": "a:1,b:2"})
 	if res.Keys["store.redis.cluster_addrs"] != "a:1,b:2" {
@@ -182,7 +201,7 @@ func TestRefusedAndIgnored(t *testing.T) {
 	for name, value := range map[string]string{
 		"USE_STATSD": "true", "REDIS_SOCKET_TYPE": "unix", "BACKEND_TYPE": "memcache", "CONFIG_TYPE": "GRPC_XDS_DELTA",
 		"GRPC_UDS": "/tmp/rl.sock", "MERGE_DOMAIN_CONFIG": "true", "GRPC_CLIENT_TLS_SAN": "envoy", "REDIS_SENTINEL_AUTH": "x",
-		"REDIS_TLS_CLIENT_CERT": "/c.pem", "REDIS_TLS_SKIP_HOSTNAME_VERIFICATION": "true", "PROMETHEUS_PATH": "/stats",
+		"REDIS_TLS_SKIP_HOSTNAME_VERIFICATION": "true", "PROMETHEUS_PATH": "/stats",
 		"LOG_LEVEL": "loud", "SHADOW_MODE": "maybe",
 	} {
 		env := map[string]string{name: value, "REDIS_URL": base["REDIS_URL"], "USE_PROMETHEUS": "true"}
