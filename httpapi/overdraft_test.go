@@ -18,7 +18,9 @@ func TestOverdraftTokenBudget(t *testing.T) {
 		}
 		return b + "}"
 	}
-	r := e.post(pLimit, keyAcme, ovd("ai-on", `"cost":1,"overdraft":true`))
+	r := e.post(pLimit, keyAcme, ovd("ai-on", `"cost":0,"overdraft":true`)) // the check before the request
+	mustBody(t, r, 200, `{"allowed":true,"limit":1000,"remaining":1000,"reset_ms":0}`)
+	r = e.post(pLimit, keyAcme, ovd("ai-on", `"cost":1,"overdraft":true`))
 	mustBody(t, r, 200, `{"allowed":true,"limit":1000,"remaining":999,"reset_ms":60000}`)
 	r = e.post(pLimit, keyAcme, ovd("ai-on", `"cost":5000,"overdraft":true`))
 	mustBody(t, r, 200, `{"allowed":false,"limit":1000,"remaining":0,"reset_ms":60000}`)

@@ -64,6 +64,7 @@ func (h *harness) wantReply(r *rlsv3.RateLimitResponse, code rlsv3.RateLimitResp
 func TestOverdraftTokenBudget(t *testing.T) {
 	on := func(h *harness, key string) {
 		h.t.Helper()
+		h.wantReply(h.look(key), ok, 1000) // the check before the request, cost 0
 		h.wantReply(h.hits(key, 1), ok, 999)
 		h.wantReply(h.hits(key, 5000), over, 0)
 		h.wantReply(h.hits(key, 1), over, 0)
@@ -75,6 +76,7 @@ func TestOverdraftTokenBudget(t *testing.T) {
 	}
 	off := func(h *harness, key string) {
 		h.t.Helper()
+		h.wantReply(h.look(key), ok, 1000)
 		h.wantReply(h.hits(key, 1), ok, 999)
 		h.wantReply(h.hits(key, 5000), over, 0)
 		h.wantReply(h.hits(key, 1), ok, 998)
