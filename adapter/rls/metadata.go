@@ -12,7 +12,8 @@ import (
 // §9.7): the domain, every descriptor (entries as "key=value", its limit override in the
 // proto's text form, its hits_addend), the request's hits_addend when set, and under
 // "metadata" the metadata of every matched descriptor that passed (not OVER_LIMIT, not
-// unlimited), merged: the first value of a key wins, mappings merge key by key.
+// unlimited), merged: the first value of a key wins, mappings merge key by key. With no
+// plans (a domain that maps to no account) there is no "metadata".
 func dynamicMetadata(req *rlsv3.RateLimitRequest, plans []plan, replies []reply) *structpb.Struct {
 	fields := map[string]*structpb.Value{"domain": structpb.NewStringValue(req.GetDomain())}
 	ds := make([]*structpb.Value, 0, len(req.GetDescriptors()))

@@ -2,7 +2,8 @@
 // engine, so an Envoy or Istio ext rate-limit filter can use Leash in place of
 // envoyproxy/ratelimit with the same descriptor files (spec §9).
 //
-// A request's domain is a namespace of the account the domain maps to (domains.Routing). Each
+// A request's domain is a namespace of the account the domain maps to (domains.Routing;
+// domains.Namespace when the domain is not a valid namespace itself). Each
 // descriptor is matched against the descriptor files (package descriptors); its counter
 // key is domains.CounterKey of the matched entries, so POST /v1/limit can share it. A descriptor
 // no file matches falls back to the namespace's rate rule; with neither it is OK.
@@ -218,7 +219,15 @@ func (s *Service) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReque
 		for i := range resp.Statuses {
 			resp.Statuses[i] = &rlsv3.RateLimitResponse_DescriptorStatus{Code: rlsv3.RateLimitResponse_OK}
 		}
+		if s.opts.DynamicMetadata {
+			// The peer builds it for every reply: domain and descriptors, nothing matched.
+			resp.DynamicMetadata = dynamicMetadata(req, nil, nil)
+		}
 		return resp, nil
+	}
+
+	if !descriptors.ValidDomain(domain) {
+		return nil, status.Error(codes.InvalidArgument, "the domain is not a valid domain")
 	}
 
 	hits := int64(req.GetHitsAddend())
@@ -228,16 +237,17 @@ func (s *Service) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReque
 	sc := s.getScratch(len(ds))
 	defer s.putScratch(sc)
 	plans := s.plan(cfg, domain, ds, sc)
+	overdraft := cfg.Routing.OverdraftOf(domain)
 	items, results := sc.items, sc.results
 	for i, d := range ds {
 		cost := hits
 		if h := d.GetHitsAddend(); h != nil {
 			cost = int64(min(h.GetValue(), math.MaxInt64))
 		}
-		plans[i].item(&items[i], cost, s.opts.QuotaMode)
+		plans[i].item(&items[i], cost, s.opts.QuotaMode, overdraft)
 		items[i].Tag = s.ruleTag(domain, &plans[i])
 	}
-	sc.query = engine.Query{Edge: engine.EdgeEnvoy, Namespace: domain, Items: items, Shadow: s.opts.ShadowMode}
+	sc.query = engine.Query{Edge: engine.EdgeEnvoy, Namespace: domains.Namespace(domain), Items: items, Shadow: s.opts.ShadowMode}
 	out, err := s.opts.Engine.Decide(ctx, acct, &sc.query, results)
 	if engine.CodeOf(err) == engine.CodeHardCapExceeded {
 		if s.opts.Trace && tracing.Recording(ctx) {
@@ -404,8 +414,14 @@ func (p *plan) unlimited() bool { return p.matched && p.rule.Unlimited && !p.ove
 
 // item is the engine's item for this descriptor (spec §9.5). Every descriptor but an
 // unlimited one takes part in quota mode when it is on globally (as the peer counts).
-func (p *plan) item(it *engine.Item, cost int64, quota bool) {
-	*it = engine.Item{Cost: cost, Quota: quota || p.matched && p.rule.QuotaMode}
+//
+// With overdraft (the domain's setting, unless the matched descriptor has its own) the
+// hits of a denied descriptor are counted, as the peer counts them (spec §4.12, §9.5).
+func (p *plan) item(it *engine.Item, cost int64, quota, overdraft bool) {
+	if p.matched && p.rule.Overdraft != nil {
+		overdraft = *p.rule.Overdraft
+	}
+	*it = engine.Item{Cost: cost, Quota: quota || p.matched && p.rule.QuotaMode, Overdraft: overdraft}
 	switch {
 	case p.unlimited():
 		it.Source, it.Quota = engine.NoLimit, false

@@ -9,6 +9,7 @@ import (
 	"github.com/leashd/leash/engine"
 	"github.com/leashd/leash/engine/memstore"
 	"github.com/leashd/leash/engine/redisstore"
+	"github.com/leashd/leash/internal/setup"
 	"github.com/leashd/leash/metrics"
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -45,10 +46,14 @@ func openMemoryStore(memoryCfg config.Memory, registry *metrics.Metrics) *memsto
 
 // openRedisStore connects to Redis, single node, Cluster or Sentinel (spec §11.2).
 func openRedisStore(ctx context.Context, redisCfg config.Redis, registry *metrics.Metrics, log *slog.Logger) (*redisstore.Store, error) {
+	tlsCfg, err := setup.RedisTLS(redisCfg.TLS)
+	if err != nil {
+		return nil, err
+	}
 	opts := redisstore.Options{
 		Prefix: redisCfg.Prefix, Username: redisCfg.Username, Password: redisCfg.Password, WaitReplicas: redisCfg.WaitReplicas,
 		DialTimeout: redisCfg.DialTimeout, ReadTimeout: redisCfg.ReadTimeout, WriteTimeout: redisCfg.WriteTimeout,
-		PoolSize: redisCfg.PoolSize, Logger: log,
+		PoolSize: redisCfg.PoolSize, Logger: log, TLS: tlsCfg,
 	}
 	switch redisCfg.Mode() {
 	case config.RedisCluster:
