@@ -4,6 +4,7 @@
 #   make image IMAGE=leash:local   # docker build -t leash:local --build-arg VERSION=$(VERSION) .
 #   docker run --rm -p 8080:8080 -p 8081:8081 -p 9090:9090 leash:local
 #   docker run --rm -v $PWD/leash.yaml:/etc/leash/leash.yaml:ro leash:local --config /etc/leash/leash.yaml
+#   docker run --rm --entrypoint /bin/ratelimit -e REDIS_URL=redis:6379 leash:local   # as envoyproxy/ratelimit
 
 # At least the go directive of go.mod: the golang images set GOTOOLCHAIN=local.
 ARG GO_VERSION=1.26.8
@@ -32,6 +33,11 @@ LABEL org.opencontainers.image.title="leash" \
       org.opencontainers.image.source="https://github.com/leashd/leash" \
       org.opencontainers.image.version="${VERSION}"
 COPY --from=build /out/leash /usr/local/bin/leash
+# The same binary as /bin/ratelimit, the command Envoy Gateway starts its rate-limit
+# container with: named ratelimit, it reads envoyproxy/ratelimit's environment variables
+# (docs/envoy.md, "Leash under Envoy Gateway"). A copy, since the image has no shell to
+# link it.
+COPY --from=build /out/leash /bin/ratelimit
 # distroless's nonroot user, by number: the kubelet can check runAsNonRoot only against a
 # numeric USER. Leash binds unprivileged ports, writes no files and logs to stderr, so a
 # read-only root file system is fine.

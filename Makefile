@@ -6,7 +6,7 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -s -w -X main.version=$(VERSION)
 IMAGE   ?= leash:$(VERSION)
 
-.PHONY: build run test fuzz reliability-long rlqs-long bench bench-http bench-load bench-grpc bench-cluster image helm-test fmt vet clean
+.PHONY: build run test fuzz reliability-long rlqs-long bench bench-http bench-load bench-grpc bench-cluster bench-load-ratio bench-grpc-ratio image helm-test fmt vet clean
 
 # Time per fuzz target: FUZZTIME for `make fuzz`, TEST_FUZZTIME for the short run that ends
 # `make test`. FUZZPARALLEL, if set, is the number of fuzzing workers per target.
@@ -39,7 +39,7 @@ fuzz:
 # -race), 1000 slow-header and 1000 slow-body clients, five SIGTERM-under-load cycles
 # (docs/reliability.md).
 reliability-long:
-	RELIABILITY_LONG=1 $(GO) test -race -count=1 -timeout 30m -run 'UnderLoad|KeyFlood|SlowClients|AccountIsolation' -v ./internal/reliability/
+	RELIABILITY_LONG=1 $(GO) test -race -count=1 -timeout 30m -run 'UnderLoad|KeyFlood|SlowClients|AccountIsolation' -v ./tests/reliability/
 
 # The RLQS harness at the issue's own scale: 600 requests per 10 s windows, 4 windows
 # measured, a 200 ms reporting interval (make test runs it at 120 per 2 s, 100 ms).
@@ -54,20 +54,28 @@ bench:
 bench-http: build
 	bash scripts/bench-http.sh
 
-# Redis-store load figures (wrk ratio, redis-benchmark EVALSHA, CPU per decision at a fixed
-# rate with vegeta); see docs/performance.md.
+# Redis CPU per decision with Redis, leash and the load tool pinned to CPU sets (REDIS_CPUS,
+# SERVER_CPUS, LOAD_CPUS), closed loop and at fixed rates, one redis-server and a 3-master
+# Cluster, one markdown table per run; see docs/measuring.md. bench-load: POST /v1/limit per
+# algorithm (wrk, vegeta); bench-grpc: ShouldRateLimit (ghz); bench-cluster: both on 1, 3 and
+# 6 masters.
 bench-load: build
 	bash scripts/bench-load.sh
 
-# Envoy gRPC load (ghz ratio against an empty RateLimitService, CPU per decision at a fixed
-# rate); see docs/performance.md.
 bench-grpc: build
 	bash scripts/bench-grpc.sh
 
-# Redis Cluster with 1, 3 and 6 masters on loopback: decisions/s and CPU per decision
-# through leash, and one master's ceiling; see docs/performance.md.
 bench-cluster: build
 	bash scripts/bench-cluster.sh
+
+# The older ratios, unpinned: wrk against leash on Redis and an empty handler, redis-benchmark
+# EVALSHA, CPU per decision at one rate (bench-load-ratio); ghz against leash and an empty
+# RateLimitService (bench-grpc-ratio); see docs/performance.md.
+bench-load-ratio: build
+	bash scripts/bench-load-ratio.sh
+
+bench-grpc-ratio: build
+	bash scripts/bench-grpc-ratio.sh
 
 # The container image (Dockerfile: static binary on distroless, non-root). Needs a Docker
 # engine with BuildKit; IMAGE=registry.example.com/leash:1.0 to name it for a registry.

@@ -98,6 +98,9 @@ type Config struct {
 	Webhooks Webhooks
 	// Log is the log level and format.
 	Log Log
+
+	// fingerprint is that of the files Load read (see Watch); zero when not from Load.
+	fingerprint [32]byte
 }
 
 // HTTP configures the /v1 listener.
@@ -189,7 +192,21 @@ type Redis struct {
 	WriteTimeout time.Duration `mapstructure:"write_timeout"`
 	// PoolSize is the connection pool size per node; 0 means the driver's default.
 	PoolSize int `mapstructure:"pool_size"`
+	// TLS, when any file is set, encrypts every connection with a private CA and/or a
+	// client certificate.
+	TLS RedisTLS `mapstructure:"tls"`
 }
+
+// RedisTLS is the TLS of the Redis connections: a CA to verify the servers (the system's
+// roots when empty) and a client certificate.
+type RedisTLS struct {
+	CAFile   string `mapstructure:"ca_file"`
+	CertFile string `mapstructure:"cert_file"`
+	KeyFile  string `mapstructure:"key_file"`
+}
+
+// Enabled reports whether any file is set.
+func (t RedisTLS) Enabled() bool { return t.CAFile != "" || t.CertFile != "" || t.KeyFile != "" }
 
 // Sentinel names a Sentinel-managed master and the sentinels to ask.
 type Sentinel struct {
@@ -273,6 +290,9 @@ type Envoy struct {
 	ShadowMode bool `mapstructure:"shadow_mode"`
 	// QuotaMode puts every descriptor in quota mode (spec §9.7).
 	QuotaMode bool `mapstructure:"quota_mode"`
+	// Overdraft counts the hits of an over-limit descriptor, as the peer does (spec
+	// §4.12, §9.5); a domain or a descriptor may say otherwise.
+	Overdraft bool `mapstructure:"overdraft"`
 	// ResponseDynamicMetadata returns dynamic_metadata in replies (spec §9.7).
 	ResponseDynamicMetadata bool `mapstructure:"response_dynamic_metadata"`
 	// JSONAddr is the listener of POST /json and GET /healthcheck; "" turns it off.
@@ -357,6 +377,8 @@ type Tracing struct {
 type EnvoyDomain struct {
 	// Account is the id of an account (or "dev" when none are configured).
 	Account string `mapstructure:"account"`
+	// Overdraft, when set, overrides envoy.overdraft for the domain's descriptors.
+	Overdraft *bool `mapstructure:"overdraft"`
 }
 
 // Webhooks configures webhook screening and delivery.
@@ -429,7 +451,13 @@ func readFiles(paths []string) []file {
 // variables found in environ (e.g. os.Environ()) and validates the result. The error
 // names every key at fault, one per line.
 func Load(paths []string, environ []string) (*Config, error) {
-	return load(readFiles(paths), environ)
+	files := readFiles(paths)
+	cfg, err := load(files, environ)
+	if err != nil {
+		return nil, err
+	}
+	cfg.fingerprint = fingerprint(files)
+	return cfg, nil
 }
 
 func load(files []file, environ []string) (*Config, error) {

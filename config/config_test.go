@@ -10,6 +10,7 @@ import (
 	"reflect"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -72,7 +73,9 @@ func TestDefaults(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := defaults(); !reflect.DeepEqual(got, want) {
+	want := defaults()
+	want.fingerprint = got.fingerprint // of no files
+	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("defaults:\n got %+v\nwant %+v", got, want)
 	}
 	if got.HasAccounts() {
@@ -435,6 +438,7 @@ func TestExample(t *testing.T) {
 	want.Accounts = c.Accounts
 	want.Operators = c.Operators
 	want.Envoy.Domains = c.Envoy.Domains
+	want.fingerprint = c.fingerprint
 	if !reflect.DeepEqual(c, want) {
 		t.Fatalf("example.yaml is not the defaults:\n got %+v\nwant %+v", c, want)
 	}
@@ -482,6 +486,10 @@ func TestWatch(t *testing.T) {
 	}
 	account := func(id string) string { return "accounts: [{id: " + id + ", plan: pro, api_keys: [key-" + id + "]}]\n" }
 	write(account("one"), false)
+	loaded, err := Load([]string{path}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
 
 	ctx, cancel := context.WithCancel(context.Background())
 	changes := make(chan *Config, 4)
@@ -490,7 +498,7 @@ func TestWatch(t *testing.T) {
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		Watch(ctx, []string{path}, nil, func(c *Config) { changes <- c }, slog.New(logs))
+		Watch(ctx, []string{path}, nil, loaded, func(c *Config) { changes <- c }, slog.New(logs))
 	}()
 	defer func() {
 		cancel()
@@ -502,7 +510,7 @@ func TestWatch(t *testing.T) {
 			t.Error("Watch did not return after ctx was cancelled")
 		}
 	}()
-	// Let the watcher take its first fingerprint and register the folder.
+	// Let the watcher register the folder, so the first edit is seen by its event.
 	time.Sleep(150 * time.Millisecond)
 
 	expect := func(id string) {
@@ -545,11 +553,40 @@ func TestWatch(t *testing.T) {
 func TestWatchStopsWithoutPaths(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
-	go func() { Watch(ctx, nil, nil, func(*Config) {}, nil); close(done) }()
+	go func() { Watch(ctx, nil, nil, nil, func(*Config) {}, nil); close(done) }()
 	cancel()
 	select {
 	case <-done:
 	case <-time.After(time.Second):
 		t.Fatal("Watch did not return")
 	}
+}
+
+// The baseline is what Load read: an edit that lands after the load and before Watch
+// starts is applied, not taken as the files in force.
+func TestWatchAppliesEditBeforeStart(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "leash.yaml")
+	account := func(id string) string { return "accounts: [{id: " + id + ", plan: pro, api_keys: [key-" + id + "]}]\n" }
+	testkit.ReplaceFile(t, path, account("one"))
+	loaded, err := Load([]string{path}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(loaded.Accounts) != 1 || loaded.Accounts[0].ID != "one" {
+		t.Fatalf("loaded accounts %+v", loaded.Accounts)
+	}
+	testkit.ReplaceFile(t, path, account("two"))
+
+	var last atomic.Pointer[Config]
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		Watch(ctx, []string{path}, nil, loaded, func(c *Config) { last.Store(c) }, nil)
+	}()
+	defer func() { cancel(); <-done }()
+	testkit.Eventually(t, "the edit made before Watch started applied", 3*time.Second, func() bool {
+		c := last.Load()
+		return c != nil && len(c.Accounts) == 1 && c.Accounts[0].ID == "two"
+	})
 }

@@ -96,6 +96,11 @@ func schema() *node {
 				"username":      leaf(kString, nil),
 				"password":      leaf(kString, nil),
 				"wait_replicas": leaf(kInt, 0),
+				"tls": object(map[string]*node{
+					"ca_file":   leaf(kString, nil),
+					"cert_file": leaf(kString, nil),
+					"key_file":  leaf(kString, nil),
+				}),
 				"dial_timeout":  leaf(kDuration, 500*time.Millisecond),
 				"read_timeout":  leaf(kDuration, 500*time.Millisecond),
 				"write_timeout": leaf(kDuration, 500*time.Millisecond),
@@ -119,7 +124,7 @@ func schema() *node {
 		"envoy": object(map[string]*node{
 			"config_paths":     leaf(kStrings, nil),
 			"default_account":  leaf(kString, nil),
-			"domains":          mapOf(object(map[string]*node{"account": leaf(kString, nil)}), checkDomainName),
+			"domains":          mapOf(object(map[string]*node{"account": leaf(kString, nil), "overdraft": leaf(kBool, nil)}), checkDomainName),
 			"response_headers": leaf(kBool, true),
 			"header_names": object(map[string]*node{
 				"limit":     leaf(kString, "RateLimit-Limit"),
@@ -128,6 +133,7 @@ func schema() *node {
 			}),
 			"shadow_mode":               leaf(kBool, false),
 			"quota_mode":                leaf(kBool, false),
+			"overdraft":                 leaf(kBool, false),
 			"response_dynamic_metadata": leaf(kBool, false),
 			"json_addr":                 leaf(kString, nil),
 			"local_cache": object(map[string]*node{

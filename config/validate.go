@@ -318,6 +318,7 @@ func validateRedis(r *Redis, explicit func(string) bool, errs *errList) {
 	} else if strings.ContainsAny(r.Prefix, "{}") || strings.IndexFunc(r.Prefix, unicode.IsSpace) >= 0 {
 		errs.add(p+"prefix", "must not contain braces (they would change the Redis Cluster hash tag) or spaces")
 	}
+	checkPair(errs, p+"tls", r.TLS.CertFile, r.TLS.KeyFile)
 	if r.WaitReplicas < 0 {
 		errs.add(p+"wait_replicas", "must be 0 or more")
 	}

@@ -24,9 +24,12 @@ const watchPoll = time.Second
 //
 // Only accounts, plans and envoy settings are meant to apply live (spec §10.4):
 // listeners, TLS settings, the store and the other keys need a restart; the caller picks
-// what it uses from the new Config. logger may be nil. The first fingerprint is taken
-// when Watch starts: start it right after Load so no edit falls in between.
-func Watch(ctx context.Context, paths []string, environ []string, onChange func(*Config), logger *slog.Logger) {
+// what it uses from the new Config. logger may be nil.
+//
+// loaded is the config in force, as Load read it from the same paths: the files as Load
+// read them are not passed on again, and an edit made since that load is passed on as
+// Watch starts. A nil loaded (none in force) has the files passed on as Watch starts.
+func Watch(ctx context.Context, paths []string, environ []string, loaded *Config, onChange func(*Config), logger *slog.Logger) {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
@@ -34,8 +37,10 @@ func Watch(ctx context.Context, paths []string, environ []string, onChange func(
 		<-ctx.Done()
 		return
 	}
-	last := fingerprint(readFiles(paths))
-
+	var last [32]byte // in force; zero: none
+	if loaded != nil {
+		last = loaded.fingerprint
+	}
 	check := func() {
 		files := readFiles(paths)
 		fp := fingerprint(files)
@@ -48,9 +53,10 @@ func Watch(ctx context.Context, paths []string, environ []string, onChange func(
 			logger.Error("config reload rejected; the running config stays", "err", err)
 			return
 		}
+		cfg.fingerprint = fp
 		onChange(cfg)
 	}
-
+	check() // an edit made since the load
 	filewatch.Run(ctx, paths, watchPoll, check, logger)
 }
 

@@ -107,6 +107,11 @@ type Item struct {
 	// Quota puts the item in quota mode (spec §9.7): its denial makes the query denied
 	// only when every quota item of the query is denied.
 	Quota bool
+	// Overdraft counts the cost even when a limit denies it (spec §4.12), as
+	// envoyproxy/ratelimit counts the hits of an over-limit request: a charge made after
+	// the fact exhausts the budget. The verdict is unchanged; the cost may exceed the
+	// limit (a larger one than MaxOverdraftCost is spent as MaxOverdraftCost).
+	Overdraft bool
 	// Tag is the edge's own mark for the item (e.g. the descriptor rule's metrics); the
 	// engine only hands it to the Observer.
 	Tag any
@@ -329,8 +334,8 @@ func (e *Engine) resolve(ctx context.Context, a *Account, q *Query, it *Item, r 
 			if !a.Plan.AllowsAlgorithm(l.Algorithm) {
 				return notOnPlan(a, l.Algorithm)
 			}
-			if q.StrictCost && it.Cost > l.Limit {
-				return Invalid("cost must not exceed limit")
+			if err := costFits(q, it, l.Limit); err != nil {
+				return err
 			}
 		}
 		r.Limited = true
@@ -355,10 +360,23 @@ func (e *Engine) resolve(ctx context.Context, a *Account, q *Query, it *Item, r 
 		}
 		r.Limit = l
 	}
-	if q.StrictCost && it.Cost > r.Limit.Limit {
-		return Invalid("cost must not exceed limit")
+	if err := costFits(q, it, r.Limit.Limit); err != nil {
+		return err
 	}
 	r.Limited = true
+	return nil
+}
+
+// costFits applies the cost rule of a StrictCost query (spec §4.3): a cost above the limit
+// is invalid, or with Overdraft one above MaxOverdraftCost (spec §4.12).
+func costFits(q *Query, it *Item, limit int64) error {
+	switch {
+	case !q.StrictCost:
+	case it.Overdraft && it.Cost > MaxOverdraftCost:
+		return Invalid("cost must not exceed 2000000000")
+	case !it.Overdraft && it.Cost > limit:
+		return Invalid("cost must not exceed limit")
+	}
 	return nil
 }
 
@@ -437,9 +455,13 @@ func (e *Engine) spend(ctx context.Context, a *Account, ns string, it *Item, r *
 		limits = []Limit{r.Limit} // does not escape: the store gets Spends
 	}
 	cost := it.Cost
-	for _, l := range limits {
-		if l.Limit < cost {
-			cost = 0 // cannot fit: look, then deny below
+	if it.Overdraft {
+		cost = min(cost, MaxOverdraftCost) // counted even when it cannot fit
+	} else {
+		for _, l := range limits {
+			if l.Limit < cost {
+				cost = 0 // cannot fit: look, then deny below
+			}
 		}
 	}
 	counter := func(l Limit) Counter {
@@ -461,7 +483,7 @@ func (e *Engine) spend(ctx context.Context, a *Account, ns string, it *Item, r *
 	}
 	var ds [MaxSpendAll]Decision
 	if len(limits) == 1 {
-		d, err := e.store.Decider.Spend(ctx, Spend{Counter: counter(limits[0]), Limit: limits[0].Limit, Cost: cost})
+		d, err := e.store.Decider.Spend(ctx, Spend{Counter: counter(limits[0]), Limit: limits[0].Limit, Cost: cost, Overdraft: it.Overdraft})
 		if err != nil {
 			return 0, err
 		}
@@ -471,7 +493,7 @@ func (e *Engine) spend(ctx context.Context, a *Account, ns string, it *Item, r *
 		// common single limit above keeps everything on the stack.
 		spends := make([]Spend, len(limits))
 		for i, l := range limits {
-			spends[i] = Spend{Counter: counter(l), Limit: l.Limit, Cost: cost}
+			spends[i] = Spend{Counter: counter(l), Limit: l.Limit, Cost: cost, Overdraft: it.Overdraft}
 		}
 		out := make([]Decision, len(limits))
 		if err := e.store.Decider.SpendAll(ctx, spends, out); err != nil {

@@ -74,6 +74,10 @@ type Spend struct {
 	Counter Counter
 	Limit   int64
 	Cost    int64
+	// Overdraft counts a denied cost all the same (spec §4.12): the window counts grow
+	// past the limit, a token bucket goes into debt. Cost may then exceed Limit, up to
+	// MaxOverdraftCost. The verdict is unchanged.
+	Overdraft bool
 }
 
 // MaxSpendAll is the most counters one Store.SpendAll decides together.
@@ -94,7 +98,7 @@ func (c *Counter) Validate() error {
 }
 
 // Validate checks a spend for the stores: a valid counter, a limit of 1 to MaxLimit and a
-// cost of 0 to the limit, the ranges the algorithms' integer arithmetic is exact in
+// cost of 0 to the limit (to MaxOverdraftCost with Overdraft), the ranges the algorithms' integer arithmetic is exact in
 // (spec §4.10). The error wraps ErrInvalidArgument.
 func (s *Spend) Validate() error {
 	if err := s.Counter.Validate(); err != nil {
@@ -103,8 +107,12 @@ func (s *Spend) Validate() error {
 	if s.Limit < 1 || s.Limit > MaxLimit {
 		return invalidArg("limit %d is outside 1..%d", s.Limit, MaxLimit)
 	}
-	if s.Cost < 0 || s.Cost > s.Limit {
-		return invalidArg("cost %d is outside 0..%d", s.Cost, s.Limit)
+	maxCost := s.Limit
+	if s.Overdraft {
+		maxCost = MaxOverdraftCost
+	}
+	if s.Cost < 0 || s.Cost > maxCost {
+		return invalidArg("cost %d is outside 0..%d", s.Cost, maxCost)
 	}
 	return nil
 }

@@ -9,11 +9,14 @@ import (
 // Bounds of rule and inline values (spec §6.3). The limit and window bounds are the
 // algorithms' (engine/algo), within which their integer arithmetic is exact.
 const (
-	MaxLimit     = algo.MaxLimit
-	MaxWindowMS  = algo.MaxWindowMS // 366 days
-	MaxRuleName  = 256              // bytes
-	MaxNamespace = 128              // characters
-	MaxKey       = 512              // bytes
+	MaxLimit    = algo.MaxLimit
+	MaxWindowMS = algo.MaxWindowMS // 366 days
+	// MaxOverdraftCost is the largest cost an overdraft spend takes (spec §4.12); a larger
+	// one is spent as this much, which counts the same (counters saturate there).
+	MaxOverdraftCost = algo.MaxCount
+	MaxRuleName      = 256 // bytes
+	MaxNamespace     = 128 // characters
+	MaxKey           = 512 // bytes
 )
 
 // ValidNamespace reports whether ns is 1-128 characters of [A-Za-z0-9._-] starting with a

@@ -57,7 +57,7 @@ func (o *optionalBool) UnmarshalJSONFrom(dec *jsontext.Decoder) error {
 		o.b, o.set = v.Kind() == 't', true
 		return nil
 	}
-	return errNotBool
+	return errNotBoolean
 }
 
 func (o *optionalBool) ptr() *bool {

@@ -86,7 +86,7 @@ const (
 	errFraction                     // a number with a fraction or an exponent
 	errNegative                     // a negative integer
 	errTooBig                       // a non-negative integer beyond int64
-	errNotBool                      // not true or false
+	errNotBoolean                   // not true or false
 )
 
 func (e valueError) Error() string { return "invalid value " + strconv.Itoa(int(e)) }
@@ -101,6 +101,25 @@ func (t *text) UnmarshalJSONFrom(dec *jsontext.Decoder) error {
 		return err
 	}
 	*t = text(b)
+	return nil
+}
+
+// flag is a boolean member: true, false, or null (left as it was).
+type flag bool
+
+// UnmarshalJSONFrom reads the member's value.
+func (f *flag) UnmarshalJSONFrom(dec *jsontext.Decoder) error {
+	tok, err := dec.ReadToken()
+	if err != nil {
+		return err
+	}
+	switch tok.Kind() {
+	case 'n':
+	case 't', 'f':
+		*f = flag(tok.Bool())
+	default:
+		return errNotBoolean
+	}
 	return nil
 }
 
@@ -324,8 +343,8 @@ func decodeError(body []byte, err error) error {
 				return engine.Invalid(field + " must be an integer")
 			case errFraction:
 				return engine.Invalid(field + " must be an integer, without fraction or exponent")
-			case errNotBool:
-				return engine.Invalid(field + " must be true or false")
+			case errNotBoolean:
+				return engine.Invalid(field + " must be a boolean")
 			}
 			return engine.Invalid(rangeMessage(field, name, ve))
 		}

@@ -21,6 +21,8 @@ type limitRequest struct {
 	Limit     count         `json:"limit"`
 	WindowMS  count         `json:"window_ms"`
 	Cost      count         `json:"cost"`
+	// Overdraft counts the cost even when it is denied (spec §4.12).
+	Overdraft flag `json:"overdraft"`
 }
 
 // limitReply is the reply of POST /v1/limit.
@@ -74,6 +76,7 @@ func (a *API) check(x *exchange) {
 	}
 	lc.items[0] = engine.CheckItem(string(req.Key),
 		engine.Inline{Algorithm: req.Algorithm.engineAlgorithm(), Limit: req.Limit.ptr(), WindowMS: req.WindowMS.ptr()}, req.Cost.ptr())
+	lc.items[0].Overdraft = bool(req.Overdraft)
 	lc.q = engine.Query{Edge: engine.EdgeLimit, Namespace: string(req.Namespace), Items: lc.items[:], StrictCost: true}
 	if _, err := a.eng.Decide(x.r.Context(), x.acct, &lc.q, lc.res[:]); err != nil {
 		a.engineError(x, err)
@@ -153,7 +156,7 @@ func ceilSec(ms int64) int64 {
 	return (ms-1)/1000 + 1
 }
 
-// reset serves POST /v1/limit/reset: the check's fields, limit and cost ignored
+// reset serves POST /v1/limit/reset: the check's fields, limit, cost and overdraft ignored
 // (spec §4.11).
 func (a *API) reset(x *exchange) {
 	var req limitRequest

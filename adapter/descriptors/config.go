@@ -34,6 +34,7 @@ type Rule struct {
 	Name           string           // the rate_limit's name when Unlimited; limited rules name their Limits
 	ShadowMode     bool             // count, but never deny
 	QuotaMode      bool             // the peer's quota_mode: see spec §9.7
+	Overdraft      *bool            // Leash's overdraft: count the hits of a denial (spec §9.3); nil: the domain's setting
 	Metadata       *structpb.Struct // the descriptor's metadata for the replies' dynamic metadata; nil when none
 	DetailedMetric bool             // the peer's detailed_metric flag (accepted; Leash's metrics stay value-free)
 	ValueToMetric  bool             // the peer's value_to_metric flag of this descriptor (metrics only)
@@ -67,6 +68,8 @@ type Config struct {
 	domains map[string]*domain
 	names   []string // sorted
 	files   []string
+	// fingerprint is that of the files Load read (see Watch); zero when not from Load.
+	fingerprint [32]byte
 }
 
 type domain struct {

@@ -22,6 +22,7 @@
 //	    detailed_metric: false         # optional: per-rule metrics labelled by the request's values (bounded)
 //	    value_to_metric: false         # optional: accepted; Leash's metrics do not use it
 //	    share_threshold: false         # optional, wildcard values only (see below)
+//	    overdraft: true                # optional, Leash's: count the hits of a denial (else the domain's setting)
 //	    descriptors: [...]             # optional nested descriptors, same shape
 //
 // A rate_limit may instead say "unlimited: true" (and then neither unit nor

@@ -29,7 +29,12 @@ func Load(paths ...string) (*Config, error) {
 	if err != nil {
 		return nil, err
 	}
-	return build(srcs)
+	c, err := build(srcs)
+	if err != nil {
+		return nil, err
+	}
+	c.fingerprint = fingerprint(srcs, nil)
+	return c, nil
 }
 
 // Listed is one entry of Files: a descriptor file, or the error of a path that could not

@@ -35,7 +35,7 @@ const (
 
 var allowedKeys = [...][]string{
 	placeRoot:       {"domain", "descriptors"},
-	placeDescriptor: {"key", "value", "rate_limit", "rate_limits", "descriptors", "shadow_mode", "quota_mode", "detailed_metric", "value_to_metric", "share_threshold", "metadata"},
+	placeDescriptor: {"key", "value", "rate_limit", "rate_limits", "descriptors", "shadow_mode", "quota_mode", "detailed_metric", "value_to_metric", "share_threshold", "metadata", "overdraft"},
 	placeRateLimit:  {"unit", "requests_per_unit", "unlimited", "name", "replaces", "algorithm", "unit_multiplier"},
 	placeRateLimits: {"unit", "requests_per_unit", "name", "replaces", "algorithm", "unit_multiplier"},
 	placeReplaces:   {"name"},
@@ -370,8 +370,8 @@ func parseFile(name string, data []byte, noLines bool) (*domain, []error) {
 		if !p.present(m, "domain") || ok {
 			p.errorf("domain", "a domain is required")
 		}
-	} else if !engine.ValidNamespace(s) {
-		p.errorf("domain", "%q is not a valid Leash namespace: use 1 to %d characters of A-Z, a-z, 0-9, '.', '_' and '-', starting with a letter or digit", s, engine.MaxNamespace)
+	} else if !ValidDomain(s) {
+		p.errorf("domain", "%q is not a valid domain: use 1 to %d bytes of UTF-8 without control characters", s, MaxDomain)
 	} else {
 		b.dom.name = s
 		b.dom.line = p.lines["domain"]
@@ -480,6 +480,10 @@ func (b *builder) rule(m map[string]*yaml.Node, dp string, desc []Entry) *Rule {
 		Metadata:       b.metadata(m["metadata"], dp+".metadata"),
 		DetailedMetric: b.boolean(m["detailed_metric"], dp+".detailed_metric"),
 		ValueToMetric:  b.boolean(m["value_to_metric"], dp+".value_to_metric"),
+	}
+	if n := m["overdraft"]; n != nil && !isNull(b.resolve(n)) {
+		o := b.boolean(n, dp+".overdraft")
+		r.Overdraft = &o
 	}
 	one, many := b.present(m, "rate_limit"), b.present(m, "rate_limits")
 	var replaces []pendingReplace

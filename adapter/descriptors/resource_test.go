@@ -129,7 +129,7 @@ func TestFromResourcesErrorsAsFile(t *testing.T) {
 			{Key: "k", RateLimit: &rlconf.RateLimitPolicy{Unit: rlconf.RateLimitUnit_SECOND, Replaces: []*rlconf.RateLimitReplace{{Name: "nope"}}}}}},
 			"domain: d\ndescriptors: [{key: k, rate_limit: {unit: second, requests_per_unit: 0, replaces: [{name: nope}]}}]"},
 		{"no domain", &rlconf.RateLimitConfig{Name: "r"}, "domain: ''"},
-		{"bad domain", &rlconf.RateLimitConfig{Name: "r", Domain: "no spaces"}, "domain: no spaces"},
+		{"bad domain", &rlconf.RateLimitConfig{Name: "r", Domain: "no\ttabs"}, "domain: \"no\\ttabs\""},
 		{"duplicate descriptor", &rlconf.RateLimitConfig{Name: "r", Domain: "d", Descriptors: []*rlconf.RateLimitDescriptor{
 			{Key: "k", Value: "v"}, {Key: "k", Value: "v"}}},
 			"domain: d\ndescriptors: [{key: k, value: v}, {key: k, value: v}]"},

@@ -18,27 +18,34 @@ import (
 // place, files added to or removed from a folder, and Kubernetes ConfigMap symlink
 // swaps.
 //
+// loaded is the Config in force, as Load read it from the same paths: the files as Load
+// read them are not applied again, and an edit made since that load is applied as Watch
+// starts. A nil loaded (no Config in force) or one that did not come from Load of paths
+// has the files applied as Watch starts.
+//
 // A changed set of files that loads is passed to apply. A load error or an apply error
 // is logged and the previous configuration stays in force. An apply error is retried at
 // each interval while the files stay unchanged, since it may depend on other
 // configuration (a plan that does not yet allow an algorithm, say); it is logged again
 // only when its text changes. apply is called from Watch's goroutine, one call at a
-// time. Watch does not apply the files as they are when it starts: load those with
-// Load first. A nil logger means slog.Default().
-func Watch(ctx context.Context, paths []string, interval time.Duration, apply func(*Config) error, logger *slog.Logger) {
+// time. A nil logger means slog.Default().
+func Watch(ctx context.Context, paths []string, loaded *Config, interval time.Duration, apply func(*Config) error, logger *slog.Logger) {
 	if interval <= 0 {
 		interval = time.Second
 	}
 	if logger == nil {
 		logger = slog.Default()
 	}
-	w := &watcher{paths: slices.Clone(paths), apply: apply, log: logger}
-	w.applied, _, _ = w.read()
-
+	w := &watcher{ctx: ctx, paths: slices.Clone(paths), apply: apply, log: logger}
+	if loaded != nil {
+		w.applied = loaded.fingerprint
+	}
+	w.check() // an edit made since the load
 	filewatch.Run(ctx, paths, interval, w.check, logger)
 }
 
 type watcher struct {
+	ctx   context.Context // Watch's: an apply refused after it ended is not logged
 	paths []string
 	apply func(*Config) error
 	log   *slog.Logger
@@ -49,9 +56,15 @@ type watcher struct {
 	applyErr string   // text of the last apply error logged
 }
 
-// read lists and reads the files and fingerprints them; an error is part of the fingerprint.
+// read lists and reads the files and fingerprints them.
 func (w *watcher) read() ([32]byte, []source, error) {
 	srcs, err := readSources(w.paths)
+	return fingerprint(srcs, err), srcs, err
+}
+
+// fingerprint summarises the files read and the error that stopped the reading, if any.
+// It is never the zero value.
+func fingerprint(srcs []source, err error) [32]byte {
 	h := sha256.New()
 	if err != nil {
 		h.Write([]byte("error\x00" + err.Error()))
@@ -64,7 +77,7 @@ func (w *watcher) read() ([32]byte, []source, error) {
 	}
 	var fp [32]byte
 	h.Sum(fp[:0])
-	return fp, srcs, err
+	return fp
 }
 
 // check reloads when the files changed and applies what loads.
@@ -88,6 +101,9 @@ func (w *watcher) check() {
 		return // a load error, already logged; wait for the next change
 	}
 	if err := w.apply(w.pending); err != nil {
+		if w.ctx.Err() != nil {
+			return // stopping: the caller refused because it no longer wants this watcher's files
+		}
 		if err.Error() != w.applyErr {
 			w.applyErr = err.Error()
 			w.log.Error("descriptors: config not applied; the previous one stays in force", errAttrs(err)...)

@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -45,14 +46,16 @@ type watchHarness struct {
 	done    chan struct{}
 }
 
+// startWatch loads paths (a load error leaves nothing in force) and watches them from there.
 func startWatch(t *testing.T, paths []string, interval time.Duration) *watchHarness {
 	t.Helper()
+	loaded, _ := Load(paths...)
 	h := &watchHarness{t: t, applied: make(chan *Config, 16), logs: &logBuffer{}, done: make(chan struct{})}
 	ctx, cancel := context.WithCancel(context.Background())
 	logger := slog.New(slog.NewTextHandler(h.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	go func() {
 		defer close(h.done)
-		Watch(ctx, paths, interval, h.apply, logger)
+		Watch(ctx, paths, loaded, interval, h.apply, logger)
 	}()
 	t.Cleanup(func() {
 		cancel()
@@ -62,7 +65,6 @@ func startWatch(t *testing.T, paths []string, interval time.Duration) *watchHarn
 			t.Error("Watch did not return after its context was canceled")
 		}
 	})
-	time.Sleep(50 * time.Millisecond) // let Watch take its baseline
 	return h
 }
 
@@ -279,4 +281,50 @@ func TestWatchFolderAddRemove(t *testing.T) {
 	if got := h.next(2 * time.Second).Domains(); strings.Join(got, ",") != "b,later" {
 		t.Errorf("domains %v", got)
 	}
+}
+
+// The baseline is what Load read: an edit that lands after the load and before Watch
+// starts is applied, not taken as the files in force.
+func TestWatchAppliesEditBeforeStart(t *testing.T) {
+	dir := t.TempDir()
+	file := writeFile(t, dir, "rl.yaml", limitFile("d", 1))
+	loaded, err := Load(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := limitOf(t, loaded, "d"); got != 1 {
+		t.Fatalf("loaded limit %d, want 1", got)
+	}
+	testkit.ReplaceFile(t, file, limitFile("d", 2))
+
+	var last atomic.Pointer[Config]
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		Watch(ctx, []string{dir}, loaded, 50*time.Millisecond, func(c *Config) error { last.Store(c); return nil }, slog.New(slog.DiscardHandler))
+	}()
+	defer func() { cancel(); <-done }()
+	testkit.Eventually(t, "the edit made before Watch started applied", 2*time.Second, func() bool {
+		c := last.Load()
+		return c != nil && limitOf(t, c, "d") == 2
+	})
+}
+
+// Without a loaded Config nothing is in force: the files are applied as Watch starts.
+func TestWatchWithoutLoadedAppliesAtStart(t *testing.T) {
+	dir := t.TempDir()
+	writeFile(t, dir, "rl.yaml", limitFile("d", 3))
+	var last atomic.Pointer[Config]
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		Watch(ctx, []string{dir}, nil, time.Hour, func(c *Config) error { last.Store(c); return nil }, slog.New(slog.DiscardHandler))
+	}()
+	defer func() { cancel(); <-done }()
+	testkit.Eventually(t, "the files applied", 2*time.Second, func() bool {
+		c := last.Load()
+		return c != nil && limitOf(t, c, "d") == 3
+	})
 }

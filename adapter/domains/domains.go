@@ -19,6 +19,19 @@ import (
 type Routing struct {
 	Domains        map[string]string // domain → account id
 	DefaultAccount string            // "" when none
+	// Overdraft is envoy.overdraft, and DomainOverdraft a domain's own setting where it
+	// has one (envoy.domains.<domain>.overdraft; spec §9.5).
+	Overdraft       bool
+	DomainOverdraft map[string]bool
+}
+
+// OverdraftOf says whether a domain's descriptors count the hits of an over-limit
+// descriptor, unless a descriptor says otherwise (spec §4.12, §9.5).
+func (r *Routing) OverdraftOf(domain string) bool {
+	if o, ok := r.DomainOverdraft[domain]; ok {
+		return o
+	}
+	return r.Overdraft
 }
 
 // AccountOf returns the account id a domain counts against, "" when none.

@@ -114,8 +114,8 @@ func NewService(opts Options) *Service {
 // instance while keeping their assignments until these expire; later streams end at once.
 func (s *Service) Shutdown() { s.shutdown.Do(func() { close(s.done) }) }
 
-// stream is one proxy's stream.
-type stream struct {
+// proxyStream is what the service tracks of one proxy's stream.
+type proxyStream struct {
 	id       string
 	domain   string
 	account  string
@@ -159,16 +159,16 @@ func (s *Service) StreamRateLimitQuotas(st grpc.BidiStreamingServer[rlqsv3.RateL
 			}
 		}
 	}()
-	sc := &stream{id: newStreamID(), interval: s.opts.ReportingInterval, buckets: make(map[string]*bucket)}
+	proxy := &proxyStream{id: newStreamID(), interval: s.opts.ReportingInterval, buckets: make(map[string]*bucket)}
 	s.gauge(s.opts.Counters.Streams, 1)
 	defer func() {
-		s.forgetAll(sc)
+		s.forgetAll(proxy)
 		s.gauge(s.opts.Counters.Streams, -1)
 	}()
 	for {
 		select {
 		case m := <-msgs:
-			resp, err := s.report(ctx, sc, m)
+			resp, err := s.report(ctx, proxy, m)
 			if err != nil {
 				return err
 			}
@@ -204,9 +204,9 @@ func (s *Service) reject(reason string) {
 }
 
 // report handles one message: the domain (first message), then each bucket's usage.
-func (s *Service) report(ctx context.Context, sc *stream, m *rlqsv3.RateLimitQuotaUsageReports) (*rlqsv3.RateLimitQuotaResponse, error) {
+func (s *Service) report(ctx context.Context, proxy *proxyStream, m *rlqsv3.RateLimitQuotaUsageReports) (*rlqsv3.RateLimitQuotaResponse, error) {
 	cfg := s.opts.Config()
-	if sc.domain == "" {
+	if proxy.domain == "" {
 		d := m.GetDomain()
 		if d == "" {
 			s.reject("no_domain")
@@ -216,10 +216,10 @@ func (s *Service) report(ctx context.Context, sc *stream, m *rlqsv3.RateLimitQuo
 			s.reject("bad_domain")
 			return nil, status.Error(codes.InvalidArgument, "the domain is not a valid namespace")
 		}
-		sc.domain, sc.label = d, domainLabel(cfg, d)
+		proxy.domain, proxy.label = d, domainLabel(cfg, d)
 	}
-	id := cfg.Routing.AccountOf(sc.domain)
-	if sc.account != "" && id != sc.account {
+	id := cfg.Routing.AccountOf(proxy.domain)
+	if proxy.account != "" && id != proxy.account {
 		// A reload moved the domain: start over on a new stream.
 		return nil, status.Error(codes.Unavailable, "the domain's account changed; reconnect")
 	}
@@ -231,10 +231,10 @@ func (s *Service) report(ctx context.Context, sc *stream, m *rlqsv3.RateLimitQuo
 		s.reject("unmapped_domain")
 		return nil, status.Error(codes.FailedPrecondition, "the domain maps to no account: set envoy.domains or envoy.default_account")
 	}
-	sc.account = id
+	proxy.account = id
 	resp := &rlqsv3.RateLimitQuotaResponse{}
 	for _, u := range m.GetBucketQuotaUsages() {
-		if a := s.usage(ctx, sc, cfg, acct, u); a != nil {
+		if a := s.usage(ctx, proxy, cfg, acct, u); a != nil {
 			resp.BucketAction = append(resp.BucketAction, a)
 		}
 	}
@@ -273,7 +273,7 @@ func sortedKey(bid map[string]string) string {
 }
 
 // usage spends one bucket's report and returns the action to send, if any.
-func (s *Service) usage(ctx context.Context, sc *stream, cfg *domains.Config, acct *engine.Account, u *rlqsv3.RateLimitQuotaUsageReports_BucketQuotaUsage) *rlqsv3.RateLimitQuotaResponse_BucketAction {
+func (s *Service) usage(ctx context.Context, proxy *proxyStream, cfg *domains.Config, acct *engine.Account, u *rlqsv3.RateLimitQuotaUsageReports_BucketQuotaUsage) *rlqsv3.RateLimitQuotaResponse_BucketAction {
 	bid := u.GetBucketId().GetBucket()
 	if len(bid) == 0 || len(bid) > descriptors.MaxBucketEntries {
 		s.reject("bad_bucket")
@@ -285,42 +285,42 @@ func (s *Service) usage(ctx context.Context, sc *stream, cfg *domains.Config, ac
 		return nil
 	}
 	if s.opts.Counters.Reported != nil {
-		s.opts.Counters.Reported(sc.label, allowed, denied)
+		s.opts.Counters.Reported(proxy.label, allowed, denied)
 	}
 	key := sortedKey(bid)
-	b := sc.buckets[key]
+	b := proxy.buckets[key]
 	if b == nil {
-		if len(sc.buckets) >= s.opts.MaxBucketsPerStream || !s.take(sc.account) {
+		if len(proxy.buckets) >= s.opts.MaxBucketsPerStream || !s.take(proxy.account) {
 			s.reject("too_many_buckets")
 			return nil
 		}
-		b = &bucket{id: u.GetBucketId(), entry: entryID(sc.id, key), demand: -1}
-		sc.buckets[key] = b
+		b = &bucket{id: u.GetBucketId(), entry: entryID(proxy.id, key), demand: -1}
+		proxy.buckets[key] = b
 		s.gauge(s.opts.Counters.Buckets, 1)
 	}
 	b.id = u.GetBucketId()
 
 	// How often this stream reports, and this bucket's demand.
 	elapsed := u.GetTimeElapsed().AsDuration()
-	if elapsed <= 0 && b.lastMS > 0 && sc.nowMS > b.lastMS {
-		elapsed = time.Duration(sc.nowMS-b.lastMS) * time.Millisecond
+	if elapsed <= 0 && b.lastMS > 0 && proxy.nowMS > b.lastMS {
+		elapsed = time.Duration(proxy.nowMS-b.lastMS) * time.Millisecond
 	}
 	back := 0.0 // a proxy coming back: the rate it admitted under its last assignment
 	if elapsed > 0 {
-		sc.interval = (sc.interval + min(max(elapsed, 10*time.Millisecond), maxTTL)) / 2
-		b.demand = smooth(b.demand, float64(allowed+denied)/elapsed.Seconds(), elapsed, sc.interval)
+		proxy.interval = (proxy.interval + min(max(elapsed, 10*time.Millisecond), maxTTL)) / 2
+		b.demand = smooth(b.demand, float64(allowed+denied)/elapsed.Seconds(), elapsed, proxy.interval)
 		if !b.assigned && u.GetTimeElapsed().AsDuration() > 0 && allowed > 0 {
 			back = float64(allowed) / elapsed.Seconds()
 		}
 	}
 
-	res := resolve(cfg, sc.domain, bid)
+	res := resolve(cfg, proxy.domain, bid)
 	it := res.item
 	it.Cost, it.Report = int64(allowed), &engine.Report{Allowed: int64(allowed), Denied: int64(denied)}
-	q := engine.Query{Edge: engine.EdgeRLQS, Namespace: sc.domain, Items: []engine.Item{it}}
+	q := engine.Query{Edge: engine.EdgeRLQS, Namespace: proxy.domain, Items: []engine.Item{it}}
 	var out [1]engine.ItemResult
 	o, err := s.opts.Engine.Decide(ctx, acct, &q, out[:])
-	ttl := min(max(time.Duration(s.opts.TTLIntervals)*sc.interval, minTTL), maxTTL)
+	ttl := min(max(time.Duration(s.opts.TTLIntervals)*proxy.interval, minTTL), maxTTL)
 	var strat *typev3.RateLimitStrategy
 	switch {
 	case engine.CodeOf(err) == engine.CodeHardCapExceeded:
@@ -328,13 +328,13 @@ func (s *Service) usage(ctx context.Context, sc *stream, cfg *domains.Config, ac
 	case err != nil:
 		// The store is down or the rule is not on the plan: the proxy keeps its last
 		// assignment until it expires.
-		if !sc.failing {
-			s.opts.Logger.Warn("rlqs: reports cannot be decided; proxies keep their assignments", "domain", sc.domain, "code", string(engine.CodeOf(err)))
-			sc.failing = true
+		if !proxy.failing {
+			s.opts.Logger.Warn("rlqs: reports cannot be decided; proxies keep their assignments", "domain", proxy.domain, "code", string(engine.CodeOf(err)))
+			proxy.failing = true
 		}
 		return nil
 	default:
-		sc.nowMS, sc.failing = o.NowMS, false
+		proxy.nowMS, proxy.failing = o.NowMS, false
 		r := &out[0]
 		if r.Limited && r.Index == -1 && it.Source == engine.RuleIfAny {
 			res.rule = "ns"
@@ -343,7 +343,7 @@ func (s *Service) usage(ctx context.Context, sc *stream, cfg *domains.Config, ac
 		}
 		if b.assigned && b.rule != "" && b.rule != res.rule {
 			// The rule this bucket was assigned under is gone (spec §14.5).
-			s.forget(sc, key, b)
+			s.forget(proxy, key, b)
 			return s.sent("abandon", &rlqsv3.RateLimitQuotaResponse_BucketAction{
 				BucketId:     b.id,
 				BucketAction: &rlqsv3.RateLimitQuotaResponse_BucketAction_AbandonAction_{AbandonAction: &rlqsv3.RateLimitQuotaResponse_BucketAction_AbandonAction{}},
@@ -356,22 +356,22 @@ func (s *Service) usage(ctx context.Context, sc *stream, cfg *domains.Config, ac
 		case r.Limit.Limit == 0:
 			strat = Blanket(typev3.RateLimitStrategy_DENY_ALL)
 		default:
-			strat = s.share(ctx, sc, b, it, r, ttl, back)
+			strat = s.share(ctx, proxy, b, it, r, ttl, back)
 			if strat == nil {
 				return nil
 			}
 		}
 	}
-	b.lastMS = sc.nowMS
+	b.lastMS = proxy.nowMS
 	if b.assigned && !changed(b.sent, strat) {
-		if time.Duration(sc.nowMS-b.sentMS)*time.Millisecond < ttl/2 {
+		if time.Duration(proxy.nowMS-b.sentMS)*time.Millisecond < ttl/2 {
 			return nil
 		}
 		// A refresh repeats the strategy in force exactly: the proxy then only extends
 		// its time-to-live, where any other strategy would refill its token bucket.
 		strat = b.sent
 	}
-	b.sent, b.sentMS, b.assigned = strat, sc.nowMS, true
+	b.sent, b.sentMS, b.assigned = strat, proxy.nowMS, true
 	kind := "token_bucket"
 	if strat.GetTokenBucket() == nil {
 		kind = "allow_all"
@@ -400,7 +400,7 @@ func (s *Service) sent(kind string, a *rlqsv3.RateLimitQuotaResponse_BucketActio
 // coming back (a new stream's first report of a bucket with usage since an earlier
 // report, as after its instance was lost) admitted meanwhile: its first share is at most
 // Headroom times that, so proxies reconnecting one by one do not each look alone.
-func (s *Service) share(ctx context.Context, sc *stream, b *bucket, it engine.Item, r *engine.ItemResult, ttl time.Duration, back float64) *typev3.RateLimitStrategy {
+func (s *Service) share(ctx context.Context, proxy *proxyStream, b *bucket, it engine.Item, r *engine.ItemResult, ttl time.Duration, back float64) *typev3.RateLimitStrategy {
 	limits := it.Limits
 	if it.Source != engine.Given {
 		limits = []engine.Limit{r.Limit}
@@ -409,17 +409,17 @@ func (s *Service) share(ctx context.Context, sc *stream, b *bucket, it engine.It
 	for _, l := range limits {
 		budget = min(budget, float64(l.Limit)*1000/float64(l.WindowMS))
 	}
-	budget = clampBudget(budget, r, sc.interval)
+	budget = clampBudget(budget, r, proxy.interval)
 	want := max(b.demand, 0) * Headroom
-	db := engine.DemandBucket{Account: sc.account, Namespace: sc.domain, Key: it.Key}
+	db := engine.DemandBucket{Account: proxy.account, Namespace: proxy.domain, Key: it.Key}
 	if b.counter != "" && b.counter != it.Key {
-		_ = s.opts.Demand.DropDemand(ctx, engine.DemandBucket{Account: sc.account, Namespace: sc.domain, Key: b.counter}, b.entry)
+		_ = s.opts.Demand.DropDemand(ctx, engine.DemandBucket{Account: proxy.account, Namespace: proxy.domain, Key: b.counter}, b.entry)
 	}
 	b.counter = it.Key
 	all, err := s.opts.Demand.ReportDemand(ctx, engine.DemandReport{Bucket: db, Stream: b.entry,
 		MilliRPS: int64(min(want*1000, engine.MaxDemandMilliRPS)), TTLMS: ttl.Milliseconds()})
 	if err != nil {
-		s.opts.Logger.Warn("rlqs: demand not recorded", "domain", sc.domain, "err", err)
+		s.opts.Logger.Warn("rlqs: demand not recorded", "domain", proxy.domain, "err", err)
 		return nil
 	}
 	wants := make([]float64, 0, len(all)+1)
@@ -438,7 +438,7 @@ func (s *Service) share(ctx context.Context, sc *stream, b *bucket, it engine.It
 	if back > 0 {
 		sh = min(sh, back*Headroom)
 	}
-	return TokenBucket(sh, sc.interval/2)
+	return TokenBucket(sh, proxy.interval/2)
 }
 
 // clampBudget lowers the steady budget pace (requests/s) when the counter is behind it
@@ -496,29 +496,29 @@ func (s *Service) take(account string) bool {
 }
 
 // forget stops tracking one bucket of a stream and gives its share back.
-func (s *Service) forget(sc *stream, key string, b *bucket) {
-	delete(sc.buckets, key)
-	s.release(sc, []*bucket{b})
+func (s *Service) forget(proxy *proxyStream, key string, b *bucket) {
+	delete(proxy.buckets, key)
+	s.release(proxy, []*bucket{b})
 }
 
 // forgetAll stops tracking every bucket of an ended stream.
-func (s *Service) forgetAll(sc *stream) {
-	bs := slices.Collect(maps.Values(sc.buckets))
-	clear(sc.buckets)
-	s.release(sc, bs)
+func (s *Service) forgetAll(proxy *proxyStream) {
+	bs := slices.Collect(maps.Values(proxy.buckets))
+	clear(proxy.buckets)
+	s.release(proxy, bs)
 }
 
 // release drops the buckets' demand entries, so the other streams' shares grow at their
 // next report, and their places in the account's bound. While the service shuts down the
 // entries are left to expire instead: the proxies reconnect to another instance at once,
 // and without them each would look alone there until the others report.
-func (s *Service) release(sc *stream, bs []*bucket) {
+func (s *Service) release(proxy *proxyStream, bs []*bucket) {
 	if len(bs) == 0 {
 		return
 	}
 	s.mu.Lock()
-	if s.perAcct[sc.account] -= len(bs); s.perAcct[sc.account] <= 0 {
-		delete(s.perAcct, sc.account)
+	if s.perAcct[proxy.account] -= len(bs); s.perAcct[proxy.account] <= 0 {
+		delete(s.perAcct, proxy.account)
 	}
 	s.mu.Unlock()
 	s.gauge(s.opts.Counters.Buckets, -len(bs))
@@ -533,7 +533,7 @@ func (s *Service) release(sc *stream, bs []*bucket) {
 		if b.counter == "" {
 			continue
 		}
-		if err := s.opts.Demand.DropDemand(ctx, engine.DemandBucket{Account: sc.account, Namespace: sc.domain, Key: b.counter}, b.entry); err != nil {
+		if err := s.opts.Demand.DropDemand(ctx, engine.DemandBucket{Account: proxy.account, Namespace: proxy.domain, Key: b.counter}, b.entry); err != nil {
 			// The entry expires within one time-to-live all the same.
 			s.opts.Logger.Debug("rlqs: demand entry not dropped", "err", err)
 			return

@@ -242,3 +242,30 @@ func TestLocalCache(t *testing.T) {
 		time.Sleep(time.Millisecond)
 	}
 }
+
+// TestDynamicMetadataUnknownDomain: a domain that maps to no account is answered OK for
+// every descriptor, and with response_dynamic_metadata the reply still carries the
+// peer's dynamic_metadata: the domain and the descriptors (no metadata: nothing matched).
+func TestDynamicMetadataUnknownDomain(t *testing.T) {
+	h := newHarnessWith(t, scalePlan(), map[string]string{"edge.yaml": parityConfig},
+		harnessOptions{adapter: func(o *rls.Options) { o.DynamicMetadata = true }})
+	withHits := desc("k", "v")
+	withHits.HitsAddend = wrapperspb.UInt64(3)
+	resp := h.call(&rlsv3.RateLimitRequest{Domain: "nowhere", HitsAddend: 2, Descriptors: []*rlcommon.RateLimitDescriptor{desc("a", "1", "b", "2"), withHits}})
+	if resp.GetOverallCode() != ok {
+		t.Fatalf("overall %v", resp.GetOverallCode())
+	}
+	want, _ := structpb.NewStruct(map[string]any{
+		"domain": "nowhere",
+		"descriptors": []any{
+			map[string]any{"entries": []any{"a=1", "b=2"}},
+			map[string]any{"entries": []any{"k=v"}, "hitsAddend": float64(3)},
+		},
+		"hitsAddend": float64(2),
+	})
+	got, _ := protojson.Marshal(resp.GetDynamicMetadata())
+	wantJSON, _ := protojson.Marshal(want)
+	if gs, ws := mustCanon(t, got), mustCanon(t, wantJSON); gs != ws {
+		t.Fatalf("dynamic metadata:\n got %s\nwant %s", gs, ws)
+	}
+}

@@ -10,10 +10,11 @@ import (
 	"slices"
 	"sync"
 
-	"github.com/leashd/leash/adapter/rls"
-
 	"github.com/leashd/leash/adapter/descriptors"
 	"github.com/leashd/leash/adapter/domains"
+	"github.com/leashd/leash/adapter/rlqs"
+	"github.com/leashd/leash/adapter/rls"
+	"github.com/leashd/leash/adapter/xds"
 	"github.com/leashd/leash/config"
 	"github.com/leashd/leash/engine"
 	"github.com/leashd/leash/internal/setup"
@@ -33,7 +34,7 @@ type envoyReloader struct {
 	cfg   *domains.Config
 	files *descriptors.Config // the descriptor files' domains in force
 	xds   *descriptors.Config // the xDS domains in force; nil before any update
-	keys  []string            // envoy.config_paths being watched
+	paths []string            // envoy.config_paths being watched
 
 	stopWatch context.CancelFunc
 	wg        sync.WaitGroup
@@ -45,99 +46,110 @@ func newEnvoyReloader(ctx context.Context, eng *engine.Engine, svc *rls.Service,
 	return r
 }
 
-// watch (re)starts the descriptor-file watcher on paths; call with mu held or before use.
+// watch (re)starts the descriptor-file watcher on paths, from the files in force (loaded
+// from paths), so an edit made since they were loaded is applied; call with mu held or
+// before use. The watcher it replaces is cancelled, not waited for: that one may be
+// waiting for mu to apply an edit, and once cancelled it applies nothing (wait waits for
+// every watcher).
 func (r *envoyReloader) watch(paths []string) {
 	if r.stopWatch != nil {
 		r.stopWatch()
-		r.wg.Wait()
 		r.stopWatch = nil
 	}
-	r.keys = slices.Clone(paths)
+	r.paths = slices.Clone(paths)
 	if len(paths) == 0 {
 		return
 	}
 	ctx, cancel := context.WithCancel(r.ctx)
 	r.stopWatch = cancel
 	r.wg.Add(1)
+	loaded := r.files
+	apply := func(files *descriptors.Config) error { return r.applyDescriptors(ctx, files) }
 	go func() {
 		defer r.wg.Done()
-		descriptors.Watch(ctx, paths, 0, r.applyDescriptors, r.log)
+		descriptors.Watch(ctx, paths, loaded, 0, apply, r.log)
 	}()
 }
 
-// applyDescriptors is the descriptor watcher's callback.
-func (r *envoyReloader) applyDescriptors(d *descriptors.Config) error {
+// applyDescriptors is the callback of the descriptor watcher whose context is ctx; the
+// watcher logs the reload. A watcher replaced or stopped meanwhile applies nothing.
+func (r *envoyReloader) applyDescriptors(ctx context.Context, files *descriptors.Config) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	next, err := domains.Compose(d, r.xds, r.cfg.Routing, r.eng.Directory())
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("descriptor watcher stopped: %w", err)
+	}
+	next, err := domains.Compose(files, r.xds, r.cfg.Routing, r.eng.Directory())
 	if err != nil {
 		return err
 	}
-	r.cfg, r.files = next, d
+	r.cfg, r.files = next, files
 	r.svc.SetConfig(next)
-	r.log.Info("envoy descriptors reloaded", "domains", len(d.Domains()))
 	return nil
 }
 
 // applyXDS is the xDS client's Apply: the management server's domains replace the
 // previous xDS domains (spec §9.14); an error is the NACK's text.
-func (r *envoyReloader) applyXDS(x *descriptors.Config) error {
+func (r *envoyReloader) applyXDS(fromXDS *descriptors.Config) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	next, err := domains.Compose(r.files, x, r.cfg.Routing, r.eng.Directory())
+	next, err := domains.Compose(r.files, fromXDS, r.cfg.Routing, r.eng.Directory())
 	if err != nil {
 		return err
 	}
-	r.cfg, r.xds = next, x
+	r.cfg, r.xds = next, fromXDS
 	r.svc.SetConfig(next)
 	return nil
 }
 
 // applyConfig is the main config watcher's callback: accounts, plans and envoy settings.
-func (r *envoyReloader) applyConfig(c *config.Config) {
-	d, err := c.Directory()
-	if err == nil && c.HasAccounts() {
-		err = r.eng.CheckDirectory(d)
+func (r *envoyReloader) applyConfig(cfg *config.Config) {
+	dir, err := cfg.Directory()
+	if err == nil && cfg.HasAccounts() {
+		err = r.eng.CheckDirectory(dir)
 	}
-	if err != nil || !c.HasAccounts() {
+	if err != nil || !cfg.HasAccounts() {
 		r.log.Error("config reload: accounts rejected; keeping the running config", "err", err)
 		return
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	files := r.files
-	pathsChanged := !slices.Equal(c.Envoy.ConfigPaths, r.keys)
+	paths := cfg.Envoy.ConfigPaths
+	pathsChanged := !slices.Equal(paths, r.paths)
 	if pathsChanged {
 		files = nil
-		if len(c.Envoy.ConfigPaths) > 0 {
-			if files, err = descriptors.Load(c.Envoy.ConfigPaths...); err != nil {
+		if len(paths) > 0 {
+			if files, err = descriptors.Load(paths...); err != nil {
 				r.log.Error("config reload: envoy descriptors rejected; keeping the running config", "err", err)
 				return
 			}
 		}
 	}
-	next, err := domains.Compose(files, r.xds, setup.Routing(c), d)
+	next, err := domains.Compose(files, r.xds, setup.Routing(cfg), dir)
 	if err != nil {
 		r.log.Error("config reload: envoy config rejected; keeping the running config", "err", err)
 		return
 	}
-	r.eng.SetDirectory(d)
+	r.eng.SetDirectory(dir)
 	r.cfg, r.files = next, files
 	r.svc.SetConfig(next)
 	if pathsChanged {
-		r.watch(c.Envoy.ConfigPaths)
+		r.watch(paths)
 	}
-	r.log.Info("config reloaded", "accounts", len(d.Accounts()))
+	r.log.Info("config reloaded", "accounts", len(dir.Accounts()))
 }
 
-// wait stops the descriptor watcher (its context has ended) and waits for it.
+// wait stops the descriptor watcher (its context has ended) and waits for it and for any
+// watcher it replaced, without holding mu, which they may be waiting for.
 func (r *envoyReloader) wait() {
 	r.mu.Lock()
-	defer r.mu.Unlock()
 	if r.stopWatch != nil {
 		r.stopWatch()
-		r.wg.Wait()
+		r.stopWatch = nil
 	}
+	r.mu.Unlock()
+	r.wg.Wait()
 }
 
 // grpcTLS builds the gRPC listener's TLS config: the certificate is re-read when its
@@ -149,11 +161,11 @@ func grpcTLS(t config.GRPCTLS) (*tls.Config, error) {
 		}
 		return nil, nil
 	}
-	rl, err := newCertReloader(t.CertFile, t.KeyFile)
+	certs, err := newCertReloader(t.CertFile, t.KeyFile)
 	if err != nil {
 		return nil, err
 	}
-	tc := &tls.Config{MinVersion: tls.VersionTLS12, GetCertificate: rl.get, NextProtos: []string{"h2"}}
+	tlsConfig := &tls.Config{MinVersion: tls.VersionTLS12, GetCertificate: certs.get, NextProtos: []string{"h2"}}
 	if t.ClientCAFile != "" {
 		pem, err := os.ReadFile(t.ClientCAFile)
 		if err != nil {
@@ -163,7 +175,47 @@ func grpcTLS(t config.GRPCTLS) (*tls.Config, error) {
 		if !pool.AppendCertsFromPEM(pem) {
 			return nil, fmt.Errorf("grpc.tls.client_ca_file: no PEM certificate in %s", t.ClientCAFile)
 		}
-		tc.ClientCAs, tc.ClientAuth = pool, tls.RequireAndVerifyClientCert
+		tlsConfig.ClientCAs, tlsConfig.ClientAuth = pool, tls.RequireAndVerifyClientCert
 	}
-	return tc, nil
+	return tlsConfig, nil
+}
+
+// rlsOptions translates envoy.* into the RLS service's options (spec §9.7).
+func (s *server) rlsOptions() rls.Options {
+	envoy := s.cfg.Envoy
+	names := envoy.HeaderNames
+	return rls.Options{
+		Engine: s.engine, Accounts: s.engine.Account, Logger: s.log,
+		ResponseHeaders: envoy.ResponseHeaders,
+		HeaderNames:     rls.HeaderNames{Limit: names.Limit, Remaining: names.Remaining, Reset: names.Reset},
+		ShadowMode:      envoy.ShadowMode, QuotaMode: envoy.QuotaMode, DynamicMetadata: envoy.ResponseDynamicMetadata,
+		Rules: s.metrics.Rules(),
+		Counters: rls.Counters{Decision: s.metrics.Decisions("envoy").Inc,
+			ShadowDenial: s.metrics.ShadowDenial, GlobalShadow: s.metrics.GlobalShadow},
+		Trace: s.tracing != nil,
+	}
+}
+
+// rlqsOptions translates envoy.rlqs.* into the RLQS service's options (spec §14.5, §14.6);
+// it runs on the RLS service's config, reloads included.
+func (s *server) rlqsOptions() rlqs.Options {
+	quota := s.cfg.Envoy.RLQS
+	counters := s.metrics.RLQS()
+	return rlqs.Options{
+		Engine: s.engine, Demand: s.measured, Accounts: s.engine.Account, Config: s.rls.Config, Logger: s.log,
+		ReportingInterval: quota.ReportingInterval, TTLIntervals: quota.TTLIntervals,
+		MaxBucketsPerStream: quota.MaxBucketsPerStream, MaxBucketsPerAccount: quota.MaxBucketsPerAccount,
+		Counters: rlqs.Counters{Streams: counters.Streams, Buckets: counters.Buckets, Sent: counters.Sent,
+			Reported: counters.Reported, Rejected: counters.Rejected},
+	}
+}
+
+// xdsTLS is the xDS client's TLS from envoy.xds.tls (spec §9.14): nil, plaintext, when
+// xDS is off or none of its keys is set.
+func xdsTLS(xdsCfg config.XDS) (*tls.Config, error) {
+	t := xdsCfg.TLS
+	if xdsCfg.Address == "" || (t.CAFile == "" && t.CertFile == "" && t.KeyFile == "" && t.ServerName == "") {
+		return nil, nil
+	}
+	return xds.TLSConfig(t.CAFile, t.CertFile, t.KeyFile, t.ServerName)
 }

@@ -1,6 +1,7 @@
 // Command leash is the Leash rate-limit and concurrency-lease service.
 //
-//	leash serve [--config FILE]...   serve /v1, the admin listener and Envoy gRPC
+//	leash serve [--config FILE]... [--peer-env]   serve /v1, the admin listener and Envoy gRPC
+//	ratelimit                        leash serve --peer-env (Envoy Gateway's command)
 //	leash check-config [--config FILE]... [DESCRIPTOR_PATH]...
 //	                                 check the config and descriptor files as serve would
 //	leash keys new                   print a fresh API key and its SHA-256 config line
@@ -18,6 +19,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"runtime/debug"
 	"slices"
 	"strings"
@@ -30,7 +32,10 @@ import (
 var version = ""
 
 const usageText = `usage:
-  leash serve [--config FILE]...   start the service (no config: memory store, dev account)
+  leash serve [--config FILE]... [--peer-env]
+                                   start the service (no config: memory store, dev account);
+                                   --peer-env also reads envoyproxy/ratelimit's variables, as
+                                   the same binary named ratelimit always does
   leash check-config [--config FILE]... [DESCRIPTOR_PATH]...
                                    check config and descriptor files as serve would load
                                    them (DESCRIPTOR_PATHs given replace envoy.config_paths);
@@ -42,11 +47,13 @@ const usageText = `usage:
 // The --help texts of the binary's own commands.
 const (
 	serveHelp = `usage:
-  leash serve [--config FILE]...
+  leash serve [--config FILE]... [--peer-env]
     start the service: /v1, the admin listener and Envoy gRPC (no config: memory store,
     dev account)
 flags:
   --config FILE  config file (YAML); repeat to layer files, later ones win key by key
+  --peer-env     also read envoyproxy/ratelimit's environment variables, as the same
+                 binary named ratelimit always does (LEASH_CONFIG names config files)
 `
 	checkConfigHelp = `usage:
   leash check-config [--config FILE]... [DESCRIPTOR_PATH]...
@@ -65,7 +72,11 @@ exit status: 0 valid, 1 invalid (every problem on stderr), 2 bad usage
 )
 
 func main() {
-	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+	args := os.Args[1:]
+	if filepath.Base(os.Args[0]) == "ratelimit" { // the peer's command (spec §9.18)
+		args = append([]string{"serve", "--peer-env"}, args...)
+	}
+	os.Exit(run(args, os.Stdout, os.Stderr))
 }
 
 func run(args []string, stdout, stderr io.Writer) int {
@@ -85,6 +96,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fs.Usage = func() {}
 		var paths listFlag
 		fs.Var(&paths, "config", "config file (YAML); repeat to layer files, later ones win key by key")
+		peer := fs.Bool("peer-env", false, "also read envoyproxy/ratelimit's environment variables (spec §9.18)")
 		if err := fs.Parse(args[1:]); errors.Is(err, flag.ErrHelp) {
 			fmt.Fprint(stdout, serveHelp)
 			return 0
@@ -95,7 +107,15 @@ func run(args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintf(stderr, "leash serve: unexpected argument %q\n", fs.Arg(0))
 			return 2
 		}
-		return serve(paths, os.Environ(), stdout, stderr)
+		environ := os.Environ()
+		if *peer {
+			pe, ok := peerEnviron(environ, stderr)
+			if !ok {
+				return 1
+			}
+			environ, paths = pe.Environ, append(pe.ConfigFiles, paths...)
+		}
+		return serve(paths, environ, stdout, stderr)
 	case "check-config":
 		paths, descs, err := parseCheckArgs(args[1:], stderr)
 		if errors.Is(err, flag.ErrHelp) {

@@ -198,6 +198,10 @@ func TestGracefulShutdown(t *testing.T) {
 	}) {
 		t.Fatalf("no shutting down line with drain_delay_ms 700: %v", p.Logs())
 	}
+	// Every goroutine has stopped before the store closed: nothing logs after "stopped".
+	if logs := p.Logs(); logs[len(logs)-1]["msg"] != "stopped" {
+		t.Fatalf("logged after \"stopped\": %v", logs[len(logs)-1])
+	}
 }
 
 // TestConfigReloadAppliesAccounts: a key added to the config file works and a removed one

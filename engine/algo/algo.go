@@ -5,9 +5,12 @@
 //
 // Every formula is exact integer arithmetic. Times are Unix milliseconds, L is the limit
 // (1 ≤ L ≤ MaxLimit < 2^30), W the window in milliseconds (1 ≤ W ≤ MaxWindowMS < 2^35) and
-// c the cost (0 ≤ c ≤ L). Counts never exceed MaxLimit, because a denied spend spends
-// nothing. The only products that can exceed 64 bits are of the form a·b/d with a < 2^31,
-// b < 2^36 and d < 2^35 and a quotient below 2^36; they are computed by an exact mulDiv.
+// c the cost (0 ≤ c ≤ L; in overdraft mode 0 ≤ c ≤ MaxCount). Counts never exceed
+// MaxLimit, because a denied spend spends nothing, except in overdraft mode (spec §4.12),
+// where a denied spend is counted too: window counts saturate at MaxCount < 2^31 and a
+// bucket's debt at MaxDebtWindows windows (< 2^45 ms). The only products that can exceed
+// 64 bits are of the form a·b/d with a < 2^31, b < 2^53 (b < 2^36 outside the
+// re-expression of an overdraft's debt) and d < 2^35 and a quotient below 2^53; they are computed by an exact mulDiv.
 // In Go that is math/bits' 128-bit Mul64 and Div64; the Redis Lua implementation, whose
 // numbers are doubles exact only below 2^53, uses the limb-split division of MulDivLimbs.
 // Both are exact, so both give the same integers. Every other intermediate value is an
@@ -32,6 +35,12 @@ import (
 const (
 	MaxLimit    int64 = 1_000_000_000
 	MaxWindowMS int64 = 31_622_400_000
+	// MaxCount is the most units a fixed or sliding window counts in a window, and the
+	// largest cost an overdraft spend takes (spec §4.12): counts above any limit saturate
+	// here, so every product the formulas form stays exact.
+	MaxCount int64 = 2_000_000_000
+	// MaxDebtWindows bounds a token bucket's debt: at most this many windows (spec §4.12).
+	MaxDebtWindows int64 = 1000
 )
 
 // Result is an algorithm's verdict on one request and what the store must do with the
@@ -80,9 +89,10 @@ const limbBits = 17
 // way the Redis Lua scripts (whose numbers are IEEE doubles) must compute them. It is the
 // reference for the Lua code and is tested to agree with MulDiv.
 //
-// Preconditions: 0 ≤ a < 2^31, 0 ≤ b < 2^36, 1 ≤ d < 2^35, quotient < 2^53.
+// Preconditions: 0 ≤ a < 2^31, 0 ≤ b < 2^53, 1 ≤ d < 2^35, quotient < 2^53.
 //
-// b is split into 17-bit limbs, b = bh·2^17 + bl with bh < 2^19 and bl < 2^17, so
+// For b < 2^36 (every call but the re-expression of an overdraft's debt, spec §4.12) b is
+// split into 17-bit limbs, b = bh·2^17 + bl with bh < 2^19 and bl < 2^17, so
 //
 //	a·b = (a·bh)·2^17 + a·bl
 //	x   = a·bh                  < 2^31·2^19 = 2^50
@@ -98,12 +108,22 @@ const limbBits = 17
 // (x < 2^50; y + d < 2^52 + 2^48 + 2^35), so the correction is exact. Lua's own %
 // operator must not be used: in Lua 5.1 it is a − floor(a/b)·b with the same floating
 // floor and no correction.
+//
+// A larger b (below 2^53) is split into four 17-bit limbs, the top one first, and divided
+// the same way one limb at a time: each step divides r·2^17 + a·limb < 2^52 + 2^48.
 func MulDivLimbs(a, b, d int64) (q, r int64) {
 	const limb = 1 << limbBits
-	bh, bl := b>>limbBits, b&(limb-1)
-	q1, r1 := floorDivF(a*bh, d)
-	q2, r2 := floorDivF(r1*limb+a*bl, d)
-	return q1*limb + q2, r2
+	if b < 1<<36 {
+		bh, bl := b>>limbBits, b&(limb-1)
+		q1, r1 := floorDivF(a*bh, d)
+		q2, r2 := floorDivF(r1*limb+a*bl, d)
+		return q1*limb + q2, r2
+	}
+	for shift := 3 * limbBits; shift >= 0; shift -= limbBits {
+		qi, ri := floorDivF(r*limb+a*((b>>shift)&(limb-1)), d)
+		q, r = q*limb+qi, ri
+	}
+	return q, r
 }
 
 // floorDivF divides 0 ≤ x < 2^53 by 1 ≤ d < 2^35 exactly using a floating-point quotient

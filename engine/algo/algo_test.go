@@ -158,7 +158,10 @@ func TestTokenBucketTable(t *testing.T) {
 		{"big denied", BucketState{base + bigW, 0, bigL}, base, bigL, bigW, 1, false, 0, 32, false, BucketState{base + bigW, 0, bigL}, base + bigW},
 		{"big lowered to 1", BucketState{base + bigW, 0, bigL}, base, 1, bigW, 0, true, 0, bigW, true, BucketState{base + bigW, 0, 1}, base + bigW},
 		{"big raised from 1", BucketState{base + bigW, 0, 1}, base, bigL, bigW, 0, true, bigL - 1, 32, true, BucketState{base + 31, 622_400_000, bigL}, base + 32},
-		{"clock stepped back", BucketState{base + 1000, 0, 10}, base - 500, 10, 1000, 0, true, 0, 1000, false, BucketState{base + 500, 0, 10}, base + 500},
+		// The debt of 1500 ms is kept (up to MaxDebtWindows windows): a look is denied until
+		// it is back to W.
+		{"clock stepped back", BucketState{base + 1000, 0, 10}, base - 500, 10, 1000, 0, false, 0, 500, false, BucketState{base + 1000, 0, 10}, base + 1000},
+		{"clock stepped back past the cap", BucketState{base + 2_000_000, 0, 10}, base - 500, 10, 1000, 1, false, 0, 1_000_100 - 1000, false, BucketState{}, 0},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -211,7 +214,11 @@ func TestMulDivLimbs(t *testing.T) {
 		}
 	}
 	for i := 0; i < 200_000; i++ {
-		a, b, d := edges(1<<31), edges(1<<36), 1+edges(1<<35-1)
+		bmax := int64(1 << 36)
+		if i%2 == 1 {
+			bmax = 1 << 53
+		}
+		a, b, d := edges(1<<31), edges(bmax), 1+edges(1<<35-1)
 		want, wr := MulDiv(a, b, d)
 		if want >= 1<<53 {
 			continue

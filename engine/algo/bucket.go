@@ -36,27 +36,39 @@ type BucketState struct {
 // (D·Lold + TatRem)/Lnew ms, computed exactly as a quotient and remainder modulo Lnew.
 // A limit lowered below the units already spent leaves the bucket empty rather than
 // carrying a debt longer than one window: when (D·Lold + TatRem) ≥ W·Lnew, tested as
-// floor((D·Lold + TatRem)/W) ≥ Lnew, the debt is exactly W. This keeps every debt, and so
-// every value the formulas multiply, at most W < 2^35. A re-expressed state is written
+// floor((D·Lold + TatRem)/W) ≥ Lnew, the debt is exactly W. Outside overdraft mode this
+// keeps every debt, and so every value the formulas multiply, at most W < 2^35. A re-expressed state is written
 // even when nothing is spent, so the new rate applies from the first request that uses it.
 //
-// A debt above W (the clock stepped back) is likewise capped at W.
+// A debt above MaxDebtWindows·W (the clock stepped back) is capped there. Outside
+// overdraft mode a debt is at most W; a larger one comes from an overdraft (or a clock
+// that stepped back) and is kept: the bucket refills from it.
 //
 // Otherwise the state is written only when units are spent (allowed and c > 0), so a look
 // at a full bucket creates nothing.
 func TokenBucket(s BucketState, nowMS, limit, windowMS, cost int64) (BucketState, Result) {
-	return tokenBucket(s, nowMS, limit, windowMS, cost, MulDiv)
+	return tokenBucket(s, nowMS, limit, windowMS, cost, false, MulDiv)
 }
 
-func tokenBucket(s BucketState, now, L, W, c int64, mulDiv mulDivFunc) (BucketState, Result) {
+// TokenBucketOverdraft is TokenBucket in overdraft mode (spec §4.12): a denied request
+// with a cost above 0 is charged all the same, TAT” = TAT + c·W/L, the bucket going into
+// debt beyond one window (at most MaxDebtWindows windows), and the state is written. The
+// verdict stays a denial with remaining 0; its reset is the wait, from the charged state,
+// until a request of min(c, L) fits. cost may exceed limit (up to MaxCount).
+func TokenBucketOverdraft(s BucketState, nowMS, limit, windowMS, cost int64) (BucketState, Result) {
+	return tokenBucket(s, nowMS, limit, windowMS, cost, true, MulDiv)
+}
+
+func tokenBucket(s BucketState, now, L, W, c int64, over bool, mulDiv mulDivFunc) (BucketState, Result) {
+	capMS := MaxDebtWindows * W
 	ms, rem := s.TatMS, s.TatRem
 	rewritten := false
 	if s.Limit <= 0 || ms < now || (ms == now && rem == 0) {
 		ms, rem = now, 0 // full bucket
 	} else {
 		debt := ms - now
-		if debt > W || (debt == W && rem > 0) {
-			debt, rem = W, 0
+		if debt > capMS || (debt == capMS && rem > 0) {
+			debt, rem = capMS, 0
 		}
 		if s.Limit != L {
 			debt, rem = reexpress(debt, rem, s.Limit, L, W, mulDiv)
@@ -65,28 +77,43 @@ func tokenBucket(s BucketState, now, L, W, c int64, mulDiv mulDivFunc) (BucketSt
 		ms = now + debt
 	}
 
-	// Spend: c·W/L = q + r/L.
-	q, r := mulDiv(c, W, L)
-	ms2, rem2 := ms+q, rem+r
-	if rem2 >= L {
-		ms2, rem2 = ms2+1, rem2-L
-	}
-	d := ms2 - now
 	res := Result{}
 	out := BucketState{TatMS: ms, TatRem: rem, Limit: L}
-	if d < W || (d == W && rem2 == 0) {
-		res.Allowed = true
-		res.ResetMS = d
-		if rem2 > 0 {
-			res.ResetMS++
+	// Spend: c·W/L = q + r/L (c ≤ L; a larger cost, in overdraft mode, never fits).
+	if c <= L {
+		ms2, rem2 := addCost(ms, rem, c, L, W, mulDiv)
+		d := ms2 - now
+		if d < W || (d == W && rem2 == 0) {
+			res.Allowed = true
+			res.ResetMS = d
+			if rem2 > 0 {
+				res.ResetMS++
+			}
+			if c > 0 {
+				out.TatMS, out.TatRem = ms2, rem2
+				res.Write = true
+			}
+		} else if !over || c == 0 {
+			res.ResetMS = d - W
+			if rem2 > 0 {
+				res.ResetMS++
+			}
 		}
-		if c > 0 {
-			out.TatMS, out.TatRem = ms2, rem2
-			res.Write = true
+	}
+	if !res.Allowed && over && c > 0 {
+		// Charged past empty: the debt grows by c·W/L, at most to capMS.
+		if c >= MaxDebtWindows*L {
+			out.TatMS, out.TatRem = now+capMS, 0
+		} else {
+			out.TatMS, out.TatRem = addCost(ms, rem, c, L, W, mulDiv)
+			if d := out.TatMS - now; d > capMS || (d == capMS && out.TatRem > 0) {
+				out.TatMS, out.TatRem = now+capMS, 0
+			}
 		}
-	} else {
-		res.ResetMS = d - W
-		if rem2 > 0 {
+		res.Write = true
+		ms4, rem4 := addCost(out.TatMS, out.TatRem, min(c, L), L, W, mulDiv)
+		res.ResetMS = ms4 - now - W
+		if rem4 > 0 {
 			res.ResetMS++
 		}
 	}
@@ -101,9 +128,33 @@ func tokenBucket(s BucketState, now, L, W, c int64, mulDiv mulDivFunc) (BucketSt
 	return out, res
 }
 
+// addCost is the instant ms + rem/L advanced by c·W/L ms, as a whole part and a remainder
+// in 1/L ms (c < MaxDebtWindows·L, so the quotient is below 2^45).
+func addCost(ms, rem, c, L, W int64, mulDiv mulDivFunc) (int64, int64) {
+	q, r := mulDiv(c, W, L)
+	ms, rem = ms+q, rem+r
+	if rem >= L {
+		ms, rem = ms+1, rem-L
+	}
+	return ms, rem
+}
+
 // reexpress converts a debt of debt + rem/lOld ms to the same units at limit lNew:
 // (debt·lOld + rem)/lNew ms as a whole part and a remainder in 1/lNew ms, capped at W.
+// A debt above W (an overdraft, spec §4.12) is never lengthened: with a lower limit it
+// stays as it is (rounded up to a whole ms), with a higher one it shrinks exactly.
 func reexpress(debt, rem, lOld, lNew, W int64, mulDiv mulDivFunc) (int64, int64) {
+	if debt > W || (debt == W && rem > 0) {
+		if lNew < lOld {
+			if rem > 0 {
+				debt++
+			}
+			return debt, 0
+		}
+		qb, rb := mulDiv(lOld, debt, lNew) // below debt: the quotient stays below 2^45
+		x := rb + rem
+		return qb + x/lNew, x % lNew
+	}
 	// Units spent, rounded down: floor((debt·lOld + rem)/W) = qa + floor((ra + rem)/W).
 	qa, ra := mulDiv(lOld, debt, W)
 	if qa+(ra+rem)/W >= lNew {

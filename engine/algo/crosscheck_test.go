@@ -182,7 +182,7 @@ func refBucket(s refBucketState, now, L, W, c int64) (refBucketState, verdict, b
 // agrees with MulDiv.
 func checkedMulDiv(t *testing.T) mulDivFunc {
 	return func(a, b, d int64) (int64, int64) {
-		if a < 0 || a >= 1<<31 || b < 0 || b >= 1<<36 || d < 1 || d >= 1<<35 {
+		if a < 0 || a >= 1<<31 || b < 0 || b >= 1<<53 || d < 1 || d >= 1<<35 {
 			t.Fatalf("mulDiv(%d, %d, %d) outside the Lua bounds", a, b, d)
 		}
 		q, r := MulDiv(a, b, d)
@@ -312,7 +312,7 @@ func TestCrossCheckSliding(t *testing.T) {
 			}
 			c := g.cost(L)
 			ns, r := SlidingWindow(s, now, L, W, c)
-			nsl, rl := slidingWindow(sl, now, L, W, c, checkedMulDiv(t))
+			nsl, rl := slidingWindow(sl, now, L, W, c, false, checkedMulDiv(t))
 			if r != rl || ns != nsl {
 				t.Fatalf("limb arithmetic differs: %+v %+v vs %+v %+v", r, ns, rl, nsl)
 			}
@@ -348,7 +348,7 @@ func TestCrossCheckBucket(t *testing.T) {
 			}
 			c := g.cost(L)
 			ns, r := TokenBucket(s, now, L, W, c)
-			nsl, rl := tokenBucket(sl, now, L, W, c, checkedMulDiv(t))
+			nsl, rl := tokenBucket(sl, now, L, W, c, false, checkedMulDiv(t))
 			if r != rl || ns != nsl {
 				t.Fatalf("limb arithmetic differs: %+v %+v vs %+v %+v", r, ns, rl, nsl)
 			}

@@ -25,6 +25,18 @@ type FixedState struct {
 // at a fresh counter creates nothing. A count above L (the limit was lowered) denies
 // every cost, 0 included.
 func FixedWindow(s FixedState, nowMS, limit, windowMS, cost int64) (FixedState, Result) {
+	return fixedWindow(s, nowMS, limit, windowMS, cost, false)
+}
+
+// FixedWindowOverdraft is FixedWindow in overdraft mode (spec §4.12): a denied request
+// with a cost above 0 is counted all the same, count = min(count + c, MaxCount), and the
+// state is written; the verdict stays a denial with remaining 0 and the reset at the end
+// of the window. cost may exceed limit (up to MaxCount): such a request is always denied.
+func FixedWindowOverdraft(s FixedState, nowMS, limit, windowMS, cost int64) (FixedState, Result) {
+	return fixedWindow(s, nowMS, limit, windowMS, cost, true)
+}
+
+func fixedWindow(s FixedState, nowMS, limit, windowMS, cost int64, over bool) (FixedState, Result) {
 	w := floorDiv(nowMS, windowMS)
 	var count int64
 	if s.Window == w {
@@ -41,6 +53,10 @@ func FixedWindow(s FixedState, nowMS, limit, windowMS, cost int64) (FixedState, 
 		}
 	} else {
 		res.ResetMS = end - nowMS
+		if over && cost > 0 {
+			count = min(count+cost, MaxCount)
+			res.Write = true
+		}
 	}
 	res.Remaining = max(0, limit-count)
 	return FixedState{Window: w, Count: count}, res

@@ -44,10 +44,18 @@ type SlidingState struct {
 //
 // The state is written only when units are spent (allowed and c > 0).
 func SlidingWindow(s SlidingState, nowMS, limit, windowMS, cost int64) (SlidingState, Result) {
-	return slidingWindow(s, nowMS, limit, windowMS, cost, MulDiv)
+	return slidingWindow(s, nowMS, limit, windowMS, cost, false, MulDiv)
 }
 
-func slidingWindow(s SlidingState, now, L, W, c int64, mulDiv mulDivFunc) (SlidingState, Result) {
+// SlidingWindowOverdraft is SlidingWindow in overdraft mode (spec §4.12): a denied request
+// with a cost above 0 is counted all the same, curr = min(curr + c, MaxCount), and the
+// state is written. The verdict stays a denial; its reset is the wait, from the counted
+// state, until a request of min(c, L) fits. cost may exceed limit (up to MaxCount).
+func SlidingWindowOverdraft(s SlidingState, nowMS, limit, windowMS, cost int64) (SlidingState, Result) {
+	return slidingWindow(s, nowMS, limit, windowMS, cost, true, MulDiv)
+}
+
+func slidingWindow(s SlidingState, now, L, W, c int64, over bool, mulDiv mulDivFunc) (SlidingState, Result) {
 	w := floorDiv(now, W)
 	var curr, prev int64
 	switch s.Window {
@@ -72,6 +80,10 @@ func slidingWindow(s SlidingState, now, L, W, c int64, mulDiv mulDivFunc) (Slidi
 		case prev > 0:
 			res.ResetMS = (w+1)*W - now
 		}
+	} else if over && c > 0 {
+		curr = min(curr+c, MaxCount)
+		res.Write = true
+		res.ResetMS = slidingRetry(t, curr, prev, L, W, min(c, L), mulDiv)
 	} else {
 		res.ResetMS = slidingRetry(t, curr, prev, L, W, c, mulDiv)
 	}

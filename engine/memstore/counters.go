@@ -19,17 +19,30 @@ var (
 
 // decide runs the counter's algorithm on its state, stored as three integers:
 // fixed_window {Window, Count, 0}, sliding_window {Window, Curr, Prev},
-// token_bucket {TatMS, TatRem, Limit}. The zero state is no state for all three.
-func decide(alg engine.Algorithm, st [3]int64, now, limit, window, cost int64) ([3]int64, algo.Result) {
+// token_bucket {TatMS, TatRem, Limit}. The zero state is no state for all three. With
+// over, a denied cost is counted all the same (spec §4.12).
+func decide(alg engine.Algorithm, st [3]int64, now, limit, window, cost int64, over bool) ([3]int64, algo.Result) {
 	switch alg {
 	case engine.FixedWindow:
-		s, r := algo.FixedWindow(algo.FixedState{Window: st[0], Count: st[1]}, now, limit, window, cost)
+		f := algo.FixedWindow
+		if over {
+			f = algo.FixedWindowOverdraft
+		}
+		s, r := f(algo.FixedState{Window: st[0], Count: st[1]}, now, limit, window, cost)
 		return [3]int64{s.Window, s.Count, 0}, r
 	case engine.SlidingWindow:
-		s, r := algo.SlidingWindow(algo.SlidingState{Window: st[0], Curr: st[1], Prev: st[2]}, now, limit, window, cost)
+		f := algo.SlidingWindow
+		if over {
+			f = algo.SlidingWindowOverdraft
+		}
+		s, r := f(algo.SlidingState{Window: st[0], Curr: st[1], Prev: st[2]}, now, limit, window, cost)
 		return [3]int64{s.Window, s.Curr, s.Prev}, r
 	default:
-		s, r := algo.TokenBucket(algo.BucketState{TatMS: st[0], TatRem: st[1], Limit: st[2]}, now, limit, window, cost)
+		f := algo.TokenBucket
+		if over {
+			f = algo.TokenBucketOverdraft
+		}
+		s, r := f(algo.BucketState{TatMS: st[0], TatRem: st[1], Limit: st[2]}, now, limit, window, cost)
 		return [3]int64{s.TatMS, s.TatRem, s.Limit}, r
 	}
 }
@@ -57,7 +70,7 @@ func (s *Store) Spend(_ context.Context, sp engine.Spend) (engine.Decision, erro
 			st = e.st
 		}
 	}
-	st, res := decide(sp.Counter.Algorithm, st, now, sp.Limit, sp.Counter.WindowMS, sp.Cost)
+	st, res := decide(sp.Counter.Algorithm, st, now, sp.Limit, sp.Counter.WindowMS, sp.Cost, sp.Overdraft)
 	switch {
 	case found:
 		if res.Write {
@@ -84,7 +97,8 @@ func (s *Store) Spend(_ context.Context, sp engine.Spend) (engine.Decision, erro
 }
 
 // SpendAll decides spends together under their shards' locks: each gets its own verdict,
-// and the costs are written only when every one is allowed.
+// and the costs are written only when every one is allowed, except that an overdraft
+// spend is counted whatever the others say (spec §4.12).
 func (s *Store) SpendAll(_ context.Context, spends []engine.Spend, out []engine.Decision) error {
 	if s.closed.Load() {
 		return ErrClosed
@@ -132,12 +146,17 @@ func (s *Store) SpendAll(_ context.Context, spends []engine.Spend, out []engine.
 				st = e.st
 			}
 		}
-		sts[i], res[i] = decide(sp.Counter.Algorithm, st, now, sp.Limit, sp.Counter.WindowMS, sp.Cost)
+		sts[i], res[i] = decide(sp.Counter.Algorithm, st, now, sp.Limit, sp.Counter.WindowMS, sp.Cost, sp.Overdraft)
 		all = all && res[i].Allowed
 		out[i] = engine.Decision{Allowed: res[i].Allowed, Limit: sp.Limit, Remaining: res[i].Remaining, ResetMS: res[i].ResetMS, NowMS: now}
 	}
 	if !all {
-		return nil
+		// Only overdraft spends count when one of them denies (spec §4.12).
+		for i := range n {
+			if !spends[i].Overdraft {
+				res[i].Write = false
+			}
+		}
 	}
 	// Make room for new counters before writing any, so a full store changes nothing.
 	for i := range n {

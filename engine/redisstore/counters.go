@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/leashd/leash/engine"
 )
@@ -14,7 +15,7 @@ func (s *Store) Spend(ctx context.Context, sp engine.Spend) (engine.Decision, er
 	if err := sp.Validate(); err != nil {
 		return engine.Decision{}, fmt.Errorf("redisstore: spend: %w", err)
 	}
-	code := algCode(sp.Counter.Algorithm)
+	code := spendCode(&sp)
 	var buf [4]int64 // the reply, without a heap allocation
 	r, err := s.runHot(ctx, s.scripts.spend, buf[:0], []string{s.keys.counter(sp.Counter)},
 		strArg(s.nowArg()), intArg(s.slack), strArg(code), intArg(sp.Limit), intArg(sp.Counter.WindowMS), intArg(sp.Cost))
@@ -40,7 +41,7 @@ func (s *Store) SpendAll(ctx context.Context, spends []engine.Spend, out []engin
 	for i := range spends {
 		sp := &spends[i]
 		keys[i] = s.keys.counter(sp.Counter)
-		args = append(args, strArg(algCode(sp.Counter.Algorithm)), intArg(sp.Limit), intArg(sp.Counter.WindowMS), intArg(sp.Cost))
+		args = append(args, strArg(spendCode(sp)), intArg(sp.Limit), intArg(sp.Counter.WindowMS), intArg(sp.Cost))
 	}
 	r, err := s.runHot(ctx, s.scripts.spendAll, nil, keys, args...)
 	if err != nil {
@@ -54,6 +55,16 @@ func (s *Store) SpendAll(ctx context.Context, spends []engine.Spend, out []engin
 		out[i] = engine.Decision{Allowed: r[3*i] == 1, Limit: spends[i].Limit, Remaining: r[3*i+1], ResetMS: r[3*i+2], NowMS: now}
 	}
 	return nil
+}
+
+// spendCode is the scripts' algorithm argument of a spend: the algorithm's letter, in
+// upper case for an overdraft spend (spec §4.12).
+func spendCode(sp *engine.Spend) string {
+	code := algCode(sp.Counter.Algorithm)
+	if sp.Overdraft {
+		code = strings.ToUpper(code)
+	}
+	return code
 }
 
 // Reset clears one counter with one EVALSHA of lua/reset.lua.

@@ -20,7 +20,7 @@ type model struct {
 	has bool
 }
 
-func (m *model) spend(alg engine.Algorithm, now, limit, window, cost int64) algo.Result {
+func (m *model) spend(alg engine.Algorithm, now, limit, window, cost int64, over bool) algo.Result {
 	var st [3]int64
 	if m.has && m.exp > now {
 		st = m.st
@@ -28,13 +28,25 @@ func (m *model) spend(alg engine.Algorithm, now, limit, window, cost int64) algo
 	var res algo.Result
 	switch alg {
 	case engine.FixedWindow:
-		s, r := algo.FixedWindow(algo.FixedState{Window: st[0], Count: st[1]}, now, limit, window, cost)
+		f := algo.FixedWindow
+		if over {
+			f = algo.FixedWindowOverdraft
+		}
+		s, r := f(algo.FixedState{Window: st[0], Count: st[1]}, now, limit, window, cost)
 		st, res = [3]int64{s.Window, s.Count, 0}, r
 	case engine.SlidingWindow:
-		s, r := algo.SlidingWindow(algo.SlidingState{Window: st[0], Curr: st[1], Prev: st[2]}, now, limit, window, cost)
+		f := algo.SlidingWindow
+		if over {
+			f = algo.SlidingWindowOverdraft
+		}
+		s, r := f(algo.SlidingState{Window: st[0], Curr: st[1], Prev: st[2]}, now, limit, window, cost)
 		st, res = [3]int64{s.Window, s.Curr, s.Prev}, r
 	default:
-		s, r := algo.TokenBucket(algo.BucketState{TatMS: st[0], TatRem: st[1], Limit: st[2]}, now, limit, window, cost)
+		f := algo.TokenBucket
+		if over {
+			f = algo.TokenBucketOverdraft
+		}
+		s, r := f(algo.BucketState{TatMS: st[0], TatRem: st[1], Limit: st[2]}, now, limit, window, cost)
 		st, res = [3]int64{s.TatMS, s.TatRem, s.Limit}, r
 	}
 	if res.Write {
@@ -44,8 +56,8 @@ func (m *model) spend(alg engine.Algorithm, now, limit, window, cost int64) algo
 }
 
 // TestScriptsMatchAlgo drives the Lua scripts and engine/algo through the same random
-// sequences (limits changing, costs from 0 to the limit, windows from 1 ms to 366 days,
-// instants far in the future) and requires identical verdicts, remaining and reset.
+// sequences (limits changing, costs from 0 to the limit, overdraft spends with costs up to
+// algo.MaxCount, windows from 1 ms to 366 days, instants far in the future) and requires identical verdicts, remaining and reset.
 func TestScriptsMatchAlgo(t *testing.T) {
 	t.Parallel()
 	clock := testkit.NewFakeClock(time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC))
@@ -55,7 +67,7 @@ func TestScriptsMatchAlgo(t *testing.T) {
 
 	windows := []int64{1, 2, 3, 7, 1000, 60_000, 86_400_000, 999_999_937, algo.MaxWindowMS}
 	limits := []int64{1, 2, 3, 5, 7, 100, 1_000_003, algo.MaxLimit}
-	steps, denied, limitChanges := 0, 0, 0
+	steps, denied, limitChanges, overdrafts := 0, 0, 0, 0
 	for _, alg := range []engine.Algorithm{engine.FixedWindow, engine.SlidingWindow, engine.TokenBucket} {
 		for ci := range 24 {
 			w := windows[rng.IntN(len(windows))]
@@ -96,15 +108,25 @@ func TestScriptsMatchAlgo(t *testing.T) {
 				default:
 					cost = rng.Int64N(limit + 1)
 				}
+				over := rng.IntN(3) == 0
+				if over {
+					overdrafts++
+					switch rng.IntN(3) {
+					case 0:
+						cost = min(algo.MaxCount, limit+1+rng.Int64N(3*limit))
+					case 1:
+						cost = algo.MaxCount
+					}
+				}
 				now := clock.NowMS()
-				want := m.spend(alg, now, limit, w, cost)
-				got, err := s.Spend(ctx, engine.Spend{Counter: counter, Limit: limit, Cost: cost})
+				want := m.spend(alg, now, limit, w, cost, over)
+				got, err := s.Spend(ctx, engine.Spend{Counter: counter, Limit: limit, Cost: cost, Overdraft: over})
 				if err != nil {
 					t.Fatalf("%v W=%d step %d: %v", alg, w, step, err)
 				}
 				if got.Allowed != want.Allowed || got.Remaining != want.Remaining || got.ResetMS != want.ResetMS || got.NowMS != now {
-					t.Fatalf("%v W=%d L=%d c=%d now=%d step %d: redis {allowed %v remaining %d reset %d now %d}, algo {allowed %v remaining %d reset %d}",
-						alg, w, limit, cost, now, step, got.Allowed, got.Remaining, got.ResetMS, got.NowMS, want.Allowed, want.Remaining, want.ResetMS)
+					t.Fatalf("%v W=%d L=%d c=%d over=%v now=%d step %d: redis {allowed %v remaining %d reset %d now %d}, algo {allowed %v remaining %d reset %d}",
+						alg, w, limit, cost, over, now, step, got.Allowed, got.Remaining, got.ResetMS, got.NowMS, want.Allowed, want.Remaining, want.ResetMS)
 				}
 				if !got.Allowed {
 					denied++
@@ -120,7 +142,7 @@ func TestScriptsMatchAlgo(t *testing.T) {
 			}
 		}
 	}
-	t.Logf("%d decisions identical in Lua and Go (%d denied, %d limit changes)", steps, denied, limitChanges)
+	t.Logf("%d decisions identical in Lua and Go (%d denied, %d limit changes, %d overdraft spends)", steps, denied, limitChanges, overdrafts)
 	if denied < steps/10 {
 		t.Fatalf("only %d of %d decisions denied: the sequences do not exercise denials", denied, steps)
 	}

@@ -12,6 +12,7 @@ package redisstore
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -96,6 +97,10 @@ type Options struct {
 	// PoolSize is the number of connections per node; 0 means the driver's default
 	// (10 per CPU).
 	PoolSize int
+	// TLS, when set, encrypts every connection with it (a private CA, a client
+	// certificate), whatever the mode; a node's host is the server name unless TLS names
+	// one. A rediss:// URL without it uses TLS with the system's roots.
+	TLS *tls.Config
 
 	// Logger receives start-up progress and warnings; default slog.Default().
 	Logger *slog.Logger
@@ -252,6 +257,9 @@ func newClient(o *Options) (redis.UniversalClient, error) {
 		u.MaxConcurrentDials = ro.MaxConcurrentDials
 		u.ConnMaxIdleTime, u.ConnMaxLifetime, u.ConnMaxLifetimeJitter = ro.ConnMaxIdleTime, ro.ConnMaxLifetime, ro.ConnMaxLifetimeJitter
 		u.PipelinePoolSize, u.PipelineReadBufferSize, u.PipelineWriteBufferSize = ro.PipelinePoolSize, ro.PipelineReadBufferSize, ro.PipelineWriteBufferSize
+	}
+	if o.TLS != nil {
+		u.TLSConfig = o.TLS
 	}
 	return redis.NewUniversalClient(u), nil
 }

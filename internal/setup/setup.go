@@ -40,11 +40,19 @@ func DirectoryWith(cfg *config.Config, extraOps []engine.OperatorSpec, devKeys .
 		engine.DirectoryOptions{Operators: append(ops, extraOps...), Plans: cfg.Plans})
 }
 
-// Routing is the domain routing of cfg (envoy.domains and envoy.default_account).
+// Routing is the domain routing of cfg (envoy.domains, envoy.default_account and
+// envoy.overdraft).
 func Routing(cfg *config.Config) domains.Routing {
-	r := domains.Routing{DefaultAccount: cfg.Envoy.DefaultAccount, Domains: make(map[string]string, len(cfg.Envoy.Domains))}
+	r := domains.Routing{DefaultAccount: cfg.Envoy.DefaultAccount, Domains: make(map[string]string, len(cfg.Envoy.Domains)),
+		Overdraft: cfg.Envoy.Overdraft}
 	for d, v := range cfg.Envoy.Domains {
 		r.Domains[d] = v.Account
+		if v.Overdraft != nil {
+			if r.DomainOverdraft == nil {
+				r.DomainOverdraft = make(map[string]bool)
+			}
+			r.DomainOverdraft[d] = *v.Overdraft
+		}
 	}
 	return r
 }

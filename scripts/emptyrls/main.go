@@ -5,7 +5,7 @@
 // difference from leash is the decision itself. With -reply-like ADDR it asks the
 // RateLimitService at ADDR once (domain bench, descriptor user=user-0) and answers every
 // call with that reply instead: the load tool then decodes the same reply as from ADDR, so
-// the difference is the server's work alone. Used by scripts/bench-grpc.sh only.
+// the difference is the server's work alone. Used by scripts/bench-grpc-ratio.sh only.
 package main
 
 import (

@@ -1,7 +1,7 @@
 // Command rlsprotoset writes the FileDescriptorSet of envoy.service.ratelimit.v3 and every
 // file it imports to standard output, for load tools (ghz --protoset) against a
-// RateLimitService that offers no server reflection, as envoyproxy/ratelimit does not. Used by
-// scripts/bench-grpc.sh only.
+// RateLimitService that offers no server reflection, as envoyproxy/ratelimit does not. Used by the
+// gRPC load scripts (scripts/bench-grpc.sh and the others) only.
 package main
 
 import (

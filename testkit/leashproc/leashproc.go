@@ -102,9 +102,18 @@ func Environ() []string {
 // the process is killed when the test ends.
 func Start(t testing.TB, bin string, args []string, env ...string) *Proc {
 	t.Helper()
+	return StartAs(t, bin, append([]string{"serve"}, args...),
+		append([]string{"LEASH_HTTP_ADDR=127.0.0.1:0", "LEASH_ADMIN_ADDR=127.0.0.1:0", "LEASH_GRPC_ADDR=127.0.0.1:0"}, env...)...)
+}
+
+// StartAs runs bin with exactly args (bin may be a link named ratelimit, say) and env
+// added to the test's environment (less its LEASH_* variables), and waits for it to
+// serve; the listeners are where env puts them. The process is killed when the test ends.
+func StartAs(t testing.TB, bin string, args []string, env ...string) *Proc {
+	t.Helper()
 	p := &Proc{Stdout: new(testkit.SyncBuffer), Exited: make(chan error, 1)}
-	p.Cmd = exec.Command(bin, append([]string{"serve"}, args...)...)
-	p.Cmd.Env = append(Environ(), append([]string{"LEASH_HTTP_ADDR=127.0.0.1:0", "LEASH_ADMIN_ADDR=127.0.0.1:0", "LEASH_GRPC_ADDR=127.0.0.1:0"}, env...)...)
+	p.Cmd = exec.Command(bin, args...)
+	p.Cmd.Env = append(Environ(), env...)
 	p.Cmd.Stdout = p.Stdout
 	stderr, err := p.Cmd.StderrPipe()
 	if err != nil {

@@ -45,6 +45,7 @@ func Run(t *testing.T, newStore func(t *testing.T, clock engine.Clock) engine.St
 		{"Counters", counterTests()},
 		{"Reset", resetTests()},
 		{"SpendAll", spendAllTests()},
+		{"Overdraft", overdraftTests()},
 		{"Leases", leaseTests()},
 		{"Rules", ruleTests()},
 		{"Usage", usageTests()},

@@ -19,7 +19,7 @@ const module = "github.com/leashd/leash/"
 var floors = [][]string{
 	{"engine/algo", "engine/redisstore/respipe", "internal/filewatch", "tracing", "webhook/signature"},
 	{"engine"}, // the engine and the stores inside it
-	{"config", "metrics", "webhook", "adapter/descriptors", "adapter/domains"},
+	{"config", "internal/peerenv", "metrics", "webhook", "adapter/descriptors", "adapter/domains"},
 	{"httpapi", "adapter", "admin", "client", "cli", "internal/setup"},
 	{"cmd"},
 }

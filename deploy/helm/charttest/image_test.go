@@ -135,6 +135,14 @@ func TestDockerfile(t *testing.T) {
 	if !copied {
 		t.Error("the final stage copies nothing from the build stage")
 	}
+	// Envoy Gateway starts its rate-limit container with the command /bin/ratelimit: the
+	// image carries the same binary there (docs/envoy.md, "Leash under Envoy Gateway").
+	if !slices.ContainsFunc(final, func(in instruction) bool {
+		f := strings.Fields(in.args)
+		return in.cmd == "COPY" && len(f) == 3 && f[0] == "--from=build" && f[1] == "/out/leash" && f[2] == "/bin/ratelimit"
+	}) {
+		t.Error("the final stage does not copy the leash binary to /bin/ratelimit")
+	}
 }
 
 // TestDockerfileGoVersion keeps the build image's Go at least go.mod's go directive: the

@@ -3,7 +3,9 @@
 -- conformance suite runs both against one test clock.
 --
 -- v        the counter's value (GET; false when absent)
--- alg      'f', 's' or 't'; L limit, W window ms, c cost, now and slack ms
+-- alg      'f', 's' or 't'; in upper case ('F', 'S', 'T') the spend is in overdraft mode
+--          (spec §4.12): a denied cost is counted all the same, and c may exceed L
+--          (up to algo.MaxCount); L limit, W window ms, c cost, now and slack ms
 -- returns  allowed (0/1), remaining, reset_ms, and the value to store with its PX ttl
 --          (val nil when nothing changes); nil alone for an unknown algorithm
 --
@@ -11,9 +13,26 @@
 --   f: "window:count"              window = floor(t/W)
 --   s: "window:curr:prev"
 --   t: "tat_ms:tat_rem:limit"      TAT = tat_ms + tat_rem/limit ms (GCRA)
+local MAXCOUNT = 2000000000 -- algo.MaxCount
+local DEBTWINDOWS = 1000 -- algo.MaxDebtWindows
+
+-- addcost is the instant ms + rem/L advanced by c*W/L ms (algo.addCost).
+local function addcost(ms, rem, c, L, W)
+  local q, r = muldiv(c, W, L)
+  ms, rem = ms + q, rem + r
+  if rem >= L then
+    ms, rem = ms + 1, rem - L
+  end
+  return ms, rem
+end
+
 local function decide(v, alg, L, W, c, now, slack)
   local allowed, remaining, reset = 0, 0, 0
   local val, px = nil, 0
+  local over = false
+  if alg == 'F' or alg == 'S' or alg == 'T' then
+    over, alg = true, string.lower(alg)
+  end
 
   if alg == 'f' then
     -- algo.FixedWindow
@@ -41,6 +60,14 @@ local function decide(v, alg, L, W, c, now, slack)
       end
     else
       reset = e - now
+      if over and c > 0 then
+        -- algo.FixedWindowOverdraft: counted all the same.
+        count = count + c
+        if count > MAXCOUNT then
+          count = MAXCOUNT
+        end
+        val, px = string.format('%d:%d', w, count), int(ttl(e, now, slack))
+      end
     end
     remaining = L - count
     if remaining < 0 then
@@ -80,9 +107,21 @@ local function decide(v, alg, L, W, c, now, slack)
         val, px = string.format('%d:%d:%d', w, curr, prev), int(ttl((w + 2) * W, now, slack))
       end
     else
+      local cr = c
+      if over and c > 0 then
+        -- algo.SlidingWindowOverdraft: counted all the same; the reset is for min(c, L).
+        curr = curr + c
+        if curr > MAXCOUNT then
+          curr = MAXCOUNT
+        end
+        if cr > L then
+          cr = L
+        end
+        val, px = string.format('%d:%d:%d', w, curr, prev), int(ttl((w + 2) * W, now, slack))
+      end
       -- algo.slidingRetry: phase 1 (still in window w), else phase 2 (window w+1).
       local d0 = W - t
-      local R = L - curr - c
+      local R = L - curr - cr
       local done = false
       if R >= 0 and prev > 0 and R < prev then
         local f = muldiv(R, W, prev)
@@ -93,7 +132,7 @@ local function decide(v, alg, L, W, c, now, slack)
         end
       end
       if not done then
-        local R2 = L - c
+        local R2 = L - cr
         if curr == 0 or curr <= R2 then
           reset = d0
         else
@@ -117,50 +156,85 @@ local function decide(v, alg, L, W, c, now, slack)
       end
     end
     local rewritten = false
+    local capms = DEBTWINDOWS * W
     if sl <= 0 or ms < now or (ms == now and rem == 0) then
       ms, rem = now, 0
     else
       local debt = ms - now
-      if debt > W or (debt == W and rem > 0) then
-        debt, rem = W, 0
+      if debt > capms or (debt == capms and rem > 0) then
+        debt, rem = capms, 0
       end
       if sl ~= L then
-        -- algo.reexpress: debt + rem/sl ms becomes (debt*sl + rem)/L ms, capped at W.
-        local qa, ra = muldiv(sl, debt, W)
-        if qa + fdiv(ra + rem, W) >= L then
-          debt, rem = W, 0
+        if debt > W or (debt == W and rem > 0) then
+          -- algo.reexpress of an overdraft's debt: never lengthened.
+          if L < sl then
+            if rem > 0 then
+              debt = debt + 1
+            end
+            rem = 0
+          else
+            local qb, rb = muldiv(sl, debt, L)
+            local xq, xr = fdiv(rb + rem, L)
+            debt, rem = qb + xq, xr
+          end
         else
-          local qb, rb = muldiv(sl, debt, L)
-          local x = rb + rem
-          local xq, xr = fdiv(x, L)
-          debt, rem = qb + xq, xr
+          -- algo.reexpress: debt + rem/sl ms becomes (debt*sl + rem)/L ms, capped at W.
+          local qa, ra = muldiv(sl, debt, W)
+          if qa + fdiv(ra + rem, W) >= L then
+            debt, rem = W, 0
+          else
+            local qb, rb = muldiv(sl, debt, L)
+            local x = rb + rem
+            local xq, xr = fdiv(x, L)
+            debt, rem = qb + xq, xr
+          end
         end
         rewritten = true
       end
       ms = now + debt
     end
-    -- Spend: c*W/L = q + r/L.
-    local q, r = muldiv(c, W, L)
-    local ms2, rem2 = ms + q, rem + r
-    if rem2 >= L then
-      ms2, rem2 = ms2 + 1, rem2 - L
-    end
-    local d = ms2 - now
     local out_ms, out_rem = ms, rem
     local write = rewritten
-    if d < W or (d == W and rem2 == 0) then
-      allowed = 1
-      reset = d
-      if rem2 > 0 then
-        reset = reset + 1
+    -- Spend: c*W/L = q + r/L (c <= L; a larger cost, in overdraft mode, never fits).
+    if c <= L then
+      local ms2, rem2 = addcost(ms, rem, c, L, W)
+      local d = ms2 - now
+      if d < W or (d == W and rem2 == 0) then
+        allowed = 1
+        reset = d
+        if rem2 > 0 then
+          reset = reset + 1
+        end
+        if c > 0 then
+          out_ms, out_rem = ms2, rem2
+          write = true
+        end
+      elseif not over or c == 0 then
+        reset = d - W
+        if rem2 > 0 then
+          reset = reset + 1
+        end
       end
-      if c > 0 then
-        out_ms, out_rem = ms2, rem2
-        write = true
+    end
+    if allowed == 0 and over and c > 0 then
+      -- algo.TokenBucketOverdraft: charged into debt, at most capms.
+      if c >= DEBTWINDOWS * L then
+        out_ms, out_rem = now + capms, 0
+      else
+        out_ms, out_rem = addcost(ms, rem, c, L, W)
+        local d = out_ms - now
+        if d > capms or (d == capms and out_rem > 0) then
+          out_ms, out_rem = now + capms, 0
+        end
       end
-    else
-      reset = d - W
-      if rem2 > 0 then
+      write = true
+      local cr = c
+      if cr > L then
+        cr = L
+      end
+      local ms4, rem4 = addcost(out_ms, out_rem, cr, L, W)
+      reset = ms4 - now - W
+      if rem4 > 0 then
         reset = reset + 1
       end
     end

@@ -29,15 +29,31 @@ local function fdiv(x, d)
   return q, r
 end
 
--- muldiv returns floor(a*b/d) and a*b mod d for 0 <= a < 2^31, 0 <= b < 2^36,
--- 1 <= d < 2^35 (algo.MulDivLimbs): b = bh*2^17 + bl, every intermediate < 2^53.
+-- muldiv returns floor(a*b/d) and a*b mod d for 0 <= a < 2^31, 0 <= b < 2^53,
+-- 1 <= d < 2^35 (algo.MulDivLimbs): b < 2^36 is split as b = bh*2^17 + bl; a larger b
+-- (an overdraft's debt, spec §4.12) into four 17-bit limbs divided top first. Every
+-- intermediate stays below 2^53.
 local LIMB = 131072
 local function muldiv(a, b, d)
-  local bh = math.floor(b / LIMB)
-  local bl = b - bh * LIMB
-  local q1, r1 = fdiv(a * bh, d)
-  local q2, r2 = fdiv(r1 * LIMB + a * bl, d)
-  return q1 * LIMB + q2, r2
+  if b < 68719476736 then
+    local bh = math.floor(b / LIMB)
+    local bl = b - bh * LIMB
+    local q1, r1 = fdiv(a * bh, d)
+    local q2, r2 = fdiv(r1 * LIMB + a * bl, d)
+    return q1 * LIMB + q2, r2
+  end
+  local q, r = 0, 0
+  local p = 2251799813685248 -- 2^51
+  local x = b
+  for _ = 1, 4 do
+    local l = math.floor(x / p)
+    x = x - l * p
+    local qi
+    qi, r = fdiv(r * LIMB + a * l, d)
+    q = q * LIMB + qi
+    p = p / LIMB
+  end
+  return q, r
 end
 
 -- Integers are formatted with %d (a C long, 64-bit): tostring would switch to an

@@ -4,7 +4,9 @@
 -- KEYS[i]  the counters' keys (one hash tag: the same account, namespace and key)
 -- ARGV     now ('t' = TIME), slack ms, then per key: algorithm, limit L, window W, cost c
 -- returns  {allowed_1, remaining_1, reset_1, ..., allowed_n, remaining_n, reset_n, now};
---          each triple is that counter's own verdict; values are stored only when all allow
+--          each triple is that counter's own verdict; values are stored only when all allow,
+--          except an overdraft spend's (algorithm in upper case, spec §4.12), which is
+--          counted whatever the others say
 local now = now_ms(ARGV[1])
 local slack = tonumber(ARGV[2])
 local out, vals, pxs = {}, {}, {}
@@ -24,11 +26,10 @@ for i = 1, #KEYS do
   out[#out + 1] = reset
   vals[i], pxs[i] = val or false, px
 end
-if all then
-  for i = 1, #KEYS do
-    if vals[i] then
-      redis.call('SET', KEYS[i], vals[i], 'PX', pxs[i])
-    end
+for i = 1, #KEYS do
+  local a = ARGV[2 + (i - 1) * 4 + 1]
+  if vals[i] and (all or a == 'F' or a == 'S' or a == 'T') then
+    redis.call('SET', KEYS[i], vals[i], 'PX', pxs[i])
   end
 end
 out[#out + 1] = now
