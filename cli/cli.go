@@ -37,15 +37,29 @@ const Usage = `  leash limit NAMESPACE KEY [--algorithm A] [--limit N] [--window
   leash rules delete NAMESPACE rate|concurrent
   leash stats NAMESPACE            the last 30 days as a bar chart, the month against quota and hard cap
   leash webhook get | set URL | delete | test
+  leash keys list                  the account's own API keys, without their secrets
+  leash keys create [--name NAME]
+  leash keys revoke KEY_ID
+  leash admin accounts create ID --plan PLAN       (admin: an operator's key)
+  leash admin accounts list [--limit N] [--cursor C]
+  leash admin accounts get ID
+  leash admin accounts set-plan ID PLAN
+  leash admin accounts suspend ID
+  leash admin accounts resume ID
+  leash admin accounts delete ID
+  leash admin keys issue ACCOUNT [--name NAME]
+  leash admin keys list ACCOUNT
+  leash admin keys revoke ACCOUNT KEY_ID
     every verb takes --url URL ($LEASH_URL, default http://localhost:8080),
-    --key KEY ($LEASH_API_KEY), --json (the API's JSON instead of text), --timeout D (10s);
-    flags may come before or after the arguments; exit 0 ok, 1 denied, 2 usage, 3 service error
+    --key KEY ($LEASH_API_KEY; admin: $LEASH_OPERATOR_KEY), --json (the API's JSON instead
+    of text), --timeout D (10s); flags may come before or after the arguments;
+    exit 0 ok, 1 denied, 2 usage, 3 service error
 `
 
 // Handles reports whether name is one of the verbs Run serves.
 func Handles(name string) bool {
 	switch name {
-	case "limit", "reset", "lease", "rules", "stats", "webhook":
+	case "limit", "reset", "lease", "rules", "stats", "webhook", "keys", "admin":
 		return true
 	}
 	return false
@@ -64,7 +78,14 @@ func Run(ctx context.Context, args []string, env Env, stdout, stderr io.Writer) 
 	cmd := &command{verb: args[0], stdout: stdout, stderr: stderr}
 	verb := args[0]
 	rest := args[1:]
-	if verb == "lease" || verb == "rules" || verb == "webhook" {
+	groups := 0
+	switch verb {
+	case "lease", "rules", "webhook", "keys":
+		groups = 1
+	case "admin":
+		groups = 2 // admin accounts VERB, admin keys VERB
+	}
+	for range groups {
 		if len(rest) > 0 && isHelp(rest[0]) {
 			fmt.Fprint(stdout, groupHelp(verb))
 			return ExitOK
@@ -82,7 +103,11 @@ func Run(ctx context.Context, args []string, env Env, stdout, stderr io.Writer) 
 	fs := flag.NewFlagSet("leash "+verb, flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	url := fs.String("url", "", "Leash base URL (default $LEASH_URL or "+client.DefaultBaseURL+")")
-	key := fs.String("key", "", "API key (default $LEASH_API_KEY)")
+	keyEnv := "LEASH_API_KEY"
+	if strings.HasPrefix(verb, "admin ") {
+		keyEnv = "LEASH_OPERATOR_KEY"
+	}
+	key := fs.String("key", "", "API key (default $"+keyEnv+")")
 	fs.BoolVar(&cmd.json, "json", false, "print the API's JSON")
 	timeout := fs.Duration("timeout", 10*time.Second, "bound on the whole command")
 	f := &flags{}
@@ -105,7 +130,7 @@ func Run(ctx context.Context, args []string, env Env, stdout, stderr io.Writer) 
 		*url = env("LEASH_URL")
 	}
 	if *key == "" {
-		*key = env("LEASH_API_KEY")
+		*key = env(keyEnv)
 	}
 	c, err := client.New(client.Options{BaseURL: *url, APIKey: *key})
 	if err != nil {
@@ -127,6 +152,8 @@ type flags struct {
 	windowMS  int64
 	cost      int64
 	name      string
+	plan      string
+	cursor    string
 	overrides overrideFlag
 	set       map[string]bool // the flags given
 	opts      []client.Option // the check and lease flags given, as client options

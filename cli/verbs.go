@@ -89,6 +89,7 @@ func init() {
 		"webhook test": {"no arguments", 0, 0, noFlags, runWebhookTest,
 			"webhook test", "queue a test delivery to the webhook (POST /v1/webhook/test)"},
 	}
+	addAccountVerbs()
 }
 
 func runLimit(ctx context.Context, c *command, a []string, f *flags) int {

@@ -29,6 +29,16 @@ const (
 	CodeRequestHeaderTooLarge = "request_header_too_large"
 	CodeInternal              = "internal"
 	CodeUnavailable           = "unavailable"
+	CodeAccountSuspended      = "account_suspended"
+	CodeAccountExists         = "account_exists"
+	CodeAccountNotFound       = "account_not_found"
+	CodeAPIKeyNotFound        = "api_key_not_found"
+	CodeConfigReadOnly        = "config_read_only"
+	CodeTooManyKeys           = "too_many_keys"
+	CodeUnknownPlan           = "unknown_plan"
+	CodeOperatorKeyRequired   = "operator_key_required"
+	CodeAccountKeyRequired    = "account_key_required"
+	CodeTooManyAuthFailures   = "too_many_auth_failures"
 )
 
 // Error is an error answer from the service (spec §3.6).

@@ -15,9 +15,10 @@ func TestMain(m *testing.M) { os.Exit(leashproc.Main(m, &bin)) }
 
 // The accounts of the test server: one per plan the tests need.
 const (
-	keyScale  = "key-scale"  // plan scale: everything, no hard cap
-	keyFree   = "key-free"   // plan free: no token_bucket, leases or webhooks
-	keyCapped = "key-capped" // hard cap 3 decisions a month
+	keyScale  = "key-scale"    // plan scale: everything, no hard cap
+	keyFree   = "key-free"     // plan free: no token_bucket, leases or webhooks
+	keyCapped = "key-capped"   // hard cap 3 decisions a month
+	keyOp     = "key-operator" // the operator "ops" (admin routes)
 )
 
 const testConfig = `
@@ -27,6 +28,8 @@ accounts:
   - {id: scale, plan: scale, api_keys: [key-scale]}
   - {id: free, plan: free, api_keys: [key-free]}
   - {id: capped, plan: capped, api_keys: [key-capped]}
+operators:
+  - {id: ops, api_keys: [key-operator]}
 webhooks: {allow_http: true, allow_private_targets: true}
 `
 

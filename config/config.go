@@ -56,6 +56,13 @@ const DevAccountID = "dev"
 // DevAPIKeyEnv is the reserved environment variable holding the dev account's API key.
 const DevAPIKeyEnv = "LEASH_DEV_API_KEY"
 
+// DevOperatorID is the operator that exists when the effective config defines no
+// operators and no accounts (spec §15.1).
+const DevOperatorID = "dev"
+
+// DevOperatorKeyEnv is the reserved environment variable holding the dev operator's key.
+const DevOperatorKeyEnv = "LEASH_DEV_OPERATOR_KEY"
+
 const (
 	envPrefix = "LEASH_"
 	// viperDelim separates key levels inside viper; domain names may contain ".".
@@ -80,6 +87,9 @@ type Config struct {
 	Plans map[string]engine.Plan
 	// Accounts are in file order; API key hashes are normalised to lower-case hex.
 	Accounts []Account
+	// Operators may use the admin API (spec §15.1); in file order, key hashes normalised
+	// to lower-case hex.
+	Operators []Operator
 	// Envoy is the Envoy rate-limit service's account mapping and descriptor files.
 	Envoy Envoy
 	// Metrics bounds and tunes the decision metrics (spec §12.2).
@@ -261,6 +271,17 @@ type Account struct {
 	APIKeySHA256 []string `mapstructure:"api_key_sha256"`
 }
 
+// Operator is an identity of the admin API (spec §15.1), as configured: it is no account,
+// and its keys take the same two forms as an account's.
+type Operator struct {
+	// ID matches [a-z0-9][a-z0-9_-]{0,63} and is unique among operators.
+	ID string `mapstructure:"id"`
+	// APIKeys are plaintext keys (development and tests).
+	APIKeys []string `mapstructure:"api_keys"`
+	// APIKeySHA256 are SHA-256 digests of keys, 64 lower-case hex characters after Load.
+	APIKeySHA256 []string `mapstructure:"api_key_sha256"`
+}
+
 // Envoy configures the Envoy rate-limit service.
 type Envoy struct {
 	// ConfigPaths are files or folders of envoyproxy/ratelimit descriptor YAML.
@@ -394,19 +415,20 @@ type Log struct {
 
 // document is what viper decodes: the config with plans still raw.
 type document struct {
-	HTTP     HTTP               `mapstructure:"http"`
-	Console  Console            `mapstructure:"console"`
-	GRPC     GRPC               `mapstructure:"grpc"`
-	Admin    Admin              `mapstructure:"admin"`
-	Store    Store              `mapstructure:"store"`
-	Shutdown Shutdown           `mapstructure:"shutdown"`
-	Plans    map[string]planDoc `mapstructure:"plans"`
-	Accounts []Account          `mapstructure:"accounts"`
-	Envoy    Envoy              `mapstructure:"envoy"`
-	Metrics  Metrics            `mapstructure:"metrics"`
-	Tracing  Tracing            `mapstructure:"tracing"`
-	Webhooks Webhooks           `mapstructure:"webhooks"`
-	Log      Log                `mapstructure:"log"`
+	HTTP      HTTP               `mapstructure:"http"`
+	Console   Console            `mapstructure:"console"`
+	GRPC      GRPC               `mapstructure:"grpc"`
+	Admin     Admin              `mapstructure:"admin"`
+	Store     Store              `mapstructure:"store"`
+	Shutdown  Shutdown           `mapstructure:"shutdown"`
+	Plans     map[string]planDoc `mapstructure:"plans"`
+	Accounts  []Account          `mapstructure:"accounts"`
+	Operators []Operator         `mapstructure:"operators"`
+	Envoy     Envoy              `mapstructure:"envoy"`
+	Metrics   Metrics            `mapstructure:"metrics"`
+	Tracing   Tracing            `mapstructure:"tracing"`
+	Webhooks  Webhooks           `mapstructure:"webhooks"`
+	Log       Log                `mapstructure:"log"`
 }
 
 // planDoc is a plan as written; nil fields were not given.
@@ -494,7 +516,7 @@ func load(files []file, environ []string) (*Config, error) {
 
 	cfg := &Config{
 		HTTP: doc.HTTP, Console: doc.Console, GRPC: doc.GRPC, Admin: doc.Admin, Store: doc.Store, Shutdown: doc.Shutdown,
-		Accounts: doc.Accounts, Envoy: doc.Envoy, Metrics: doc.Metrics, Tracing: doc.Tracing, Webhooks: doc.Webhooks, Log: doc.Log,
+		Accounts: doc.Accounts, Operators: doc.Operators, Envoy: doc.Envoy, Metrics: doc.Metrics, Tracing: doc.Tracing, Webhooks: doc.Webhooks, Log: doc.Log,
 	}
 	normalise(cfg)
 	if len(files) == 0 && !env["envoy.default_account"] {
@@ -538,6 +560,13 @@ func normalise(c *Config) {
 		nilIfEmpty(&c.Accounts[i].APIKeys)
 		nilIfEmpty(&c.Accounts[i].APIKeySHA256)
 	}
+	if len(c.Operators) == 0 {
+		c.Operators = nil
+	}
+	for i := range c.Operators {
+		nilIfEmpty(&c.Operators[i].APIKeys)
+		nilIfEmpty(&c.Operators[i].APIKeySHA256)
+	}
 	if len(c.Envoy.Domains) == 0 {
 		c.Envoy.Domains = nil
 	}
@@ -575,28 +604,54 @@ func parseYAML(data []byte) (map[string]any, error) {
 func (c *Config) HasAccounts() bool { return len(c.Accounts) > 0 }
 
 // Directory builds the account directory: each account with its plan resolved and the
-// SHA-256 of every api_keys entry plus every api_key_sha256 digest.
-func (c *Config) Directory() (*engine.Directory, error) {
+// SHA-256 of every api_keys entry plus every api_key_sha256 digest, the operators' keys
+// likewise, and the plans accounts created through the admin API may name.
+func (c *Config) Directory(extraOperators ...engine.OperatorSpec) (*engine.Directory, error) {
 	specs := make([]engine.AccountSpec, 0, len(c.Accounts))
 	for _, a := range c.Accounts {
 		plan, ok := c.Plans[a.Plan]
 		if !ok {
 			return nil, fmt.Errorf("config: account %q: unknown plan %q", a.ID, a.Plan)
 		}
-		spec := engine.AccountSpec{ID: a.ID, Plan: plan}
-		for _, k := range a.APIKeys {
-			spec.KeyHashes = append(spec.KeyHashes, engine.HashKey(k))
+		hashes, err := keyHashes(a.APIKeys, a.APIKeySHA256)
+		if err != nil {
+			return nil, fmt.Errorf("config: account %q: %w", a.ID, err)
 		}
-		for _, h := range a.APIKeySHA256 {
-			var sum [32]byte
-			if n, err := hex.Decode(sum[:], []byte(h)); err != nil || n != len(sum) || len(h) != 2*len(sum) {
-				return nil, fmt.Errorf("config: account %q: api_key_sha256 entry is not 64 hex characters", a.ID)
-			}
-			spec.KeyHashes = append(spec.KeyHashes, sum)
-		}
-		specs = append(specs, spec)
+		specs = append(specs, engine.AccountSpec{ID: a.ID, Plan: plan, KeyHashes: hashes})
 	}
-	return engine.NewDirectory(specs)
+	ops, err := c.OperatorSpecs()
+	if err != nil {
+		return nil, err
+	}
+	return engine.NewDirectoryWith(specs, engine.DirectoryOptions{Operators: append(ops, extraOperators...), Plans: c.Plans})
+}
+
+// OperatorSpecs returns the configured operators with their key hashes.
+func (c *Config) OperatorSpecs() ([]engine.OperatorSpec, error) {
+	var ops []engine.OperatorSpec
+	for _, o := range c.Operators {
+		hashes, err := keyHashes(o.APIKeys, o.APIKeySHA256)
+		if err != nil {
+			return nil, fmt.Errorf("config: operator %q: %w", o.ID, err)
+		}
+		ops = append(ops, engine.OperatorSpec{ID: o.ID, KeyHashes: hashes})
+	}
+	return ops, nil
+}
+
+func keyHashes(plain, sums []string) ([][32]byte, error) {
+	var out [][32]byte
+	for _, k := range plain {
+		out = append(out, engine.HashKey(k))
+	}
+	for _, h := range sums {
+		var sum [32]byte
+		if n, err := hex.Decode(sum[:], []byte(h)); err != nil || n != len(sum) || len(h) != 2*len(sum) {
+			return nil, fmt.Errorf("api_key_sha256 entry is not 64 hex characters")
+		}
+		out = append(out, sum)
+	}
+	return out, nil
 }
 
 //go:embed example.yaml

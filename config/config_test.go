@@ -237,6 +237,13 @@ func TestBadInput(t *testing.T) {
 		{"missing account id", []string{"accounts: [{plan: pro}]\n"}, nil, []string{"accounts[0].id: is required"}},
 		{"duplicate account", []string{"accounts: [{id: acme, plan: pro}, {id: acme, plan: free}]\n"}, nil, []string{"accounts[1].id: account \"acme\" is already defined"}},
 		{"unknown plan ref", []string{"accounts: [{id: acme, plan: gold}]\n"}, nil, []string{"accounts[0].plan: unknown plan \"gold\""}},
+		{"bad operator id", []string{"operators: [{id: Ops}]\n"}, nil, []string{"operators[0].id:", "must match"}},
+		{"missing operator id", []string{"operators: [{api_keys: [o1]}]\n"}, nil, []string{"operators[0].id: is required"}},
+		{"duplicate operator", []string{"operators: [{id: ops}, {id: ops}]\n"}, nil, []string{"operators[1].id: operator \"ops\" is already defined"}},
+		{"unknown key in operator", []string{"operators: [{id: ops, plan: pro}]\n"}, nil, []string{"operators[0].plan: unknown key"}},
+		{"operator key of an account", []string{acct + "operators: [{id: ops, api_keys: [k1]}]\n"}, nil, []string{"operators[0].api_keys[0]: this API key is already used by accounts[0]"}},
+		{"operator key twice", []string{"operators: [{id: a, api_keys: [o1]}, {id: b, api_keys: [o1]}]\n"}, nil, []string{"operators[1].api_keys[0]: this API key is already used by operators[0]"}},
+		{"operator bad digest", []string{"operators: [{id: ops, api_key_sha256: [abc]}]\n"}, nil, []string{"operators[0].api_key_sha256[0]: must be 64 hex characters"}},
 		{"bad sha256 hex", []string{"accounts: [{id: acme, plan: pro, api_key_sha256: ['" + strings.Repeat("zz", 32) + "']}]\n"}, nil, []string{"accounts[0].api_key_sha256[0]: must be 64 hex"}},
 		{"short sha256", []string{"accounts: [{id: acme, plan: pro, api_key_sha256: [abcd]}]\n"}, nil, []string{"accounts[0].api_key_sha256[0]: must be 64 hex"}},
 		{"shared api key", []string{"accounts: [{id: a, plan: pro, api_keys: [k]}, {id: b, plan: pro, api_keys: [k]}]\n"}, nil, []string{"accounts[1].api_keys[0]: this API key is already used by accounts[0]"}},
@@ -254,7 +261,8 @@ func TestBadInput(t *testing.T) {
 		{"domain account without accounts", []string{"envoy: {domains: {edge: {account: acme}}}\n"}, nil, []string{"envoy.domains.edge.account", "only the dev account exists"}},
 		{"domains differ in case", []string{acct + "envoy: {domains: {Edge: {account: acme}}}\n", "envoy: {domains: {edge: {account: acme}}}\n"}, nil, []string{"only in letter case"}},
 		{"unknown env var", nil, []string{"LEASH_HTTP_ADR=:1"}, []string{"LEASH_HTTP_ADR names no config key"}},
-		{"env for plans", nil, []string{"LEASH_PLANS_PRO_MONTHLY_QUOTA=5"}, []string{"LEASH_PLANS_PRO_MONTHLY_QUOTA: plans, accounts and envoy.domains can only be set in a config file"}},
+		{"env for plans", nil, []string{"LEASH_PLANS_PRO_MONTHLY_QUOTA=5"}, []string{"LEASH_PLANS_PRO_MONTHLY_QUOTA: plans, accounts, operators and envoy.domains can only be set in a config file"}},
+		{"env for operators", nil, []string{"LEASH_OPERATORS=x"}, []string{"LEASH_OPERATORS: plans, accounts, operators and envoy.domains can only be set in a config file"}},
 		{"bad env int", nil, []string{"LEASH_STORE_MEMORY_MAX_ENTRIES=abc"}, []string{"store.memory.max_entries (environment variable LEASH_STORE_MEMORY_MAX_ENTRIES): expected an integer"}},
 		{"bad env duration", nil, []string{"LEASH_SHUTDOWN_DRAIN_DELAY=2"}, []string{"shutdown.drain_delay (environment variable LEASH_SHUTDOWN_DRAIN_DELAY): expected a duration"}},
 		{"bad env bool", nil, []string{"LEASH_ADMIN_PPROF=maybe"}, []string{"admin.pprof (environment variable LEASH_ADMIN_PPROF): expected a boolean"}},
@@ -430,6 +438,7 @@ func TestExample(t *testing.T) {
 	want := defaults()
 	want.Envoy.DefaultAccount = ""
 	want.Accounts = c.Accounts
+	want.Operators = c.Operators
 	want.Envoy.Domains = c.Envoy.Domains
 	want.fingerprint = c.fingerprint
 	if !reflect.DeepEqual(c, want) {

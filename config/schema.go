@@ -119,6 +119,11 @@ func schema() *node {
 		}),
 		"plans":    mapOf(planNode, checkPlanName),
 		"accounts": {kind: kList, elem: accountNode},
+		"operators": {kind: kList, elem: object(map[string]*node{
+			"id":             leaf(kString, nil),
+			"api_keys":       leaf(kStrings, nil),
+			"api_key_sha256": leaf(kStrings, nil),
+		})},
 		"envoy": object(map[string]*node{
 			"config_paths":     leaf(kStrings, nil),
 			"default_account":  leaf(kString, nil),

@@ -36,15 +36,15 @@ func applyEnv(v *viper.Viper, root *node, environ []string, errs *errList) map[s
 	set := map[string]bool{}
 	for _, name := range slices.Sorted(maps.Keys(values)) {
 		value := values[name]
-		if name == DevAPIKeyEnv || strings.HasPrefix(name, envPrefix+"TEST_") {
+		if name == DevAPIKeyEnv || name == DevOperatorKeyEnv || strings.HasPrefix(name, envPrefix+"TEST_") {
 			continue
 		}
 		path, ok := byEnv[name]
 		if !ok {
 			rest := strings.TrimPrefix(name, envPrefix)
-			if rest == "PLANS" || rest == "ACCOUNTS" || strings.HasPrefix(rest, "PLANS_") ||
-				strings.HasPrefix(rest, "ACCOUNTS_") || strings.HasPrefix(rest, "ENVOY_DOMAINS") {
-				errs.addRaw(fmt.Sprintf("environment variable %s: plans, accounts and envoy.domains can only be set in a config file", name))
+			if rest == "PLANS" || rest == "ACCOUNTS" || rest == "OPERATORS" || strings.HasPrefix(rest, "PLANS_") ||
+				strings.HasPrefix(rest, "ACCOUNTS_") || strings.HasPrefix(rest, "OPERATORS_") || strings.HasPrefix(rest, "ENVOY_DOMAINS") {
+				errs.addRaw(fmt.Sprintf("environment variable %s: plans, accounts, operators and envoy.domains can only be set in a config file", name))
 			} else {
 				errs.addRaw(fmt.Sprintf("environment variable %s names no config key (LEASH_ variables are the key path in upper case with _ for ., e.g. LEASH_STORE_REDIS_URL)", name))
 			}
@@ -360,40 +360,70 @@ func validateAccounts(c *Config, errs *errList) {
 		} else if _, ok := c.Plans[a.Plan]; !ok {
 			errs.add(path+".plan", "unknown plan %q (known: %s)", a.Plan, strings.Join(slices.Sorted(maps.Keys(c.Plans)), ", "))
 		}
-		claim := func(keyPath string, h [32]byte) {
-			if other, dup := keys[h]; dup {
-				errs.add(keyPath, "this API key is already used by %s", other)
-				return
-			}
-			keys[h] = fmt.Sprintf("%s (%q)", path, a.ID)
+		validateKeys(path, fmt.Sprintf("%s (%q)", path, a.ID), a.APIKeys, a.APIKeySHA256, keys, errs)
+	}
+	validateOperators(c, keys, errs)
+}
+
+// validateKeys checks one holder's keys in both forms (spec §2.2), normalising digests to
+// lower case; keys maps each key's hash to the holder that claimed it first.
+func validateKeys(path, holder string, plain, sums []string, keys map[[32]byte]string, errs *errList) {
+	claim := func(keyPath string, h [32]byte) {
+		if other, dup := keys[h]; dup {
+			errs.add(keyPath, "this API key is already used by %s", other)
+			return
 		}
-		for j, k := range a.APIKeys {
-			kp := index(path+".api_keys", j)
-			if k == "" {
-				errs.add(kp, "must not be empty")
-				continue
-			}
-			if strings.IndexFunc(k, func(r rune) bool { return unicode.IsSpace(r) || unicode.IsControl(r) }) >= 0 {
-				errs.add(kp, "must not contain spaces or control characters (it could not be sent as a Bearer token)")
-				continue
-			}
-			claim(kp, engine.HashKey(k))
+		keys[h] = holder
+	}
+	for j, k := range plain {
+		kp := index(path+".api_keys", j)
+		if k == "" {
+			errs.add(kp, "must not be empty")
+			continue
 		}
-		for j, h := range a.APIKeySHA256 {
-			kp := index(path+".api_key_sha256", j)
-			var sum [32]byte
-			lower := strings.ToLower(h)
-			if len(h) != 64 {
-				errs.add(kp, "must be 64 hex characters (a SHA-256), got %d characters", len(h))
-				continue
-			}
-			if _, err := hex.Decode(sum[:], []byte(lower)); err != nil {
-				errs.add(kp, "must be 64 hex characters (a SHA-256)")
-				continue
-			}
-			a.APIKeySHA256[j] = lower
-			claim(kp, sum)
+		if strings.IndexFunc(k, func(r rune) bool { return unicode.IsSpace(r) || unicode.IsControl(r) }) >= 0 {
+			errs.add(kp, "must not contain spaces or control characters (it could not be sent as a Bearer token)")
+			continue
 		}
+		claim(kp, engine.HashKey(k))
+	}
+	for j, h := range sums {
+		kp := index(path+".api_key_sha256", j)
+		var sum [32]byte
+		lower := strings.ToLower(h)
+		if len(h) != 64 {
+			errs.add(kp, "must be 64 hex characters (a SHA-256), got %d characters", len(h))
+			continue
+		}
+		if _, err := hex.Decode(sum[:], []byte(lower)); err != nil {
+			errs.add(kp, "must be 64 hex characters (a SHA-256)")
+			continue
+		}
+		sums[j] = lower
+		claim(kp, sum)
+	}
+}
+
+// validateOperators checks operators as accounts are checked (spec §15.1): valid unique
+// ids, keys in either form, no key shared with an account or another operator.
+func validateOperators(c *Config, keys map[[32]byte]string, errs *errList) {
+	ids := map[string]int{}
+	for i := range c.Operators {
+		o := &c.Operators[i]
+		path := index("operators", i)
+		switch {
+		case o.ID == "":
+			errs.add(path+".id", "is required")
+		case !engine.ValidAccountID(o.ID):
+			errs.add(path+".id", "%q must match [a-z0-9][a-z0-9_-]{0,63}", o.ID)
+		default:
+			if j, dup := ids[o.ID]; dup {
+				errs.add(path+".id", "operator %q is already defined by operators[%d]", o.ID, j)
+			} else {
+				ids[o.ID] = i
+			}
+		}
+		validateKeys(path, fmt.Sprintf("%s (%q)", path, o.ID), o.APIKeys, o.APIKeySHA256, keys, errs)
 	}
 }
 

@@ -166,6 +166,9 @@ type Outcome struct {
 // resolution, plan gates, the hard cap (with RetryAfterSec), or an unavailable store. A
 // query that fails counts nothing and, failing before the store, spends nothing.
 func (e *Engine) Decide(ctx context.Context, a *Account, q *Query, out []ItemResult) (Outcome, error) {
+	if err := Active(a); err != nil {
+		return Outcome{}, err
+	}
 	n := len(q.Items)
 	if n == 0 || len(out) < n {
 		return Outcome{}, Invalid("a decision needs at least one item")

@@ -90,6 +90,13 @@ type Options struct {
 	// Observer, if set, sees every decided item and every hard-cap refusal (metrics,
 	// spec §12.2).
 	Observer Observer
+	// Accounts, if set, keeps the accounts and keys made through the admin API (spec
+	// §15.2); the engine serves them with the directory's. Call LoadAccounts before serving
+	// and run WatchAccounts.
+	Accounts AccountStore
+	// OnAdminChange, if set, sees every change made through the admin and key routes
+	// (metrics, spec §15.8).
+	OnAdminChange func(AdminAction)
 }
 
 // Engine decides checks and leases for accounts over the roles of one store.
@@ -101,8 +108,11 @@ type Engine struct {
 	log           *slog.Logger
 	webhooks      WebhookOptions
 	observer      Observer
-	cache         *overLimitCache // nil when off
-	clock         storeClock      // the store's clock between operations, for cached answers
+	cache         *overLimitCache   // nil when off
+	clock         storeClock        // the store's clock between operations, for cached answers
+	accounts      AccountStore      // nil: configured accounts only
+	acct          accountState      // the accounts last loaded from it
+	onAdmin       func(AdminAction) // OnAdminChange
 }
 
 // New returns an engine over the store roles serving the accounts of dir; every role is
@@ -118,13 +128,15 @@ func New(store Roles, dir *Directory, opts Options) *Engine {
 		opts.Logger = slog.Default()
 	}
 	e := &Engine{store: store, tally: newUsageTally(), flushInterval: opts.FlushInterval, log: opts.Logger, webhooks: opts.Webhooks,
-		cache: newOverLimitCache(opts.LocalCacheMaxEntries), clock: storeClock{start: time.Now()}, observer: opts.Observer}
+		cache: newOverLimitCache(opts.LocalCacheMaxEntries), clock: storeClock{start: time.Now()}, observer: opts.Observer,
+		accounts: opts.Accounts, onAdmin: opts.OnAdminChange}
 	e.directory.Store(dir)
 	return e
 }
 
-// SetDirectory replaces the accounts the engine serves (config reload).
-func (e *Engine) SetDirectory(d *Directory) { e.directory.Store(d) }
+// SetDirectory replaces the configured accounts the engine serves (config reload); the
+// accounts of the AccountStore are served with them (see CheckDirectory).
+func (e *Engine) SetDirectory(d *Directory) { e.setConfigDirectory(d) }
 
 // Authenticate returns the account that owns apiKey.
 func (e *Engine) Authenticate(apiKey string) (*Account, bool) {
@@ -142,6 +154,9 @@ func (e *Engine) Ping(ctx context.Context) error { return e.store.Health.Ping(ct
 
 // Reset clears one counter; a counter with no unexpired state is key_not_found.
 func (e *Engine) Reset(ctx context.Context, a *Account, r *ResetRequest) error {
+	if err := Active(a); err != nil {
+		return err
+	}
 	if err := checkTarget(r.Namespace, r.Key); err != nil {
 		return err
 	}
@@ -202,6 +217,9 @@ func LeasesAllowed(a *Account) error {
 
 // Acquire takes a lease if fewer than limit are held (spec §5.2).
 func (e *Engine) Acquire(ctx context.Context, a *Account, r *AcquireRequest) (LeaseDecision, error) {
+	if err := Active(a); err != nil {
+		return LeaseDecision{}, err
+	}
 	if err := LeasesAllowed(a); err != nil {
 		return LeaseDecision{}, err
 	}
@@ -277,6 +295,9 @@ func (e *Engine) Release(ctx context.Context, a *Account, leaseID string) (Relea
 
 // Renew extends a held lease to now + window (default: its original time-to-live).
 func (e *Engine) Renew(ctx context.Context, a *Account, leaseID string, windowMS *int64) (RenewResult, error) {
+	if err := Active(a); err != nil {
+		return RenewResult{}, err
+	}
 	set, token, err := parseLease(a, leaseID)
 	if err != nil {
 		return RenewResult{}, err
@@ -297,6 +318,9 @@ func (e *Engine) Renew(ctx context.Context, a *Account, leaseID string, windowMS
 
 // PutRule creates or replaces the namespace's rule of the algorithm's kind (spec §6.2).
 func (e *Engine) PutRule(ctx context.Context, a *Account, ns string, r *RuleRequest) (NamespaceRule, bool, error) {
+	if err := Active(a); err != nil {
+		return NamespaceRule{}, false, err
+	}
 	if err := CheckNamespace(ns); err != nil {
 		return NamespaceRule{}, false, err
 	}
@@ -366,6 +390,9 @@ func (e *Engine) Rules(ctx context.Context, a *Account, ns string) ([]Rule, erro
 
 // DeleteRule removes the namespace's rule of one kind; deleting none is not an error.
 func (e *Engine) DeleteRule(ctx context.Context, a *Account, ns string, kind RuleKind) (bool, error) {
+	if err := Active(a); err != nil {
+		return false, err
+	}
 	if err := CheckNamespace(ns); err != nil {
 		return false, err
 	}

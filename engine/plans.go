@@ -3,6 +3,7 @@ package engine
 import (
 	"crypto/sha256"
 	"fmt"
+	"maps"
 	"regexp"
 )
 
@@ -47,10 +48,30 @@ func BuiltinPlans() map[string]Plan {
 	}
 }
 
+// AccountSource says where an account or key comes from (spec §15.2).
+type AccountSource string
+
+// The sources of accounts and keys.
+const (
+	// SourceConfig: defined in the configuration; the admin API cannot change it.
+	SourceConfig AccountSource = "config"
+	// SourceAPI: created through the admin API and kept in the store.
+	SourceAPI AccountSource = "api"
+)
+
 // Account is a tenant: everything it owns is invisible to every other account.
 type Account struct {
 	ID   string
 	Plan Plan
+	// Source is where the account is defined.
+	Source AccountSource
+	// Suspended accounts authenticate, but decisions, leases and rule writes are refused
+	// with account_suspended (spec §15.6).
+	Suspended bool
+	// CreatedMS is when an API account was created (store clock); 0 for config accounts.
+	CreatedMS int64
+	// configKeys is how many keys the configuration lists for the account.
+	configKeys int
 }
 
 // AccountSpec describes one account to NewDirectory.
@@ -61,6 +82,26 @@ type AccountSpec struct {
 	KeyHashes [][32]byte
 }
 
+// Operator is an identity that may use the admin API (spec §15.1); it is no account.
+type Operator struct {
+	ID string
+}
+
+// OperatorSpec describes one operator to NewDirectoryWith.
+type OperatorSpec struct {
+	ID string
+	// KeyHashes are the SHA-256 digests of the operator's keys.
+	KeyHashes [][32]byte
+}
+
+// DirectoryOptions are the parts of a Directory besides its accounts.
+type DirectoryOptions struct {
+	// Operators may use the admin API.
+	Operators []OperatorSpec
+	// Plans are the plans an API account may name; nil means BuiltinPlans().
+	Plans map[string]Plan
+}
+
 var accountIDPattern = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,63}$`)
 
 // ValidAccountID reports whether id matches [a-z0-9][a-z0-9_-]{0,63}.
@@ -69,26 +110,42 @@ func ValidAccountID(id string) bool { return accountIDPattern.MatchString(id) }
 // HashKey returns the SHA-256 of an API key, the form in which keys are looked up.
 func HashKey(apiKey string) [32]byte { return sha256.Sum256([]byte(apiKey)) }
 
-// Directory finds the account an API key belongs to. It is immutable; a config reload
-// builds a new one.
+// Directory finds the account or operator a key belongs to. It is immutable; a config
+// reload, or a change of the accounts in the store, builds a new one.
 type Directory struct {
-	byKey    map[[32]byte]*Account
-	accounts []*Account
+	byKey     map[[32]byte]*Account
+	byID      map[string]*Account
+	accounts  []*Account
+	operators map[[32]byte]*Operator
+	plans     map[string]Plan
+	// config is the configuration's part (itself when built by NewDirectory*); a merged
+	// directory keeps it so the store's accounts can be merged again.
+	config *Directory
 }
 
 // NewDirectory checks specs (valid unique ids, no key shared by two accounts) and indexes them.
 func NewDirectory(specs []AccountSpec) (*Directory, error) {
-	d := &Directory{byKey: make(map[[32]byte]*Account)}
-	seen := make(map[string]bool, len(specs))
+	return NewDirectoryWith(specs, DirectoryOptions{})
+}
+
+// NewDirectoryWith is NewDirectory with operators and the plans API accounts may name. No
+// key may belong to two accounts, two operators, or an account and an operator.
+func NewDirectoryWith(specs []AccountSpec, o DirectoryOptions) (*Directory, error) {
+	d := &Directory{byKey: make(map[[32]byte]*Account), byID: make(map[string]*Account, len(specs)),
+		operators: make(map[[32]byte]*Operator), plans: o.Plans}
+	if d.plans == nil {
+		d.plans = BuiltinPlans()
+	}
+	d.config = d
 	for _, s := range specs {
 		if !ValidAccountID(s.ID) {
 			return nil, fmt.Errorf("account id %q must match [a-z0-9][a-z0-9_-]{0,63}", s.ID)
 		}
-		if seen[s.ID] {
+		if d.byID[s.ID] != nil {
 			return nil, fmt.Errorf("account id %q is defined twice", s.ID)
 		}
-		seen[s.ID] = true
-		a := &Account{ID: s.ID, Plan: s.Plan}
+		a := &Account{ID: s.ID, Plan: s.Plan, Source: SourceConfig, configKeys: len(s.KeyHashes)}
+		d.byID[s.ID] = a
 		for _, h := range s.KeyHashes {
 			if other, dup := d.byKey[h]; dup {
 				return nil, fmt.Errorf("account %q uses an API key already used by account %q", s.ID, other.ID)
@@ -96,6 +153,26 @@ func NewDirectory(specs []AccountSpec) (*Directory, error) {
 			d.byKey[h] = a
 		}
 		d.accounts = append(d.accounts, a)
+	}
+	seen := make(map[string]bool, len(o.Operators))
+	for _, s := range o.Operators {
+		if !ValidAccountID(s.ID) {
+			return nil, fmt.Errorf("operator id %q must match [a-z0-9][a-z0-9_-]{0,63}", s.ID)
+		}
+		if seen[s.ID] {
+			return nil, fmt.Errorf("operator id %q is defined twice", s.ID)
+		}
+		seen[s.ID] = true
+		op := &Operator{ID: s.ID}
+		for _, h := range s.KeyHashes {
+			if a, dup := d.byKey[h]; dup {
+				return nil, fmt.Errorf("operator %q uses an API key already used by account %q", s.ID, a.ID)
+			}
+			if other, dup := d.operators[h]; dup {
+				return nil, fmt.Errorf("operator %q uses a key already used by operator %q", s.ID, other.ID)
+			}
+			d.operators[h] = op
+		}
 	}
 	return d, nil
 }
@@ -106,15 +183,62 @@ func (d *Directory) Lookup(apiKey string) (*Account, bool) {
 	return a, ok
 }
 
-// Account returns the account with id.
-func (d *Directory) Account(id string) (*Account, bool) {
-	for _, a := range d.accounts {
-		if a.ID == id {
-			return a, true
-		}
-	}
-	return nil, false
+// LookupOperator returns the operator that owns key.
+func (d *Directory) LookupOperator(key string) (*Operator, bool) {
+	op, ok := d.operators[HashKey(key)]
+	return op, ok
 }
 
-// Accounts returns every account, in configuration order.
+// Account returns the account with id.
+func (d *Directory) Account(id string) (*Account, bool) {
+	a, ok := d.byID[id]
+	return a, ok
+}
+
+// Accounts returns every account: the configuration's in their order, then the store's
+// by id.
 func (d *Directory) Accounts() []*Account { return d.accounts }
+
+// Plans returns the plans accounts may name.
+func (d *Directory) Plans() map[string]Plan { return d.plans }
+
+// merge returns the configuration part of d with the store's accounts and keys added. An
+// API account whose id the configuration defines is left out and reported in conflicts;
+// one naming a plan the configuration does not have is left out and reported in
+// unknownPlan; a key whose hash some other key has is left out.
+func (d *Directory) merge(snap *AccountsSnapshot) (m *Directory, conflicts, unknownPlan []string) {
+	c := d.config
+	m = &Directory{byKey: make(map[[32]byte]*Account, len(c.byKey)+len(snap.Keys)),
+		byID: make(map[string]*Account, len(c.byID)+len(snap.Accounts)), operators: c.operators, plans: c.plans, config: c}
+	maps.Copy(m.byKey, c.byKey)
+	maps.Copy(m.byID, c.byID)
+	m.accounts = append(make([]*Account, 0, len(c.accounts)+len(snap.Accounts)), c.accounts...)
+	for _, sa := range snap.Accounts {
+		if m.byID[sa.ID] != nil {
+			conflicts = append(conflicts, sa.ID)
+			continue
+		}
+		plan, ok := c.plans[sa.Plan]
+		if !ok {
+			unknownPlan = append(unknownPlan, sa.ID)
+			continue
+		}
+		a := &Account{ID: sa.ID, Plan: plan, Source: SourceAPI, Suspended: sa.Suspended, CreatedMS: sa.CreatedMS}
+		m.byID[sa.ID] = a
+		m.accounts = append(m.accounts, a)
+	}
+	for _, k := range snap.Keys {
+		a := m.byID[k.Account]
+		if a == nil || a.Source != SourceAPI {
+			continue
+		}
+		if _, dup := m.byKey[k.Hash]; dup {
+			continue
+		}
+		if _, dup := c.operators[k.Hash]; dup {
+			continue
+		}
+		m.byKey[k.Hash] = a
+	}
+	return m, conflicts, unknownPlan
+}

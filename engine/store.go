@@ -61,6 +61,8 @@ type Decider interface {
 	Renew(ctx context.Context, set LeaseSet, token string, ttlMS int64) (RenewResult, error)
 	// NowMS returns the store's clock in Unix milliseconds.
 	NowMS(ctx context.Context) (int64, error)
+	// HeldLeases returns the unexpired leases of set (spec §15.5); it changes nothing.
+	HeldLeases(ctx context.Context, set LeaseSet) (HeldLeases, error)
 }
 
 // RuleStore keeps each namespace's rules.
@@ -71,6 +73,9 @@ type RuleStore interface {
 	PutRule(ctx context.Context, account, namespace string, r Rule) (created bool, err error)
 	// DeleteRule removes the rule of one kind; deleted reports whether one existed.
 	DeleteRule(ctx context.Context, account, namespace string, kind RuleKind) (deleted bool, err error)
+	// RuleNamespaces returns the account's namespaces that have a rule, by namespace
+	// (bytewise), with how many rules each has.
+	RuleNamespaces(ctx context.Context, account string) ([]NamespaceRules, error)
 }
 
 // UsageStore keeps usage counts per namespace and day.
@@ -82,6 +87,9 @@ type UsageStore interface {
 	ReadUsage(ctx context.Context, q UsageQuery) (UsageReport, error)
 	// MonthTotals returns each account's usage total in month, in the order given.
 	MonthTotals(ctx context.Context, month Month, accounts []string) ([]int64, error)
+	// ReadAccountUsage returns every namespace's daily usage of an account, and its month
+	// total (spec §15.5).
+	ReadAccountUsage(ctx context.Context, q AccountUsageQuery) (AccountUsageReport, error)
 }
 
 // WebhookStore keeps each account's webhook and the outbox of events to deliver.

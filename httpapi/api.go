@@ -140,6 +140,9 @@ type Options struct {
 	Tracing *tracing.Tracing
 	// Clock times the refusal summary's interval (spec §12.4); nil is the system clock.
 	Clock engine.Clock
+	// AuthGuard slows client addresses that fail authentication too often (spec §15.7);
+	// nil gives the API its own.
+	AuthGuard *engine.AuthGuard
 }
 
 // API is the /v1 HTTP handler.
@@ -165,6 +168,7 @@ type API struct {
 	idSeq    atomic.Uint64
 
 	refusals *refusalLog
+	guard    *engine.AuthGuard
 
 	// Header values shared by every response. They are never mutated: net/http only
 	// reads header value slices.
@@ -191,9 +195,13 @@ func New(opts Options) *API {
 		mux:       http.NewServeMux(),
 		idPrefix:  hex.EncodeToString(pfx[:]) + "-",
 		refusals:  newRefusalLog(opts.Logger, opts.Clock),
+		guard:     opts.AuthGuard,
 		hdrJSON:   []string{"application/json"},
 		hdrBearer: []string{"Bearer"},
 		hdrRetry1: []string{"1"},
+	}
+	if a.guard == nil {
+		a.guard = engine.NewAuthGuard(engine.AuthGuardOptions{})
 	}
 	a.exchanges.New = func() any { return new(exchange) }
 	routes := routeTable()

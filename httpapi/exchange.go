@@ -29,9 +29,10 @@ type exchange struct {
 	id     string // the request id, or "" until a generated one is needed
 	idSeq  uint64 // the sequence number of a generated id
 	acct   *engine.Account
-	code   engine.Code // the error code answered, for the refusal log
-	err    error       // the cause of a 5xx, for the log only
-	span   trace.Span  // the request's server span when it records; nil with tracing off or unsampled
+	op     *engine.Operator // on an operator route
+	code   engine.Code      // the error code answered, for the refusal log
+	err    error            // the cause of a 5xx, for the log only
+	span   trace.Span       // the request's server span when it records; nil with tracing off or unsampled
 
 	body bytes.Buffer // the request body
 	out  bytes.Buffer // the reply body being built
@@ -45,12 +46,12 @@ func (x *exchange) begin(w http.ResponseWriter, r *http.Request) {
 	x.w, x.r = w, r
 	x.status, x.muxErr, x.routed, x.code = 0, 0, true, ""
 	x.route = unmatchedRoute
-	x.acct, x.err = nil, nil
+	x.acct, x.op, x.err = nil, nil, nil
 }
 
 // end drops the references the exchange holds so a pooled one pins nothing.
 func (x *exchange) end() {
-	x.w, x.r, x.acct, x.err, x.id, x.idSeq, x.span = nil, nil, nil, nil, "", 0, nil
+	x.w, x.r, x.acct, x.op, x.err, x.id, x.idSeq, x.span = nil, nil, nil, nil, nil, "", 0, nil
 	for _, b := range []*bytes.Buffer{&x.body, &x.out} {
 		if b.Cap() > maxPooledBody {
 			*b = bytes.Buffer{}
@@ -101,6 +102,8 @@ const (
 	codeRequestTooLarge      engine.Code = "request_too_large"
 	codeUnsupportedMediaType engine.Code = "unsupported_media_type"
 	codeHeaderTooLarge       engine.Code = "request_header_too_large"
+	codeOperatorKeyRequired  engine.Code = "operator_key_required"
+	codeAccountKeyRequired   engine.Code = "account_key_required"
 )
 
 const (
@@ -112,6 +115,10 @@ const (
 	msgMediaType      = "Content-Type must be application/json"
 	msgReadBody       = "could not read the request body"
 	msgHeaderTooLarge = "request headers must be at most 65536 bytes"
+
+	msgOperatorKeyRequired = "this endpoint needs an operator key, not an account's API key"
+	msgAccountKeyRequired  = "this endpoint needs an account's API key, not an operator key"
+	msgTooManyAuthFailures = "too many failed authentications from this address; retry later"
 )
 
 // statusOf maps an engine code to its HTTP status (spec §3.6); an unknown code is 500.
@@ -120,10 +127,14 @@ func statusOf(code engine.Code) int {
 	case engine.CodeInvalidRequest, engine.CodeMissingLimit, engine.CodeUnknownAlgorithm,
 		engine.CodeInvalidRule, engine.CodeInvalidLeaseID:
 		return http.StatusBadRequest
-	case engine.CodeAlgorithmNotOnPlan, engine.CodeConcurrentNotOnPlan, engine.CodeWebhookNotOnPlan:
+	case engine.CodeAlgorithmNotOnPlan, engine.CodeConcurrentNotOnPlan, engine.CodeWebhookNotOnPlan, engine.CodeAccountSuspended:
 		return http.StatusForbidden
-	case engine.CodeKeyNotFound, engine.CodeWebhookNotFound:
+	case engine.CodeKeyNotFound, engine.CodeWebhookNotFound, engine.CodeAccountNotFound, engine.CodeAPIKeyNotFound:
 		return http.StatusNotFound
+	case engine.CodeAccountExists, engine.CodeConfigReadOnly, engine.CodeTooManyKeys:
+		return http.StatusConflict
+	case engine.CodeUnknownPlan:
+		return http.StatusBadRequest
 	case engine.CodeWebhookURLRejected:
 		return http.StatusUnprocessableEntity
 	case engine.CodeHardCapExceeded:

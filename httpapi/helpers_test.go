@@ -84,7 +84,7 @@ func newEnv(t testing.TB, wrap func(engine.Store) engine.Store) *env {
 	log := slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	met := metrics.New()
 	eng := engine.New(engine.RolesOf(store), directory(t), engine.Options{Logger: log, Observer: met.Observer(nil, 0.8), Webhooks: engine.WebhookOptions{Screen: webhook.Screen(ssrf.Policy{}, fakeResolver{})}})
-	api := httpapi.New(httpapi.Options{Engine: eng, Metrics: met, Logger: log})
+	api := httpapi.New(httpapi.Options{Engine: eng, Metrics: met, Logger: log, AuthGuard: lenientGuard()})
 	return &env{t: t, clock: clock, store: ms, eng: eng, api: api, met: met, logs: logs}
 }
 
@@ -273,4 +273,10 @@ func (brokenStore) ReadUsage(context.Context, engine.UsageQuery) (engine.UsageRe
 
 func (brokenStore) Rules(context.Context, string, string) (engine.Rules, error) {
 	panic("boom: /home/leash/secret.go:42")
+}
+
+// lenientGuard is an AuthGuard that never slows the tests that send many bad keys on
+// purpose; accounts_test.go tests the default one.
+func lenientGuard() *engine.AuthGuard {
+	return engine.NewAuthGuard(engine.AuthGuardOptions{Burst: 1 << 30})
 }

@@ -25,7 +25,7 @@ func newLogEnv(t *testing.T, level slog.Level) *logEnv {
 	e := newEnv(t, nil)
 	logs := &testkit.SyncBuffer{}
 	log := slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: level}))
-	api := httpapi.New(httpapi.Options{Engine: e.eng, Logger: log, Clock: e.clock})
+	api := httpapi.New(httpapi.Options{Engine: e.eng, Logger: log, Clock: e.clock, AuthGuard: lenientGuard()})
 	return &logEnv{env: e, api: api, logs: logs}
 }
 

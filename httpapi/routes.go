@@ -2,6 +2,8 @@ package httpapi
 
 import (
 	"net/http"
+	"net/netip"
+	"strconv"
 	"strings"
 
 	"github.com/leashd/leash/engine"
@@ -43,7 +45,9 @@ type route struct {
 	// route is registered once per value, so any other is not found, decided as routing
 	// before auth (spec §6.5).
 	kinds []string
-	serve func(a *API, x *exchange)
+	// operator routes authenticate an operator, not an account (spec §15.1).
+	operator bool
+	serve    func(a *API, x *exchange)
 }
 
 // routeTable returns the routes, built fresh so no caller can alter another's table.
@@ -64,6 +68,7 @@ func routeTable() []route {
 		{Route: Route{http.MethodDelete, "/v1/webhook"}, serve: (*API).deleteWebhook},
 		{Route: Route{http.MethodPost, "/v1/webhook/test"}, gate: engine.WebhooksAllowed, serve: (*API).testWebhook},
 	}
+	t = append(t, accountRoutes()...)
 	for i := range t {
 		t[i].pattern = t[i].Method + " " + t[i].Path
 	}
@@ -91,13 +96,10 @@ func (a *API) routeHandler(rt *route) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		x := w.(*exchange)
 		x.routed, x.route = true, rt.pattern
-		acct, ok := a.authenticate(r)
-		if !ok {
-			x.w.Header()["Www-Authenticate"] = a.hdrBearer
-			a.writeError(x, http.StatusUnauthorized, codeUnauthorized, msgUnauthorized)
+		if !a.authorize(x, rt.operator) {
 			return
 		}
-		x.acct = acct
+		acct := x.acct
 		if rt.body != noBody && !a.readBody(x, rt.body == requiredBody) {
 			return
 		}
@@ -111,21 +113,70 @@ func (a *API) routeHandler(rt *route) http.Handler {
 	})
 }
 
-// authenticate finds the account of the request's bearer key (scheme name
-// case-insensitive). The key itself is never logged.
-func (a *API) authenticate(r *http.Request) (*engine.Account, bool) {
+// authorize authenticates the request's bearer key as an account, or on an operator
+// route as an operator (spec §3.1, §15.1), refusing a client address that failed too often
+// (spec §15.7). It answers the refusal itself and returns false.
+func (a *API) authorize(x *exchange, operator bool) bool {
+	r := x.r
+	var addr netip.Addr
+	if a.guard.Tracking() {
+		addr = peerAddr(r)
+		if retry, ok := a.guard.Check(addr); !ok {
+			x.w.Header()["Retry-After"] = []string{strconv.FormatInt(retry, 10)}
+			a.writeError(x, http.StatusTooManyRequests, engine.CodeTooManyAuthFailures, msgTooManyAuthFailures)
+			return false
+		}
+	}
+	key := bearerKey(r)
+	if operator {
+		if op, ok := a.eng.AuthenticateOperator(key); ok {
+			x.op = op
+			return true
+		}
+		if _, ok := a.eng.Authenticate(key); ok {
+			a.writeError(x, http.StatusForbidden, codeOperatorKeyRequired, msgOperatorKeyRequired)
+			return false
+		}
+	} else {
+		if acct, ok := a.eng.Authenticate(key); ok {
+			x.acct = acct
+			return true
+		}
+		if _, ok := a.eng.AuthenticateOperator(key); ok {
+			a.writeError(x, http.StatusForbidden, codeAccountKeyRequired, msgAccountKeyRequired)
+			return false
+		}
+	}
+	if !addr.IsValid() {
+		addr = peerAddr(r)
+	}
+	a.guard.Failed(addr)
+	x.w.Header()["Www-Authenticate"] = a.hdrBearer
+	a.writeError(x, http.StatusUnauthorized, codeUnauthorized, msgUnauthorized)
+	return false
+}
+
+// bearerKey returns the key of the request's first Authorization header when it has the
+// Bearer scheme (name case-insensitive), else "". The key itself is never logged.
+func bearerKey(r *http.Request) string {
 	h := r.Header["Authorization"]
 	if len(h) == 0 {
-		return nil, false
+		return ""
 	}
 	v := h[0]
 	const scheme = "bearer"
 	if len(v) <= len(scheme) || !strings.EqualFold(v[:len(scheme)], scheme) || (v[len(scheme)] != ' ' && v[len(scheme)] != '\t') {
-		return nil, false
+		return ""
 	}
-	key := strings.TrimLeft(v[len(scheme):], " \t")
-	if key == "" {
-		return nil, false
+	return strings.TrimLeft(v[len(scheme):], " \t")
+}
+
+// peerAddr is the request's peer address (the connection's, never a header's), IPv4 in
+// IPv6 unmapped; the zero Addr when it cannot be read.
+func peerAddr(r *http.Request) netip.Addr {
+	ap, err := netip.ParseAddrPort(r.RemoteAddr)
+	if err != nil {
+		return netip.Addr{}
 	}
-	return a.eng.Authenticate(key)
+	return ap.Addr().Unmap()
 }

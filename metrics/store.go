@@ -77,9 +77,9 @@ func (m *Metrics) InstrumentTraced(s engine.Store, tr trace.Tracer) *Instrumente
 	op := func(name string) storeOp { return m.op(name, tr) }
 	return &InstrumentedStore{
 		timedDecider: &timedDecider{s: s, spend: op("spend"), spendAll: op("spend_all"), reset: op("reset"),
-			acquire: op("acquire"), release: op("release"), renew: op("renew"), nowMS: op("now")},
-		timedRules: &timedRules{s: s, rules: op("rules"), putRule: op("put_rule"), deleteRule: op("delete_rule")},
-		timedUsage: &timedUsage{s: s, addUsage: op("add_usage"), readUsage: op("read_usage"), monthTotals: op("month_totals")},
+			acquire: op("acquire"), release: op("release"), renew: op("renew"), nowMS: op("now"), heldLeases: op("held_leases")},
+		timedRules: &timedRules{s: s, rules: op("rules"), putRule: op("put_rule"), deleteRule: op("delete_rule"), ruleNamespaces: op("rule_namespaces")},
+		timedUsage: &timedUsage{s: s, addUsage: op("add_usage"), readUsage: op("read_usage"), monthTotals: op("month_totals"), readAccountUsage: op("read_account_usage")},
 		timedWebhooks: &timedWebhooks{s: s, webhook: op("webhook"), putWebhook: op("put_webhook"), deleteWebhook: op("delete_webhook"),
 			enqueue: op("enqueue"), claim: op("claim"), ack: op("ack"), retry: op("retry"), outboxLen: op("outbox_len")},
 		timedDemand: &timedDemand{s: s, reportDemand: op("report_demand"), dropDemand: op("drop_demand")},
@@ -95,6 +95,7 @@ func (s *InstrumentedStore) Close() error { return s.inner.Close() }
 type timedDecider struct {
 	s                                                      engine.Decider
 	spend, spendAll, reset, acquire, release, renew, nowMS storeOp
+	heldLeases                                             storeOp
 }
 
 var _ engine.Decider = (*timedDecider)(nil)
@@ -140,6 +141,7 @@ func (d *timedDecider) NowMS(ctx context.Context) (int64, error) {
 type timedRules struct {
 	s                          engine.RuleStore
 	rules, putRule, deleteRule storeOp
+	ruleNamespaces             storeOp
 }
 
 var _ engine.RuleStore = (*timedRules)(nil)
@@ -163,6 +165,7 @@ func (r *timedRules) DeleteRule(ctx context.Context, account, namespace string, 
 type timedUsage struct {
 	s                                engine.UsageStore
 	addUsage, readUsage, monthTotals storeOp
+	readAccountUsage                 storeOp
 }
 
 var _ engine.UsageStore = (*timedUsage)(nil)
@@ -268,3 +271,18 @@ var _ engine.Pinger = (*timedPinger)(nil)
 
 // Ping times Pinger.Ping.
 func (p *timedPinger) Ping(ctx context.Context) error { return timedErr(ctx, &p.ping, p.s.Ping) }
+
+// HeldLeases times Decider.HeldLeases.
+func (d *timedDecider) HeldLeases(ctx context.Context, set engine.LeaseSet) (engine.HeldLeases, error) {
+	return timed(ctx, &d.heldLeases, func(ctx context.Context) (engine.HeldLeases, error) { return d.s.HeldLeases(ctx, set) })
+}
+
+// RuleNamespaces times RuleStore.RuleNamespaces.
+func (r *timedRules) RuleNamespaces(ctx context.Context, account string) ([]engine.NamespaceRules, error) {
+	return timed(ctx, &r.ruleNamespaces, func(ctx context.Context) ([]engine.NamespaceRules, error) { return r.s.RuleNamespaces(ctx, account) })
+}
+
+// ReadAccountUsage times UsageStore.ReadAccountUsage.
+func (u *timedUsage) ReadAccountUsage(ctx context.Context, q engine.AccountUsageQuery) (engine.AccountUsageReport, error) {
+	return timed(ctx, &u.readAccountUsage, func(ctx context.Context) (engine.AccountUsageReport, error) { return u.s.ReadAccountUsage(ctx, q) })
+}

@@ -610,6 +610,8 @@ func (s *Service) grpcError(err error) error {
 		return status.Error(codes.Unavailable, "rate-limit store unavailable")
 	case engine.CodeAlgorithmNotOnPlan:
 		return status.Error(codes.FailedPrecondition, "a descriptor's algorithm is not on the account's plan")
+	case engine.CodeAccountSuspended:
+		return status.Error(codes.PermissionDenied, "the domain's account is suspended")
 	case engine.CodeInvalidRequest:
 		var e *engine.Error
 		if errors.As(err, &e) {

@@ -99,6 +99,9 @@ func (r *envoyReloader) applyXDS(fromXDS *descriptors.Config) error {
 // applyConfig is the main config watcher's callback: accounts, plans and envoy settings.
 func (r *envoyReloader) applyConfig(cfg *config.Config) {
 	dir, err := cfg.Directory()
+	if err == nil && cfg.HasAccounts() {
+		err = r.eng.CheckDirectory(dir)
+	}
 	if err != nil || !cfg.HasAccounts() {
 		r.log.Error("config reload: accounts rejected; keeping the running config", "err", err)
 		return

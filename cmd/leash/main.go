@@ -66,6 +66,8 @@ exit status: 0 valid, 1 invalid (every problem on stderr), 2 bad usage
 	keysHelp = `usage:
   leash keys new
     print a new API key and the line to put in the config
+  leash keys list | create [--name NAME] | revoke KEY_ID
+    the account's own API keys through the API (leash keys create --help: its flags)
 `
 )
 
@@ -82,7 +84,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprint(stderr, usageText)
 		return 2
 	}
-	if cli.Handles(args[0]) {
+	// leash keys new is the binary's own; leash keys list|create|revoke are the API's.
+	ownKeys := args[0] == "keys" && (len(args) == 1 || args[1] == "new" || isHelp(args[1]))
+	if cli.Handles(args[0]) && !ownKeys {
 		return cli.Run(context.Background(), args, os.Getenv, stdout, stderr)
 	}
 	switch args[0] {

@@ -121,22 +121,54 @@ func httpTimeouts(h config.HTTP) httpapi.Timeouts {
 }
 
 // directory builds the accounts: the config's, or with none the dev account on plan
-// scale whose key is $LEASH_DEV_API_KEY or generated and printed once.
+// scale whose key is $LEASH_DEV_API_KEY or generated and printed once; and the operators:
+// the config's, or with neither accounts nor operators configured the dev operator whose
+// key is $LEASH_DEV_OPERATOR_KEY or generated and printed once (spec §2.4, §15.1).
 func directory(cfg *config.Config, environ []string, stdout io.Writer, log *slog.Logger) (*engine.Directory, error) {
+	var devKey [32]byte
+	if !cfg.HasAccounts() {
+		key := lookupEnv(environ, config.DevAPIKeyEnv)
+		if key == "" {
+			key = newAPIKey()
+			fmt.Fprintf(stdout, "No accounts configured: account \"dev\" (plan scale) uses API key\n\n    %s\n\n"+
+				"  curl -H 'Authorization: Bearer %s' -H 'Content-Type: application/json' \\\n"+
+				"       -d '{\"namespace\":\"demo\",\"key\":\"user-1\",\"limit\":5,\"window_ms\":60000}' http://localhost%s/v1/limit\n\n",
+				key, key, portOf(cfg.HTTP.Addr))
+		} else {
+			log.Info("dev account uses the API key from " + config.DevAPIKeyEnv)
+		}
+		devKey = engine.HashKey(key)
+	}
+	var devOps []engine.OperatorSpec
+	if !cfg.HasAccounts() && len(cfg.Operators) == 0 {
+		key := lookupEnv(environ, config.DevOperatorKeyEnv)
+		if key == "" {
+			key = newAPIKey()
+			lasts := "They are kept in Redis."
+			if cfg.Store.Backend == "memory" {
+				lasts = "On the memory store they last as long as this process."
+			}
+			fmt.Fprintf(stdout, "No operators configured: operator \"dev\" uses key\n\n    %s\n\n"+
+				"  LEASH_OPERATOR_KEY=%s leash admin accounts create acme --plan pro\n\n"+
+				"Accounts and keys created through the admin API are served at once. %s\n\n",
+				key, key, lasts)
+		} else {
+			log.Info("dev operator uses the key from " + config.DevOperatorKeyEnv)
+		}
+		devOps = []engine.OperatorSpec{{ID: config.DevOperatorID, KeyHashes: [][32]byte{engine.HashKey(key)}}}
+	}
 	if cfg.HasAccounts() {
-		return cfg.Directory()
+		return cfg.Directory(devOps...)
 	}
-	key := lookupEnv(environ, config.DevAPIKeyEnv)
-	if key == "" {
-		key = newAPIKey()
-		fmt.Fprintf(stdout, "No accounts configured: account \"dev\" (plan scale) uses API key\n\n    %s\n\n"+
-			"  curl -H 'Authorization: Bearer %s' -H 'Content-Type: application/json' \\\n"+
-			"       -d '{\"namespace\":\"demo\",\"key\":\"user-1\",\"limit\":5,\"window_ms\":60000}' http://localhost%s/v1/limit\n\n",
-			key, key, portOf(cfg.HTTP.Addr))
-	} else {
-		log.Info("dev account uses the API key from " + config.DevAPIKeyEnv)
-	}
-	return setup.Directory(cfg, engine.HashKey(key))
+	return setup.DirectoryWith(cfg, devOps, devKey)
+}
+
+// loadAccounts reads the admin API's accounts before serving; a store that does not answer
+// in 10 s, or an API account whose id the configuration also defines, stops start-up.
+func loadAccounts(ctx context.Context, eng *engine.Engine) error {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	return eng.LoadAccounts(ctx)
 }
 
 // listen binds addr, with TLS when both files are set; the certificate is re-read when

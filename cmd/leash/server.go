@@ -24,6 +24,7 @@ import (
 	"github.com/leashd/leash/tracing"
 	"github.com/leashd/leash/webhook"
 	"github.com/leashd/leash/webhook/ssrf"
+	"github.com/prometheus/client_golang/prometheus"
 	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/health"
@@ -63,6 +64,7 @@ type server struct {
 	webhooks  *group // the webhook worker
 	xdsClient *group
 	watchers  *group // config watcher, gRPC health watcher, the reloader's descriptor watcher
+	accounts  *group // the poll of the admin API's accounts (spec §15.2)
 	reloader  *envoyReloader
 	serving   sync.WaitGroup // the listeners' Serve loops
 	serveErr  chan error
@@ -93,6 +95,9 @@ func newServer(ctx context.Context, cfg *config.Config, paths, environ []string,
 		return nil, err
 	}
 	s.newEngine(dir)
+	if err = loadAccounts(ctx, s.engine); err != nil {
+		return nil, &startError{msg: "invalid accounts", err: err}
+	}
 	if err = s.newEnvoy(dir); err != nil {
 		return nil, err
 	}
@@ -137,8 +142,27 @@ func (s *server) openStore(ctx context.Context) error {
 // newEngine builds the engine on the store; a queued webhook event wakes the deliverer.
 func (s *server) newEngine(dir *engine.Directory) {
 	cfg := s.cfg
+	adminChanges := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "leash_admin_changes_total",
+		Help: "Changes made through the admin and key routes, by action (spec §15.8).",
+	}, []string{"action"})
+	s.metrics.MustRegister(adminChanges)
+	for _, a := range []engine.AdminAction{engine.ActionAccountCreated, engine.ActionAccountUpdated, engine.ActionAccountDeleted,
+		engine.ActionKeyIssued, engine.ActionKeyRevoked} {
+		adminChanges.WithLabelValues(string(a))
+	}
+	var accounts engine.AccountStore
+	if as, ok := s.store.(engine.AccountStore); ok {
+		var tracer trace.Tracer
+		if s.tracing != nil {
+			tracer = s.tracing.Tracer()
+		}
+		accounts = s.metrics.InstrumentAccounts(as, tracer)
+	}
 	s.engine = engine.New(engine.RolesOf(s.measured), dir, engine.Options{Logger: s.log, LocalCacheMaxEntries: cfg.Envoy.LocalCache.MaxEntries,
-		Observer: s.metrics.Observer(cfg.Metrics.Namespaces, cfg.Metrics.NearLimitRatio), Webhooks: engine.WebhookOptions{
+		Accounts:      accounts,
+		OnAdminChange: func(a engine.AdminAction) { adminChanges.WithLabelValues(string(a)).Inc() },
+		Observer:      s.metrics.Observer(cfg.Metrics.Namespaces, cfg.Metrics.NearLimitRatio), Webhooks: engine.WebhookOptions{
 			Screen:   webhook.Screen(webhookPolicy(cfg.Webhooks), nil),
 			Enqueued: s.wakeDeliverer,
 		}})
@@ -194,7 +218,18 @@ func (s *server) bindHTTP() (err error) {
 	if s.httpLn, err = s.bound("http", httpCfg.Addr, ln, err); err != nil {
 		return err
 	}
-	api := httpapi.New(httpapi.Options{Engine: s.engine, Metrics: s.metrics, Logger: s.log, Tracing: s.tracing})
+	guard := engine.NewAuthGuard(engine.AuthGuardOptions{})
+	s.metrics.MustRegister(
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "leash_auth_failures_total",
+			Help: "Calls on /v1 refused 401 for a missing or unknown key (spec §15.7).",
+		}, func() float64 { return float64(guard.Failures()) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "leash_auth_throttled_total",
+			Help: "Calls on /v1 refused 429 too_many_auth_failures: their client address failed authentication too often (spec §15.7).",
+		}, func() float64 { return float64(guard.Refused()) }),
+	)
+	api := httpapi.New(httpapi.Options{Engine: s.engine, Metrics: s.metrics, Logger: s.log, Tracing: s.tracing, AuthGuard: guard})
 	var h http.Handler = api
 	if s.cfg.Console.Enabled {
 		h = console.Mount(api) // spec §16
@@ -287,6 +322,8 @@ func (s *server) newDeliverer() {
 // shutdown next, with that status.
 func (s *server) Run(ctx context.Context) int {
 	s.startWatchers() // first: an edit made since the start-up load is applied at once
+	s.accounts = newGroup()
+	s.accounts.Go(s.engine.WatchAccounts) // the admin API's accounts, polled (spec §15.2)
 	s.startFlush()
 	s.startDeliverer()
 	s.startXDS()
@@ -409,6 +446,7 @@ func (s *server) shutdown(code int) int {
 	cancel()
 	s.serving.Wait()
 	s.stopWatchers()
+	s.accounts.stop()
 	if err := s.store.Close(); err != nil {
 		s.log.Error("store close", "err", err)
 	}

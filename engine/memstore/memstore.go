@@ -75,8 +75,9 @@ type Store struct {
 	shards    []shard
 	mask      uint64
 	usage     usageStore
-	hooks     hookStore   // webhooks and the outbox (webhooks.go)
-	demand    demandStore // RLQS demand entries (demand.go)
+	hooks     hookStore    // webhooks and the outbox (webhooks.go)
+	demand    demandStore  // RLQS demand entries (demand.go)
+	accts     accountStore // accounts and keys of the admin API (accounts.go)
 	evictions atomic.Uint64
 	closed    atomic.Bool
 	stop      chan struct{}

@@ -22,7 +22,10 @@ import (
 //	{P:u:<account>}:seen:<instance>             last batch ids applied from one instance
 //	{P:r}:<account>:<namespace>                 a namespace's rules (hash rate, concurrent)
 //	{P:r}:version                               bumped by every rule write
+//	{P:r}:idx/<account>                         the account's namespaces with rules (set)
 //	{P:w:<account>}:hook                        the account's webhook (JSON url, secret)
+//	{P:a}:ids, {P:a}:version, {P:a}:acct:<id>,
+//	{P:a}:keys:<id>                             the admin API's accounts and keys (accounts.go)
 //	{P:ob}:due                                  outbox: event id -> due instant (sorted set)
 //	{P:ob}:ev                                   outbox: event id -> event record (hash)
 //	{P:ob}:once:<once-key>                      an Enqueue once-key: until when it is used
@@ -154,6 +157,16 @@ func (k keys) rules(account, namespace string) string {
 }
 
 func (k keys) rulesVersion() string { return k.rulesTag() + ":version" }
+
+// ruleIndex returns "{P:r}:idx/<account>", the set of the account's namespaces with rules
+// ('/' is in no account id, so no rules key and no account's index can be named alike).
+func (k keys) ruleIndex(account string) string {
+	var b strings.Builder
+	b.WriteString(k.rulesTag())
+	b.WriteString(":idx/")
+	writeEscaped(&b, account, true)
+	return b.String()
+}
 
 // webhook returns "{P:w:<account>}:hook", the key of an account's webhook.
 func (k keys) webhook(account string) string {

@@ -139,6 +139,7 @@ func TestTTLs(t *testing.T) {
 		s.keys.usageSeen(acct, "inst-1"):       {2 * day, 4 * day, false},
 		s.keys.rules(acct, "ns"):               {persist: true},
 		s.keys.rulesVersion():                  {persist: true},
+		s.keys.ruleIndex(acct):                 {persist: true}, // as the rules it lists
 	}
 	if len(keys) != len(want) {
 		t.Fatalf("keys written: %q, want %d keys", keys, len(want))

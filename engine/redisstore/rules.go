@@ -289,8 +289,8 @@ func (s *Store) PutRule(ctx context.Context, account, namespace string, r engine
 	if err != nil {
 		return false, err
 	}
-	res, err := s.run(ctx, s.scripts.rulesPut, []string{s.keys.rules(account, namespace), s.keys.rulesVersion()},
-		r.Algorithm.Kind().String(), string(b))
+	res, err := s.run(ctx, s.scripts.rulesPut, []string{s.keys.rules(account, namespace), s.keys.rulesVersion(), s.keys.ruleIndex(account)},
+		r.Algorithm.Kind().String(), string(b), namespace)
 	if err != nil {
 		return false, err
 	}
@@ -304,7 +304,8 @@ func (s *Store) PutRule(ctx context.Context, account, namespace string, r engine
 
 // DeleteRule removes the rule of one kind and bumps the rules version when one existed.
 func (s *Store) DeleteRule(ctx context.Context, account, namespace string, kind engine.RuleKind) (bool, error) {
-	res, err := s.run(ctx, s.scripts.rulesDel, []string{s.keys.rules(account, namespace), s.keys.rulesVersion()}, kind.String())
+	res, err := s.run(ctx, s.scripts.rulesDel, []string{s.keys.rules(account, namespace), s.keys.rulesVersion(), s.keys.ruleIndex(account)},
+		kind.String(), namespace)
 	if err != nil {
 		return false, err
 	}

@@ -52,6 +52,12 @@ var (
 	luaDemandReport string
 	//go:embed lua/demand_drop.lua
 	luaDemandDrop string
+	//go:embed lua/accounts.lua
+	luaAccounts string
+	//go:embed lua/rules_namespaces.lua
+	luaRulesNamespaces string
+	//go:embed lua/leases_held.lua
+	luaLeasesHeld string
 )
 
 // script is a Lua script with its source (for EVAL when Redis answers NOSCRIPT) and, for a
@@ -74,6 +80,7 @@ type scriptSet struct {
 	spend, spendAll, reset, acquire, release, renew, rulesGet, rulesPut, rulesDel, usageAdd *script
 	outboxEnqueue, outboxClaim, outboxAck, outboxRetry                                      *script
 	demandReport, demandDrop                                                                *script
+	accounts, rulesNamespaces, leasesHeld                                                   *script
 }
 
 func newScriptSet() *scriptSet {
@@ -98,12 +105,16 @@ func newScriptSet() *scriptSet {
 
 		demandReport: newScript(luaPrelude + luaDemandReport),
 		demandDrop:   newScript(luaDemandDrop),
+
+		accounts:        newScript(luaPrelude + luaAccounts),
+		rulesNamespaces: newScript(luaRulesNamespaces),
+		leasesHeld:      newScript(luaPrelude + luaLeasesHeld),
 	}
 }
 
 func (s *scriptSet) all() []*script {
 	return []*script{s.spend, s.spendAll, s.reset, s.acquire, s.release, s.renew, s.rulesGet, s.rulesPut, s.rulesDel, s.usageAdd,
-		s.outboxEnqueue, s.outboxClaim, s.outboxAck, s.outboxRetry, s.demandReport, s.demandDrop}
+		s.outboxEnqueue, s.outboxClaim, s.outboxAck, s.outboxRetry, s.demandReport, s.demandDrop, s.accounts, s.rulesNamespaces, s.leasesHeld}
 }
 
 // isNoScript reports Redis's answer to an EVALSHA of a script it does not have.

@@ -19,14 +19,25 @@ import (
 // Directory builds the accounts: the config's, or with none the dev account on plan scale
 // (spec §2.4) whose API keys have the given SHA-256 digests.
 func Directory(cfg *config.Config, devKeys ...[32]byte) (*engine.Directory, error) {
+	return DirectoryWith(cfg, nil, devKeys...)
+}
+
+// DirectoryWith is Directory with operators added to the configured ones (the dev
+// operator, spec §15.1).
+func DirectoryWith(cfg *config.Config, extraOps []engine.OperatorSpec, devKeys ...[32]byte) (*engine.Directory, error) {
 	if cfg.HasAccounts() {
-		return cfg.Directory()
+		return cfg.Directory(extraOps...)
 	}
 	plan, ok := cfg.Plans["scale"]
 	if !ok {
 		return nil, errors.New("plan scale is missing")
 	}
-	return engine.NewDirectory([]engine.AccountSpec{{ID: config.DevAccountID, Plan: plan, KeyHashes: devKeys}})
+	ops, err := cfg.OperatorSpecs()
+	if err != nil {
+		return nil, err
+	}
+	return engine.NewDirectoryWith([]engine.AccountSpec{{ID: config.DevAccountID, Plan: plan, KeyHashes: devKeys}},
+		engine.DirectoryOptions{Operators: append(ops, extraOps...), Plans: cfg.Plans})
 }
 
 // Routing is the domain routing of cfg (envoy.domains, envoy.default_account and

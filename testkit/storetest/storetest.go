@@ -53,6 +53,7 @@ func Run(t *testing.T, newStore func(t *testing.T, clock engine.Clock) engine.St
 		{"Outbox", outboxTests()},
 		{"Demand", demandTests()},
 		{"Isolation", isolationTests()},
+		{"Accounts", accountTests()},
 		{"Property", propertyTests()},
 	}
 	for _, g := range groups {

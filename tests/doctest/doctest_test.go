@@ -4,7 +4,8 @@
 // The convention, also stated in README.md:
 //
 //   - a block fenced ```sh is run, with bash -e -o pipefail, against a leash started for
-//     the file (memory store, dev account): KEY is its API key, LEASH_URL its /v1 base URL,
+//     the file (memory store, dev account, dev operator): KEY is its API key,
+//     LEASH_OPERATOR_KEY the dev operator's key (the admin verbs read it), LEASH_URL its /v1 base URL,
 //     LEASH_SRC this repository's root, and the built `leash` command is first on PATH. The blocks of one file run in order in
 //     a fresh temporary folder, each seeing the exported variables and the functions the
 //     earlier ones defined. A block must exit 0.
@@ -216,12 +217,12 @@ func TestDocExamples(t *testing.T) {
 
 // runDoc runs one document's blocks in order against a fresh leash.
 func runDoc(t *testing.T, name string, blocks []block) {
-	const key = "lsh_doctest_key"
-	p := leashproc.Start(t, bin, nil, "LEASH_DEV_API_KEY="+key)
+	const key, opKey = "lsh_doctest_key", "lsh_doctest_operator_key"
+	p := leashproc.Start(t, bin, nil, "LEASH_DEV_API_KEY="+key, "LEASH_DEV_OPERATOR_KEY="+opKey)
 	dir := t.TempDir()
 	state := filepath.Join(dir, ".state")
 	env := append(leashproc.Environ(),
-		"KEY="+key, "LEASH_URL="+p.URL, "LEASH_SRC="+root(),
+		"KEY="+key, "LEASH_OPERATOR_KEY="+opKey, "LEASH_URL="+p.URL, "LEASH_SRC="+root(),
 		"PATH="+filepath.Dir(bin)+string(os.PathListSeparator)+os.Getenv("PATH"))
 	if err := os.WriteFile(state, nil, 0o600); err != nil {
 		t.Fatal(err)
