@@ -49,7 +49,7 @@ export function overview(main) {
       list.namespaces.map((n, i) => h('tr', {},
         h('th', { scope: 'row' }, h('a', { href: `#/ns/${seg(n.namespace)}` }, n.namespace)),
         h('td', { class: 'num' }, num(n.rules)), h('td', { class: 'num' }, num(n.total)), h('td', { class: 'num' }, num(n.blocked)),
-        h('td', {}, stats[i] ? spark(stats[i].days, n.namespace) : h('span', { class: 'muted' }, '—'))))),
+        h('td', {}, stats[i] ? spark(stats[i].days, n.namespace) : h('span', { class: 'muted' }, '—')))),
     { 'data-testid': 'namespaces' }));
   });
 }
