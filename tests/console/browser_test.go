@@ -220,7 +220,8 @@ func (tb *tab) shot(view string) {
 	for _, size := range [][2]int64{{1280, 800}, {390, 844}} {
 		var png []byte
 		ctx, cancel := context.WithTimeout(tb.ctx, 20*time.Second)
-		err := chromedp.Do(ctx, chromedp.EmulateViewport(size[0], size[1]), chromedp.Sleep(150*time.Millisecond))
+		err := chromedp.Do(ctx, chromedp.EmulateViewport(size[0], size[1]),
+			chromedp.Evaluate[chromedp.Void](`document.activeElement?.blur(), window.scrollTo(0, 0)`), chromedp.Sleep(150*time.Millisecond))
 		if err == nil {
 			png, err = chromedp.Run(ctx, chromedp.CaptureScreenshot())
 		}
@@ -297,11 +298,12 @@ func hasText(tb *tab, sel, want string) string {
 	return `(document.querySelector(` + q(sel) + `)?.textContent ?? '').includes(` + q(want) + `)`
 }
 
-// spend sends n checks for the tenant (each counts once in usage, spec §7.1).
+// spend sends n checks for the tenant, the fifth and later on one key denied (each counts
+// once in usage, allowed or not, spec §7.1).
 func spend(t *testing.T, p *leashproc.Proc, key string, n int) {
 	t.Helper()
 	for range n {
-		mustAPI(t, p, 200, "POST", "/v1/limit", key, `{"namespace":"load","key":"k","limit":1000,"window_ms":60000}`)
+		mustAPI(t, p, 200, "POST", "/v1/limit", key, `{"namespace":"load","key":"k","limit":4,"window_ms":600000}`)
 	}
 }
 

@@ -36,14 +36,13 @@ export function dayChart(days, caption) {
   const label = `${caption}: ${num(t.allowed)} allowed and ${num(t.blocked)} blocked over ${days.length} days`;
   const first = days[0]?.day ?? '';
   const last = days[days.length - 1]?.day ?? '';
-  const svg = s('svg', { class: 'chart', viewBox: `0 0 ${W} ${H + 18}`, role: 'img', 'aria-label': label },
+  const svg = s('svg', { class: 'chart', viewBox: `0 0 ${W} ${H + 1}`, role: 'img', 'aria-label': label, preserveAspectRatio: 'none' },
     s('line', { class: 'axis', x1: 0, y1: H + 0.5, x2: W, y2: H + 0.5 }),
-    nodes,
-    s('text', { class: 'tick', x: 0, y: H + 14 }, first),
-    s('text', { class: 'tick', x: W, y: H + 14, 'text-anchor': 'end' }, last));
+    nodes);
   return h('figure', { class: 'chart-box' },
     h('figcaption', {}, caption, h('span', { class: 'muted' }, ` · peak ${num(max)} a day (UTC days)`)),
     svg,
+    h('p', { class: 'ticks', 'aria-hidden': 'true' }, h('span', {}, first), h('span', {}, last)),
     h('p', { class: 'legend' },
       h('span', { class: 'key key-allowed', 'aria-hidden': 'true' }), `Allowed ${num(t.allowed)}`, ' ',
       h('span', { class: 'key key-blocked', 'aria-hidden': 'true' }), `Blocked ${num(t.blocked)}`));

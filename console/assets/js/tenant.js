@@ -45,7 +45,7 @@ export function overview(main) {
       fill(tableSlot, h('p', { 'data-testid': 'no-namespaces' }, 'No namespaces yet: write a rule or send a check (POST /v1/limit) and it appears here.'));
       return;
     }
-    fill(tableSlot, table('Namespaces', ['Namespace', 'Rules', 'Requests (30 days)', 'Blocked', 'Last 30 days'],
+    fill(tableSlot, table('Namespaces', ['Namespace', ...['Rules', 'Requests (30 days)', 'Blocked'].map((c) => h('th', { scope: 'col', class: 'num' }, c)), 'Last 30 days'],
       list.namespaces.map((n, i) => h('tr', {},
         h('th', { scope: 'row' }, h('a', { href: `#/ns/${seg(n.namespace)}` }, n.namespace)),
         h('td', { class: 'num' }, num(n.rules)), h('td', { class: 'num' }, num(n.total)), h('td', { class: 'num' }, num(n.blocked)),
