@@ -124,7 +124,10 @@ type tab struct {
 	name string
 }
 
-func (b *browser) tab(name string) *tab {
+func (b *browser) tab(name string) *tab { return b.tabTo(name, b.problem) }
+
+// tabTo opens a tab whose problems go to report.
+func (b *browser) tabTo(name string, report func(format string, args ...any)) *tab {
 	ctx, cancel := chromedp.NewContext(b.ctx)
 	b.t.Cleanup(cancel)
 	tb := &tab{b: b, t: b.t, ctx: ctx, name: name}
@@ -132,7 +135,7 @@ func (b *browser) tab(name string) *tab {
 		if e, ok := ev.(*network.EventRequestWillBeSent); ok {
 			u := e.Request.URL
 			if !strings.HasPrefix(u, b.origin+"/") && !strings.HasPrefix(u, "data:") && u != "about:blank" {
-				b.problem("%s: request to another origin: %s", name, u)
+				report("%s: request to another origin: %s", name, u)
 			}
 		}
 	}); err != nil {
@@ -146,7 +149,7 @@ func (b *browser) tab(name string) *tab {
 			// The API's 4xx answers the console shows as results are logged by the
 			// browser's network layer; anything else at error level is a fault.
 			if m.IsException() || m.Type == chromedp.ConsoleError && m.Source != "network" {
-				b.problem("%s: browser console: %s (%s:%d)", name, m, m.URL, m.Line)
+				report("%s: browser console: %s (%s:%d)", name, m, m.URL, m.Line)
 			}
 		}
 	}()
@@ -164,11 +167,11 @@ func (tb *tab) do(actions ...chromedp.Action[chromedp.Void]) {
 }
 
 // eval runs a JavaScript expression and decodes its value into T.
-func eval[T any](tb *tab, js string) T {
+func eval[T any](tb *tab, js string, opts ...chromedp.EvaluateOption) T {
 	tb.t.Helper()
 	ctx, cancel := context.WithTimeout(tb.ctx, 20*time.Second)
 	defer cancel()
-	v, err := chromedp.Run(ctx, chromedp.Evaluate[T](js))
+	v, err := chromedp.Run(ctx, chromedp.Evaluate[T](js, opts...))
 	if err != nil {
 		tb.t.Fatalf("%s: %s: %v", tb.name, js, err)
 	}
@@ -281,6 +284,30 @@ func (tb *tab) signIn(key, hash string) {
 	tb.fill(`input[name="key"]`, key)
 	tb.press("form.signin", "Sign in")
 	tb.until("signed in at "+hash, `location.hash === `+q(hash)+` && document.querySelector('.page-head h1')`)
+}
+
+// typeIn signs the tab in from the keyboard alone: the key field has the focus when the
+// page opens, Enter submits.
+func (tb *tab) typeIn(key, hash string) {
+	tb.t.Helper()
+	tb.until("the focused key field", `location.hash === '#/signin' && document.activeElement?.name === 'key'`)
+	tb.do(chromedp.KeyEvent(key + "\r"))
+	tb.until("signed in at "+hash, `location.hash === `+q(hash)+` && document.querySelector('.page-head h1')`)
+}
+
+// keyboard presses Tab until focus comes round again and fails unless every link, button,
+// input and select of the page was reached.
+func (tb *tab) keyboard(view string) {
+	tb.t.Helper()
+	const controls = `[...document.querySelectorAll('a[href], button, input, select, [tabindex="0"]')].filter(e => !e.disabled && e.offsetParent !== null)`
+	n := eval[int](tb, controls+`.length`)
+	for range n + 5 {
+		tb.do(chromedp.KeyEvent("\t"))
+		eval[bool](tb, `document.activeElement && (document.activeElement.dataset.reached = '1'), true`)
+	}
+	if missed := eval[[]string](tb, controls+`.filter(e => e.dataset.reached !== '1').map(e => e.outerHTML.slice(0, 80))`); len(missed) > 0 {
+		tb.t.Fatalf("%s: %s: Tab never reaches %v", tb.name, view, missed)
+	}
 }
 
 // bannerState refreshes the page until the quota banner is in state.
@@ -429,6 +456,7 @@ func TestConsoleInBrowser(t *testing.T) {
 	ta.until("the reset", hasText(ta, `[data-testid="reset-result"]`, "Counter reset"))
 	ta.press(reset, "Reset")
 	ta.until("nothing left to reset", hasText(ta, `[data-testid="reset-result"]`, "Nothing to reset"))
+	ta.keyboard("namespace")
 	ta.shot("namespace")
 
 	// Deleted in place.
@@ -522,7 +550,8 @@ func TestConsoleInBrowser(t *testing.T) {
 	betaKey := eval[string](to, `document.querySelector('[data-testid="new-key"]').textContent`)
 
 	tb := b.tab("beta")
-	tb.signIn(betaKey, "#/overview")
+	tb.typeIn(betaKey, "#/overview")
+	tb.keyboard("overview")
 	tb.until("no hard cap said", `document.querySelector('[data-testid="no-cap"]')`)
 	tb.open("#/webhook")
 	tb.until("no webhooks on the plan", `document.querySelector('[data-testid="no-webhooks"]') && !document.querySelector('input[name="url"]')`)
@@ -546,6 +575,13 @@ func TestConsoleInBrowser(t *testing.T) {
 	to.open("#/admin/acme")
 	to.until("acme's keys, names as text", hasText(to, `[data-testid="account-keys"]`, xssScript))
 	to.safe("admin-account-acme")
+	// The operator revokes beta's key: the tenant's tab is signed out, saying why.
+	to.open("#/admin/beta")
+	to.until("beta's keys", `document.querySelector('[data-testid="account-keys"] tr[data-key-id]')`)
+	to.press(`[data-testid="account-keys"] tr[data-key-id]`, "Revoke")
+	to.press(`[data-testid="account-keys"] tr[data-key-id]`, "Confirm revoke")
+	to.until("beta's key revoked", hasText(to, `[data-testid="account-status"]`, "revoked"))
+	tb.until("beta signed out, told why", `(document.querySelector('[data-testid="refresh"]')?.click(), location.hash === '#/signin' && sessionStorage.getItem('leash.console.key') === null && (document.querySelector('[data-testid="signin-msg"]')?.textContent ?? '').includes('refused your key'))`)
 
 	// The banner: normal, near (80 %), over the quota, hard cap reached with the time
 	// requests resume.
@@ -587,4 +623,52 @@ func TestConsoleInBrowser(t *testing.T) {
 	ta.until("signed out", `location.hash === '#/signin' && sessionStorage.getItem('leash.console.key') === null`)
 	p.NoCrash(t)
 	t.Logf("browser test took %v", time.Since(start).Round(time.Millisecond))
+}
+
+// TestConsoleRoutes shows the console on by default, under its Content-Security-Policy,
+// and gone with console.enabled: false; and, in the browser, that the policy stops a call
+// to another origin and that the test's console watch sees it.
+func TestConsoleRoutes(t *testing.T) {
+	on := leashproc.Start(t, binary, nil, "LEASH_DEV_API_KEY=dev-key")
+	res, err := http.Get(on.URL + "/console/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	if res.StatusCode != 200 || !strings.Contains(res.Header.Get("Content-Security-Policy"), "connect-src 'self'") {
+		t.Fatalf("GET /console/: %d, CSP %q", res.StatusCode, res.Header.Get("Content-Security-Policy"))
+	}
+	off := leashproc.Start(t, binary, nil, "LEASH_DEV_API_KEY=dev-key", "LEASH_CONSOLE_ENABLED=false")
+	for _, path := range []string{"/console/", "/console", "/console/js/app.js"} {
+		if code, out := api(t, off, "GET", path, "", ""); code != 404 || out["code"] != "not_found" {
+			t.Errorf("console off: GET %s: %d %v", path, code, out)
+		}
+	}
+
+	b := newBrowser(t, on.URL)
+	var mu sync.Mutex
+	var seen []string
+	probe := b.tabTo("probe", func(format string, args ...any) {
+		mu.Lock()
+		seen = append(seen, fmt.Sprintf(format, args...))
+		mu.Unlock()
+	})
+	probe.until("the sign-in form", `document.querySelector('input[name="key"]')`)
+	refused := eval[bool](probe, `fetch('http://127.0.0.1:9/elsewhere').then(() => false, () => true)`, chromedp.EvalAwaitPromise)
+	if !refused {
+		t.Fatal("a call to another origin was not refused")
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		mu.Lock()
+		got := strings.Join(seen, "\n")
+		mu.Unlock()
+		if strings.Contains(got, "Content Security Policy") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the console watch saw no policy violation; it saw:\n%s", got)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 }
