@@ -592,3 +592,36 @@ func TestWatchAppliesEditBeforeStart(t *testing.T) {
 		return c != nil && len(c.Accounts) == 1 && c.Accounts[0].ID == "two"
 	})
 }
+
+// Operators' keys, in both forms, authenticate as operators and never as accounts; the
+// directory's plans are the config's, for accounts made through the admin API.
+func TestDirectoryOperators(t *testing.T) {
+	c := mustLoad(t, nil, `
+plans:
+  gold: {algorithms: [fixed_window], monthly_quota: 7}
+accounts:
+  - {id: acme, plan: pro, api_keys: [key-acme]}
+operators:
+  - id: ops
+    api_keys: [op-plain]
+    api_key_sha256: ["`+strings.ToUpper(sha("op-hashed"))+`"]
+`)
+	d, err := c.Directory()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []string{"op-plain", "op-hashed"} {
+		if op, ok := d.LookupOperator(k); !ok || op.ID != "ops" {
+			t.Errorf("LookupOperator(%q) = %v, %v", k, op, ok)
+		}
+		if _, ok := d.Lookup(k); ok {
+			t.Errorf("operator key %q authenticates as an account", k)
+		}
+	}
+	if _, ok := d.LookupOperator("key-acme"); ok {
+		t.Error("an account key authenticates as an operator")
+	}
+	if p, ok := d.Plans()["gold"]; !ok || p.MonthlyQuota != 7 {
+		t.Errorf("the directory's plans lack the configured one: %+v", d.Plans())
+	}
+}

@@ -223,6 +223,12 @@ func TestAdminKeyKinds(t *testing.T) {
 	e.expect("GET", "/v1/account", keyOperator, "", 403, "account_key_required")
 	e.expect("GET", "/v1/admin/accounts", "", "", 401, "unauthorized")
 	e.expect("GET", "/v1/admin/accounts", "nope", "", 401, "unauthorized")
+	// Routing first, before any key (spec §3.5, §3.7).
+	_, out, h := e.call("", "PUT", "/v1/admin/accounts/acme", "", `{}`)
+	if out["code"] != "method_not_allowed" || h.Get("Allow") != "DELETE, GET, HEAD, PATCH" {
+		t.Errorf("PUT on an account: %v, Allow %q", out, h.Get("Allow"))
+	}
+	e.expect("GET", "/v1/admin/accounts/acme/", "", "", 404, "not_found")
 }
 
 // TestAuthFailuresSlowOneAddress sends 10,000 bad keys from one address: after the burst

@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/leashd/leash/engine"
+	"github.com/prometheus/client_golang/prometheus"
 	"go.opentelemetry.io/otel/trace"
 )
 
@@ -91,4 +92,34 @@ func (t *timedAccounts) AccountsVersion(ctx context.Context) (int64, error) {
 // LoadAccounts times AccountStore.LoadAccounts.
 func (t *timedAccounts) LoadAccounts(ctx context.Context) (engine.AccountsSnapshot, error) {
 	return timed(ctx, &t.load, t.s.LoadAccounts)
+}
+
+// AdminChanges registers leash_admin_changes_total (spec §15.8), every action at 0, and
+// returns the function that counts one change of an action.
+func (m *Metrics) AdminChanges() func(action string) {
+	c := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "leash_admin_changes_total",
+		Help: "Changes made through the admin and key routes, by action (spec §15.8).",
+	}, []string{"action"})
+	m.Registry.MustRegister(c)
+	for _, a := range []engine.AdminAction{engine.ActionAccountCreated, engine.ActionAccountUpdated, engine.ActionAccountDeleted,
+		engine.ActionKeyIssued, engine.ActionKeyRevoked} {
+		c.WithLabelValues(string(a))
+	}
+	return func(action string) { c.WithLabelValues(action).Inc() }
+}
+
+// AuthGuard registers leash_auth_failures_total and leash_auth_throttled_total (spec
+// §15.7), read from failures and refused at each scrape.
+func (m *Metrics) AuthGuard(failures, refused func() uint64) {
+	m.Registry.MustRegister(
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "leash_auth_failures_total",
+			Help: "Calls on /v1 refused 401 for a missing or unknown key (spec §15.7).",
+		}, func() float64 { return float64(failures()) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "leash_auth_throttled_total",
+			Help: "Calls on /v1 refused 429 too_many_auth_failures: their client address failed authentication too often (spec §15.7).",
+		}, func() float64 { return float64(refused()) }),
+	)
 }

@@ -36,7 +36,7 @@ func Watch(ctx context.Context, paths []string, loaded *Config, interval time.Du
 	if logger == nil {
 		logger = slog.Default()
 	}
-	w := &watcher{paths: slices.Clone(paths), apply: apply, log: logger}
+	w := &watcher{ctx: ctx, paths: slices.Clone(paths), apply: apply, log: logger}
 	if loaded != nil {
 		w.applied = loaded.fingerprint
 	}
@@ -45,6 +45,7 @@ func Watch(ctx context.Context, paths []string, loaded *Config, interval time.Du
 }
 
 type watcher struct {
+	ctx   context.Context // Watch's: an apply refused after it ended is not logged
 	paths []string
 	apply func(*Config) error
 	log   *slog.Logger
@@ -100,6 +101,9 @@ func (w *watcher) check() {
 		return // a load error, already logged; wait for the next change
 	}
 	if err := w.apply(w.pending); err != nil {
+		if w.ctx.Err() != nil {
+			return // stopping: the caller refused because it no longer wants this watcher's files
+		}
 		if err.Error() != w.applyErr {
 			w.applyErr = err.Error()
 			w.log.Error("descriptors: config not applied; the previous one stays in force", errAttrs(err)...)

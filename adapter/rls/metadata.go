@@ -13,8 +13,8 @@ import (
 // proto's text form, its hits_addend), the request's hits_addend when set, and under
 // "metadata" the metadata of every matched descriptor that passed (not OVER_LIMIT, not
 // unlimited), merged: the first value of a key wins, mappings merge key by key. With no
-// plans (a domain that maps to no account) there is no "metadata".
-func dynamicMetadata(req *rlsv3.RateLimitRequest, plans []plan, replies []reply) *structpb.Struct {
+// matches (a domain that maps to no account) there is no "metadata".
+func dynamicMetadata(req *rlsv3.RateLimitRequest, matches []match, replies []reply) *structpb.Struct {
 	fields := map[string]*structpb.Value{"domain": structpb.NewStringValue(req.GetDomain())}
 	ds := make([]*structpb.Value, 0, len(req.GetDescriptors()))
 	for _, d := range req.GetDescriptors() {
@@ -28,8 +28,8 @@ func dynamicMetadata(req *rlsv3.RateLimitRequest, plans []plan, replies []reply)
 		fields["hitsAddend"] = structpb.NewNumberValue(float64(h))
 	}
 	passed := &structpb.Struct{Fields: map[string]*structpb.Value{}}
-	for i := range plans {
-		p, v := &plans[i], &replies[i]
+	for i := range matches {
+		p, v := &matches[i], &replies[i]
 		if v.unlimited || v.over || !p.matched || p.replaced || p.rule.Metadata == nil {
 			continue
 		}

@@ -86,11 +86,11 @@ type Service struct {
 	scratch sync.Pool // of *scratch
 }
 
-// scratch is one ShouldRateLimit call's working memory (the matched plans, the engine's
+// scratch is one ShouldRateLimit call's working memory (the descriptors matched, the engine's
 // items and results, the translated replies), reused across calls so that a decision
 // allocates little beyond its reply. Nothing in it outlives the call.
 type scratch struct {
-	plans   []plan
+	matches []match
 	entries []descriptors.Entry
 	items   []engine.Item
 	results []engine.ItemResult
@@ -111,30 +111,30 @@ func sized[T any](s []T, n int) []T {
 
 // getScratch returns working memory for a request of n descriptors.
 func (s *Service) getScratch(n int) *scratch {
-	sc, _ := s.scratch.Get().(*scratch)
-	if sc == nil {
-		sc = new(scratch)
+	work, _ := s.scratch.Get().(*scratch)
+	if work == nil {
+		work = new(scratch)
 	}
-	sc.plans = sized(sc.plans, n)
-	sc.items = sized(sc.items, n)
-	sc.results = sized(sc.results, n)
-	sc.replies = sized(sc.replies, n)
-	return sc
+	work.matches = sized(work.matches, n)
+	work.items = sized(work.items, n)
+	work.results = sized(work.results, n)
+	work.replies = sized(work.replies, n)
+	return work
 }
 
-// putScratch clears sc, so that it holds no request's strings, and keeps it for reuse; a
+// putScratch clears work, so that it holds no request's strings, and keeps it for reuse; a
 // request of many descriptors leaves its large arrays to the collector.
-func (s *Service) putScratch(sc *scratch) {
-	if cap(sc.plans) > 64 || cap(sc.entries) > 256 {
+func (s *Service) putScratch(work *scratch) {
+	if cap(work.matches) > 64 || cap(work.entries) > 256 {
 		return
 	}
-	clear(sc.plans)
-	clear(sc.entries[:cap(sc.entries)])
-	clear(sc.items)
-	clear(sc.results)
-	clear(sc.replies)
-	sc.query = engine.Query{}
-	s.scratch.Put(sc)
+	clear(work.matches)
+	clear(work.entries[:cap(work.entries)])
+	clear(work.items)
+	clear(work.results)
+	clear(work.replies)
+	work.query = engine.Query{}
+	s.scratch.Put(work)
 }
 
 // NewService returns a service answering with cfg until SetConfig replaces it.
@@ -171,7 +171,7 @@ func (s *Service) SetConfig(cfg *domains.Config) {
 }
 
 // ruleTag is the metrics tag of a descriptor's matched rule, nil without per-rule metrics.
-func (s *Service) ruleTag(domain string, p *plan) any {
+func (s *Service) ruleTag(domain string, p *match) any {
 	r := s.opts.Rules
 	if r == nil || !p.matched || p.override || p.replaced || p.rule.Unlimited {
 		return nil
@@ -234,21 +234,21 @@ func (s *Service) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReque
 	if hits == 0 {
 		hits = 1 // proto3 default: unset
 	}
-	sc := s.getScratch(len(ds))
-	defer s.putScratch(sc)
-	plans := s.plan(cfg, domain, ds, sc)
+	work := s.getScratch(len(ds))
+	defer s.putScratch(work)
+	matches := s.matchAll(cfg, domain, ds, work)
 	overdraft := cfg.Routing.OverdraftOf(domain)
-	items, results := sc.items, sc.results
+	items, results := work.items, work.results
 	for i, d := range ds {
 		cost := hits
 		if h := d.GetHitsAddend(); h != nil {
 			cost = int64(min(h.GetValue(), math.MaxInt64))
 		}
-		plans[i].item(&items[i], cost, s.opts.QuotaMode, overdraft)
-		items[i].Tag = s.ruleTag(domain, &plans[i])
+		matches[i].item(&items[i], cost, s.opts.QuotaMode, overdraft)
+		items[i].Tag = s.ruleTag(domain, &matches[i])
 	}
-	sc.query = engine.Query{Edge: engine.EdgeEnvoy, Namespace: domains.Namespace(domain), Items: items, Shadow: s.opts.ShadowMode}
-	out, err := s.opts.Engine.Decide(ctx, acct, &sc.query, results)
+	work.query = engine.Query{Edge: engine.EdgeEnvoy, Namespace: domains.Namespace(domain), Items: items, Shadow: s.opts.ShadowMode}
+	out, err := s.opts.Engine.Decide(ctx, acct, &work.query, results)
 	if engine.CodeOf(err) == engine.CodeHardCapExceeded {
 		if s.opts.Trace && tracing.Recording(ctx) {
 			tracing.Annotate(ctx, tracing.AttrEdge.String(string(engine.EdgeEnvoy)), tracing.AttrDomain.String(domain),
@@ -271,10 +271,10 @@ func (s *Service) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReque
 	if out.ShadowDenied && s.opts.Counters.GlobalShadow != nil {
 		s.opts.Counters.GlobalShadow()
 	}
-	replies := sc.replies
+	replies := work.replies
 	for i := range results {
 		r := &results[i]
-		replies[i] = plans[i].reply(r, out.NowMS)
+		replies[i] = matches[i].reply(r, out.NowMS)
 		resp.Statuses[i] = replies[i].status()
 		if r.Limited && s.opts.Counters.Decision != nil {
 			s.opts.Counters.Decision(r.Allowed && !r.ShadowDenied)
@@ -289,7 +289,7 @@ func (s *Service) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReque
 		}
 	}
 	if s.opts.DynamicMetadata {
-		resp.DynamicMetadata = dynamicMetadata(req, plans, replies)
+		resp.DynamicMetadata = dynamicMetadata(req, matches, replies)
 	}
 	return resp, nil
 }
@@ -320,9 +320,9 @@ func annotate(ctx context.Context, domain, account string, out engine.Outcome, r
 		tracing.AttrAlgorithm.String(alg), tracing.AttrDescriptors.Int(len(results)), tracing.AttrDenied.Int(denied))
 }
 
-// plan is one descriptor matched against the descriptor files: its limits and counter
+// match is one descriptor matched against the descriptor files: its limits and counter
 // key, after the request's limit override and the replaces of other matches.
-type plan struct {
+type match struct {
 	entries   []descriptors.Entry
 	matched   bool
 	rule      *descriptors.Rule
@@ -334,21 +334,21 @@ type plan struct {
 	noEntries bool
 }
 
-// plan matches every descriptor and applies `replaces` across the request: a limit whose
+// matchAll matches every descriptor and applies `replaces` across the request: a limit whose
 // name another matched descriptor replaces is dropped (spec §9.5).
-func (s *Service) plan(cfg *domains.Config, domain string, ds []*rlcommon.RateLimitDescriptor, sc *scratch) []plan {
-	plans := sc.plans
+func (s *Service) matchAll(cfg *domains.Config, domain string, ds []*rlcommon.RateLimitDescriptor, work *scratch) []match {
+	matches := work.matches
 	total := 0
 	for _, d := range ds {
 		total += len(d.GetEntries())
 	}
-	if cap(sc.entries) < total {
-		sc.entries = make([]descriptors.Entry, 0, total) // one array for every descriptor's entries
+	if cap(work.entries) < total {
+		work.entries = make([]descriptors.Entry, 0, total) // one array for every descriptor's entries
 	}
-	all := sc.entries[:0]
+	all := work.entries[:0]
 	var replacedNames map[string]bool
 	for i, d := range ds {
-		p := &plans[i]
+		p := &matches[i]
 		start := len(all)
 		for _, e := range d.GetEntries() {
 			all = append(all, descriptors.Entry{Key: e.GetKey(), Value: e.GetValue()})
@@ -390,8 +390,8 @@ func (s *Service) plan(cfg *domains.Config, domain string, ds []*rlcommon.RateLi
 		}
 	}
 	if replacedNames != nil {
-		for i := range plans {
-			p := &plans[i]
+		for i := range matches {
+			p := &matches[i]
 			if !p.matched || p.override {
 				continue
 			}
@@ -406,18 +406,18 @@ func (s *Service) plan(cfg *domains.Config, domain string, ds []*rlcommon.RateLi
 			}
 		}
 	}
-	return plans
+	return matches
 }
 
 // unlimited reports a descriptor whose match is `unlimited` (and no override).
-func (p *plan) unlimited() bool { return p.matched && p.rule.Unlimited && !p.override }
+func (p *match) unlimited() bool { return p.matched && p.rule.Unlimited && !p.override }
 
 // item is the engine's item for this descriptor (spec §9.5). Every descriptor but an
 // unlimited one takes part in quota mode when it is on globally (as the peer counts).
 //
 // With overdraft (the domain's setting, unless the matched descriptor has its own) the
 // hits of a denied descriptor are counted, as the peer counts them (spec §4.12, §9.5).
-func (p *plan) item(it *engine.Item, cost int64, quota, overdraft bool) {
+func (p *match) item(it *engine.Item, cost int64, quota, overdraft bool) {
 	if p.matched && p.rule.Overdraft != nil {
 		overdraft = *p.rule.Overdraft
 	}
@@ -450,7 +450,7 @@ type reply struct {
 
 // reply translates the engine's verdict (spec §9.7): an OVER_LIMIT descriptor has no
 // remaining, and a fixed window always reports the time to its end, as the peer does.
-func (p *plan) reply(r *engine.ItemResult, nowMS int64) reply {
+func (p *match) reply(r *engine.ItemResult, nowMS int64) reply {
 	if !r.Limited {
 		return reply{unlimited: p.unlimited()}
 	}

@@ -48,11 +48,12 @@ func newEnvoyReloader(ctx context.Context, eng *engine.Engine, svc *rls.Service,
 
 // watch (re)starts the descriptor-file watcher on paths, from the files in force (loaded
 // from paths), so an edit made since they were loaded is applied; call with mu held or
-// before use.
+// before use. The watcher it replaces is cancelled, not waited for: that one may be
+// waiting for mu to apply an edit, and once cancelled it applies nothing (wait waits for
+// every watcher).
 func (r *envoyReloader) watch(paths []string) {
 	if r.stopWatch != nil {
 		r.stopWatch()
-		r.wg.Wait()
 		r.stopWatch = nil
 	}
 	r.paths = slices.Clone(paths)
@@ -63,16 +64,21 @@ func (r *envoyReloader) watch(paths []string) {
 	r.stopWatch = cancel
 	r.wg.Add(1)
 	loaded := r.files
+	apply := func(files *descriptors.Config) error { return r.applyDescriptors(ctx, files) }
 	go func() {
 		defer r.wg.Done()
-		descriptors.Watch(ctx, paths, loaded, 0, r.applyDescriptors, r.log)
+		descriptors.Watch(ctx, paths, loaded, 0, apply, r.log)
 	}()
 }
 
-// applyDescriptors is the descriptor watcher's callback; the watcher logs the reload.
-func (r *envoyReloader) applyDescriptors(files *descriptors.Config) error {
+// applyDescriptors is the callback of the descriptor watcher whose context is ctx; the
+// watcher logs the reload. A watcher replaced or stopped meanwhile applies nothing.
+func (r *envoyReloader) applyDescriptors(ctx context.Context, files *descriptors.Config) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("descriptor watcher stopped: %w", err)
+	}
 	next, err := domains.Compose(files, r.xds, r.cfg.Routing, r.eng.Directory())
 	if err != nil {
 		return err
@@ -134,14 +140,16 @@ func (r *envoyReloader) applyConfig(cfg *config.Config) {
 	r.log.Info("config reloaded", "accounts", len(dir.Accounts()))
 }
 
-// wait stops the descriptor watcher (its context has ended) and waits for it.
+// wait stops the descriptor watcher (its context has ended) and waits for it and for any
+// watcher it replaced, without holding mu, which they may be waiting for.
 func (r *envoyReloader) wait() {
 	r.mu.Lock()
-	defer r.mu.Unlock()
 	if r.stopWatch != nil {
 		r.stopWatch()
-		r.wg.Wait()
+		r.stopWatch = nil
 	}
+	r.mu.Unlock()
+	r.wg.Wait()
 }
 
 // grpcTLS builds the gRPC listener's TLS config: the certificate is re-read when its

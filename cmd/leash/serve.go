@@ -163,14 +163,6 @@ func directory(cfg *config.Config, environ []string, stdout io.Writer, log *slog
 	return setup.DirectoryWith(cfg, devOps, devKey)
 }
 
-// loadAccounts reads the admin API's accounts before serving; a store that does not answer
-// in 10 s, or an API account whose id the configuration also defines, stops start-up.
-func loadAccounts(ctx context.Context, eng *engine.Engine) error {
-	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	return eng.LoadAccounts(ctx)
-}
-
 // listen binds addr, with TLS when both files are set; the certificate is re-read when
 // its files change.
 func listen(addr, certFile, keyFile string) (net.Listener, error) {

@@ -24,7 +24,6 @@ import (
 	"github.com/leashd/leash/tracing"
 	"github.com/leashd/leash/webhook"
 	"github.com/leashd/leash/webhook/ssrf"
-	"github.com/prometheus/client_golang/prometheus"
 	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/health"
@@ -44,7 +43,8 @@ type server struct {
 	store       engine.Store               // the store as opened; closed last
 	measured    *metrics.InstrumentedStore // the store timed (and traced): what everything uses
 	engine      *engine.Engine
-	envoyConfig *domains.Config // the Envoy config at start; the reloader holds the current one
+	guard       *engine.AuthGuard // failed authentication per client address (spec §15.7)
+	envoyConfig *domains.Config   // the Envoy config at start; the reloader holds the current one
 	rls         *rls.Service
 	quota       *rlqs.Service
 	xdsTLS      *tls.Config // nil: plaintext to the xDS server
@@ -95,8 +95,8 @@ func newServer(ctx context.Context, cfg *config.Config, paths, environ []string,
 		return nil, err
 	}
 	s.newEngine(dir)
-	if err = loadAccounts(ctx, s.engine); err != nil {
-		return nil, &startError{msg: "invalid accounts", err: err}
+	if err = s.loadAccounts(ctx); err != nil {
+		return nil, err
 	}
 	if err = s.newEnvoy(dir); err != nil {
 		return nil, err
@@ -140,17 +140,10 @@ func (s *server) openStore(ctx context.Context) error {
 }
 
 // newEngine builds the engine on the store; a queued webhook event wakes the deliverer.
+// The admin API's accounts are kept in the store's AccountStore, timed like the other
+// roles; every change made through it is counted.
 func (s *server) newEngine(dir *engine.Directory) {
 	cfg := s.cfg
-	adminChanges := prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "leash_admin_changes_total",
-		Help: "Changes made through the admin and key routes, by action (spec §15.8).",
-	}, []string{"action"})
-	s.metrics.MustRegister(adminChanges)
-	for _, a := range []engine.AdminAction{engine.ActionAccountCreated, engine.ActionAccountUpdated, engine.ActionAccountDeleted,
-		engine.ActionKeyIssued, engine.ActionKeyRevoked} {
-		adminChanges.WithLabelValues(string(a))
-	}
 	var accounts engine.AccountStore
 	if as, ok := s.store.(engine.AccountStore); ok {
 		var tracer trace.Tracer
@@ -159,14 +152,26 @@ func (s *server) newEngine(dir *engine.Directory) {
 		}
 		accounts = s.metrics.InstrumentAccounts(as, tracer)
 	}
+	changes := s.metrics.AdminChanges()
 	s.engine = engine.New(engine.RolesOf(s.measured), dir, engine.Options{Logger: s.log, LocalCacheMaxEntries: cfg.Envoy.LocalCache.MaxEntries,
-		Accounts:      accounts,
-		OnAdminChange: func(a engine.AdminAction) { adminChanges.WithLabelValues(string(a)).Inc() },
-		Observer:      s.metrics.Observer(cfg.Metrics.Namespaces, cfg.Metrics.NearLimitRatio), Webhooks: engine.WebhookOptions{
+		Accounts: accounts, OnAdminChange: func(a engine.AdminAction) { changes(string(a)) },
+		Observer: s.metrics.Observer(cfg.Metrics.Namespaces, cfg.Metrics.NearLimitRatio), Webhooks: engine.WebhookOptions{
 			Screen:   webhook.Screen(webhookPolicy(cfg.Webhooks), nil),
 			Enqueued: s.wakeDeliverer,
 		}})
 	s.metrics.LocalCache(s.engine.LocalCacheHits)
+}
+
+// loadAccounts reads the admin API's accounts before serving; a store that does not answer
+// in 10 s, or an API account whose id the configuration also defines, stops start-up
+// (spec §15.2).
+func (s *server) loadAccounts(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if err := s.engine.LoadAccounts(ctx); err != nil {
+		return &startError{msg: "invalid accounts", err: err}
+	}
+	return nil
 }
 
 // wakeDeliverer tells the webhook worker an event was queued, without blocking.
@@ -218,18 +223,9 @@ func (s *server) bindHTTP() (err error) {
 	if s.httpLn, err = s.bound("http", httpCfg.Addr, ln, err); err != nil {
 		return err
 	}
-	guard := engine.NewAuthGuard(engine.AuthGuardOptions{})
-	s.metrics.MustRegister(
-		prometheus.NewCounterFunc(prometheus.CounterOpts{
-			Name: "leash_auth_failures_total",
-			Help: "Calls on /v1 refused 401 for a missing or unknown key (spec §15.7).",
-		}, func() float64 { return float64(guard.Failures()) }),
-		prometheus.NewCounterFunc(prometheus.CounterOpts{
-			Name: "leash_auth_throttled_total",
-			Help: "Calls on /v1 refused 429 too_many_auth_failures: their client address failed authentication too often (spec §15.7).",
-		}, func() float64 { return float64(guard.Refused()) }),
-	)
-	api := httpapi.New(httpapi.Options{Engine: s.engine, Metrics: s.metrics, Logger: s.log, Tracing: s.tracing, AuthGuard: guard})
+	s.guard = engine.NewAuthGuard(engine.AuthGuardOptions{})
+	s.metrics.AuthGuard(s.guard.Failures, s.guard.Refused)
+	api := httpapi.New(httpapi.Options{Engine: s.engine, Metrics: s.metrics, Logger: s.log, Tracing: s.tracing, AuthGuard: s.guard})
 	var h http.Handler = api
 	if s.cfg.Console.Enabled {
 		h = console.Mount(api) // spec §16
@@ -322,8 +318,7 @@ func (s *server) newDeliverer() {
 // shutdown next, with that status.
 func (s *server) Run(ctx context.Context) int {
 	s.startWatchers() // first: an edit made since the start-up load is applied at once
-	s.accounts = newGroup()
-	s.accounts.Go(s.engine.WatchAccounts) // the admin API's accounts, polled (spec §15.2)
+	s.startAccounts()
 	s.startFlush()
 	s.startDeliverer()
 	s.startXDS()
@@ -352,6 +347,12 @@ func addrOf(ln net.Listener) string {
 func (s *server) startFlush() {
 	s.flush = newGroup()
 	s.flush.Go(func(ctx context.Context) { s.flushErr = s.engine.Run(ctx, s.cfg.Shutdown.Timeout/2) })
+}
+
+// startAccounts starts the poll of the admin API's accounts; shutdown stops it.
+func (s *server) startAccounts() {
+	s.accounts = newGroup()
+	s.accounts.Go(s.engine.WatchAccounts)
 }
 
 // startDeliverer starts the webhook worker.
