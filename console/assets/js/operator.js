@@ -26,6 +26,20 @@ async function allAccounts() {
   return out;
 }
 
+// inTurn maps items through fn, at most width calls at a time, keeping the order.
+async function inTurn(items, width, fn) {
+  const out = new Array(items.length);
+  let next = 0;
+  async function worker() {
+    while (next < items.length) {
+      const i = next++;
+      out[i] = await fn(items[i]);
+    }
+  }
+  await Promise.all(Array.from({ length: Math.min(width, items.length) }, worker));
+  return out;
+}
+
 const COLUMNS = [
   ['id', 'Account', (a) => a.id],
   ['plan', 'Plan', (a) => a.plan],
@@ -85,7 +99,7 @@ export function accounts(main) {
   });
   return page(main, 'Accounts', async () => {
     const list = await allAccounts();
-    const usage = await Promise.all(list.map((a) => call('GET', `/v1/admin/accounts/${seg(a.id)}/usage`).catch(() => null)));
+    const usage = await inTurn(list, 6, (a) => call('GET', `/v1/admin/accounts/${seg(a.id)}/usage`).catch(() => null));
     return list.map((a, i) => {
       seenPlans.add(a.plan);
       const month = usage[i]?.month ?? null;
