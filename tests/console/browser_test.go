@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -465,6 +466,12 @@ func TestConsoleInBrowser(t *testing.T) {
 	if rules := mustAPI(t, p, 200, "GET", "/v1/namespaces/api/rules", key, "")["rules"].([]any); len(rules) != 1 {
 		t.Fatalf("after deleting the concurrent rule: %v", rules)
 	}
+
+	// A namespace named with markup: the API refuses it; the page shows the name as text.
+	mustAPI(t, p, 400, "GET", "/v1/namespaces/"+url.PathEscape(xssImg)+"/rules", key, "")
+	ta.open("#/ns/" + url.PathEscape(xssImg))
+	ta.until("the refusal and the name as text", hasText(ta, ".page-head h1", xssImg)+` && document.querySelector('[data-testid="page-error"]').textContent !== ''`)
+	ta.safe("namespace-markup")
 
 	// The webhook: a javascript: URL refused beside the field; the secret shown once.
 	ta.open("#/webhook")
