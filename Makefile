@@ -6,7 +6,7 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -s -w -X main.version=$(VERSION)
 IMAGE   ?= leash:$(VERSION)
 
-.PHONY: build run test fuzz reliability-long rlqs-long bench bench-http bench-load bench-grpc bench-cluster bench-load-ratio bench-grpc-ratio image helm-test fmt vet clean
+.PHONY: build run test console-test fuzz reliability-long rlqs-long bench bench-http bench-load bench-grpc bench-cluster bench-load-ratio bench-grpc-ratio image helm-test fmt vet clean
 
 # Time per fuzz target: FUZZTIME for `make fuzz`, TEST_FUZZTIME for the short run that ends
 # `make test`. FUZZPARALLEL, if set, is the number of fuzzing workers per target.
@@ -29,6 +29,11 @@ test:
 	$(GO) test -count=1 -run '^TestTracingUnsampledAddsNoAllocation$$' ./adapter/rls/
 	$(GO) test -count=1 -run '^TestCallsDoNotAllocate$$' ./engine/redisstore/respipe/
 	GO=$(GO) FUZZTIME=$(TEST_FUZZTIME) bash scripts/fuzz.sh
+
+# The web console in headless Chromium against leash serve, alone (part of make test;
+# needs chromium on PATH; screenshots of every view land in tests/console/screenshots/).
+console-test:
+	$(GO) test -race -count=1 -v -run '^TestConsoleInBrowser$$' ./tests/console/
 
 # Every fuzz target in turn, FUZZTIME each (scripts/fuzz.sh; docs/reliability.md).
 fuzz:

@@ -73,6 +73,8 @@ const (
 type Config struct {
 	// HTTP is the /v1 listener.
 	HTTP HTTP
+	// Console is the web console on the HTTP listener (spec §16).
+	Console Console
 	// GRPC is the Envoy rate-limit listener.
 	GRPC GRPC
 	// Admin is the health, metrics and pprof listener.
@@ -121,6 +123,12 @@ type HTTP struct {
 	// IdleTimeout bounds how long a keep-alive connection waits for its next request
 	// (default 120s).
 	IdleTimeout time.Duration `mapstructure:"idle_timeout"`
+}
+
+// Console configures the web console served at /console/ on the HTTP listener.
+type Console struct {
+	// Enabled serves the console (default true); false removes its routes.
+	Enabled bool `mapstructure:"enabled"`
 }
 
 // TLS names a certificate and key; both empty means plain TCP.
@@ -408,6 +416,7 @@ type Log struct {
 // document is what viper decodes: the config with plans still raw.
 type document struct {
 	HTTP      HTTP               `mapstructure:"http"`
+	Console   Console            `mapstructure:"console"`
 	GRPC      GRPC               `mapstructure:"grpc"`
 	Admin     Admin              `mapstructure:"admin"`
 	Store     Store              `mapstructure:"store"`
@@ -506,7 +515,7 @@ func load(files []file, environ []string) (*Config, error) {
 	}
 
 	cfg := &Config{
-		HTTP: doc.HTTP, GRPC: doc.GRPC, Admin: doc.Admin, Store: doc.Store, Shutdown: doc.Shutdown,
+		HTTP: doc.HTTP, Console: doc.Console, GRPC: doc.GRPC, Admin: doc.Admin, Store: doc.Store, Shutdown: doc.Shutdown,
 		Accounts: doc.Accounts, Operators: doc.Operators, Envoy: doc.Envoy, Metrics: doc.Metrics, Tracing: doc.Tracing, Webhooks: doc.Webhooks, Log: doc.Log,
 	}
 	normalise(cfg)

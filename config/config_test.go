@@ -47,8 +47,9 @@ func defaults() *Config {
 	return &Config{
 		HTTP: HTTP{Addr: ":8080", ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 30 * time.Second,
 			WriteTimeout: 30 * time.Second, IdleTimeout: 120 * time.Second},
-		GRPC:  GRPC{Addr: ":8081"},
-		Admin: Admin{Addr: ":9090"},
+		Console: Console{Enabled: true},
+		GRPC:    GRPC{Addr: ":8081"},
+		Admin:   Admin{Addr: ":9090"},
 		Store: Store{
 			Backend: "memory",
 			Redis: Redis{URL: "redis://127.0.0.1:6379/0", Prefix: "leash",
@@ -209,6 +210,7 @@ func TestBadInput(t *testing.T) {
 		{"quoted int", []string{"store: {memory: {max_entries: \"5\"}}\n"}, nil, []string{"store.memory.max_entries: expected an integer"}},
 		{"float for int", []string{"webhooks: {max_attempts: 1.5}\n"}, nil, []string{"webhooks.max_attempts: expected an integer"}},
 		{"bad bool", []string{"admin: {pprof: maybe}\n"}, nil, []string{"admin.pprof: expected a boolean"}},
+		{"bad console bool", []string{"console: {enabled: sometimes}\n"}, nil, []string{"console.enabled: expected a boolean"}},
 		{"bad duration", []string{"shutdown: {drain_delay: soon}\n"}, nil, []string{"shutdown.drain_delay: expected a duration"}},
 		{"int duration", []string{"webhooks: {timeout: 10}\n"}, nil, []string{"webhooks.timeout: expected a duration"}},
 		{"scalar for section", []string{"store: memory\n"}, nil, []string{"store: expected a mapping"}},

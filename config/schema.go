@@ -71,6 +71,9 @@ func schema() *node {
 				"key_file":  leaf(kString, nil),
 			}),
 		}),
+		"console": object(map[string]*node{
+			"enabled": leaf(kBool, true),
+		}),
 		"grpc": object(map[string]*node{
 			"addr": leaf(kString, ":8081"),
 			"tls": object(map[string]*node{

@@ -16,6 +16,7 @@ import (
 	"github.com/leashd/leash/adapter/xds"
 	"github.com/leashd/leash/admin"
 	"github.com/leashd/leash/config"
+	"github.com/leashd/leash/console"
 	"github.com/leashd/leash/engine"
 	"github.com/leashd/leash/httpapi"
 	"github.com/leashd/leash/internal/setup"
@@ -225,7 +226,11 @@ func (s *server) bindHTTP() (err error) {
 	s.guard = engine.NewAuthGuard(engine.AuthGuardOptions{})
 	s.metrics.AuthGuard(s.guard.Failures, s.guard.Refused)
 	api := httpapi.New(httpapi.Options{Engine: s.engine, Metrics: s.metrics, Logger: s.log, Tracing: s.tracing, AuthGuard: s.guard})
-	s.httpSrv = httpapi.NewServerWith(httpCfg.Addr, api, httpTimeouts(httpCfg))
+	var h http.Handler = api
+	if s.cfg.Console.Enabled {
+		h = console.Mount(api) // spec §16
+	}
+	s.httpSrv = httpapi.NewServerWith(httpCfg.Addr, h, httpTimeouts(httpCfg))
 	s.httpSrv.ErrorLog = slog.NewLogLogger(s.log.Handler(), slog.LevelWarn)
 	return nil
 }

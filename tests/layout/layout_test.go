@@ -20,7 +20,7 @@ var floors = [][]string{
 	{"engine/algo", "engine/redisstore/respipe", "internal/filewatch", "tracing", "webhook/signature"},
 	{"engine"}, // the engine and the stores inside it
 	{"config", "internal/peerenv", "metrics", "webhook", "adapter/descriptors", "adapter/domains"},
-	{"httpapi", "adapter", "admin", "client", "cli", "internal/setup"},
+	{"httpapi", "adapter", "admin", "client", "cli", "console", "internal/setup"},
 	{"cmd"},
 }
 
