@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"crypto/tls"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -108,6 +109,14 @@ func newServer(ctx context.Context, cfg *config.Config, paths, environ []string,
 		}
 	}
 	s.newDeliverer()
+	if !cfg.HasAccounts() && cfg.Console.Enabled {
+		scheme := "http"
+		if cfg.HTTP.TLS.CertFile != "" {
+			scheme = "https"
+		}
+		fmt.Fprintf(stdout, "The web console is at %s://localhost%s/console/: sign in with either key.\n\n",
+			scheme, portOf(s.httpLn.Addr().String()))
+	}
 	return s, nil
 }
 
