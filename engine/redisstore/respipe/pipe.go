@@ -206,18 +206,21 @@ func (h *Call) appendCommand(b []byte) []byte {
 	return b
 }
 
-// answer hands the reply read into h.reply (or err) to the calls of the command h begins.
-// It reports false when a merged reply does not have Reply integers per call: then every
-// call gets ErrDown.
-func (h *Call) answer(err error) bool {
-	ok := true
+// replyFits reports whether the reply read into h.reply has Reply integers for every call
+// of a merged command (any reply fits a command of one call).
+func (h *Call) replyFits() bool {
+	return len(h.others) == 0 || len(h.reply) == h.merge.Reply*(1+len(h.others))
+}
+
+// answer hands the reply read into h.reply (or err) to the calls of the command h begins;
+// a reply that does not fit (replyFits) gives every call ErrDown.
+func (h *Call) answer(err error) {
+	if err == nil && !h.replyFits() {
+		err = ErrDown
+	}
 	if len(h.others) > 0 {
-		r := h.merge.Reply
-		switch {
-		case err != nil:
-		case len(h.reply) != r*(1+len(h.others)):
-			ok, err = false, ErrDown
-		default:
+		if err == nil {
+			r := h.merge.Reply
 			for i, c := range h.others {
 				c.reply = append(c.reply[:0], h.reply[r*(i+1):r*(i+2)]...)
 			}
@@ -230,7 +233,6 @@ func (h *Call) answer(err error) bool {
 		h.others = h.others[:0]
 	}
 	h.finish(err)
-	return ok
 }
 
 // askingCommand is ASKING, encoded.
@@ -699,10 +701,14 @@ func (pc *pconn) readLoop() {
 			pc.fail(replyErr)
 			return
 		}
-		if !c.answer(replyErr) {
-			pc.fail(ErrBadReply) // a merged reply of the wrong length
+		if replyErr == nil && !c.replyFits() {
+			// A merged reply of the wrong length: drop the connection before its calls
+			// hear ErrDown, so a call made once they have is written to a new one.
+			pc.fail(ErrBadReply)
+			c.answer(ErrDown)
 			return
 		}
+		c.answer(replyErr)
 		if pc.drained() {
 			pc.fail(ErrClosed)
 			return
