@@ -104,6 +104,12 @@ type Options struct {
 	ReadTimeout time.Duration
 	// WriteTimeout bounds each write.
 	WriteTimeout time.Duration
+	// Hold, when positive, lets a connection hold its queued calls, for at most this long,
+	// while Redis still owes it replies to holdOwed earlier commands or more: they are then
+	// written together once Redis has answered all but one of those (it is never left
+	// idle), so calls of a Merge merge deeper. Never while fewer are owed: a call with little
+	// else in flight is written at once.
+	Hold time.Duration
 }
 
 // Pool holds one Pipe per node address, and the reader goroutines of their connections.
