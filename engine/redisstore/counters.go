@@ -27,6 +27,7 @@ func (s *Store) Spend(ctx context.Context, sp engine.Spend) (engine.Decision, er
 	if err == nil && lua == s.scripts.spendX && len(r) == 4 && r[0] == -1 {
 		// That master does not serve the key (a stale slot map): nothing was spent; send
 		// it again on its own, routed, redirected and retried by its own key.
+		s.undecided.Add(1)
 		r, err = s.runHot(ctx, s.scripts.spend, buf[:0], keys, args[:]...)
 	}
 	if err != nil {

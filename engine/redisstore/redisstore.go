@@ -46,6 +46,7 @@ type Store struct {
 	pipe         *respipe.Pipe // the single node's or Sentinel master's pipe; nil on a cluster (pipeFor picks one per key)
 	sentinel     bool          // Sentinel: the pipe dials whichever node the sentinels name master
 	crossSlot    bool          // Cluster of Redis >= 7.0: Spend merges across slots (hotpath.go)
+	undecided    atomic.Int64  // Spend requests a cross-slot call left undecided, sent again (counters.go)
 	closed       atomic.Bool
 
 	stop      context.CancelFunc

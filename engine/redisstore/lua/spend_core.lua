@@ -4,7 +4,8 @@
 -- same key twice sees the first spend).
 --
 -- Per call, not per request: one TIME; each distinct key read once, before anything is
--- written; each changed key written once, with its last value. The reply is 4 integers a
+-- written; each changed key written once, with its last value (and the ttl of the first
+-- change that set one: a later change of the same call is of the same window). The reply is 4 integers a
 -- request: allowed (0/1; -1: not decided, the key is not served here, nothing was spent),
 -- remaining, reset_ms, now.
 --
@@ -28,15 +29,18 @@ local function spend_keys(keys, vals, a, b, s, now, slack)
       if val then
         if px[k] == nil then
           changed[#changed + 1] = k
+          px[k] = p
+        elseif p then
+          px[k] = p
         end
-        vals[k], px[k] = val, p
+        vals[k] = val
       end
       out[#out + 1], out[#out + 2], out[#out + 3], out[#out + 4] = allowed, remaining, reset, now
     end
   end
   for i = 1, #changed do
     local k = changed[i]
-    redis.call('SET', k, vals[k], 'PX', px[k])
+    put(k, vals[k], px[k])
   end
   return out
 end
