@@ -176,10 +176,10 @@ func TestAtLeast7(t *testing.T) {
 	t.Parallel()
 	for info, want := range map[string]bool{
 		"# Server\r\nredis_version:7.0.15\r\nredis_mode:cluster\r\n": true,
-		"# Server\r\nredis_version:7.2.4\r\n":                       true,
-		"# Server\r\nredis_version:6.2.14\r\n":                      false,
-		"# Server\r\nredis_git_sha1:0\r\n":                          false,
-		"redis_version:10.0.0\n":                                    true,
+		"# Server\r\nredis_version:7.2.4\r\n":                        true,
+		"# Server\r\nredis_version:6.2.14\r\n":                       false,
+		"# Server\r\nredis_git_sha1:0\r\n":                           false,
+		"redis_version:10.0.0\n":                                     true,
 	} {
 		if got := atLeast7(info); got != want {
 			t.Errorf("atLeast7(%q) = %v, want %v", info, got, want)

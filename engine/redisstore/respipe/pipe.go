@@ -41,12 +41,12 @@ type pconn struct {
 
 	retired atomic.Bool // set under mu: takes no more calls, closes once it owes nothing
 
-	mu      sync.Mutex // guards everything below
-	queued  []*Call    // calls not written yet, in arrival order
-	owed    owedQueue  // calls (a merged command's first) whose replies are owed, oldest first
-	writing bool       // a caller is writing what is queued
-	held    bool       // what is queued is held (Options.Hold): a reply or holdTimer writes it
-	err     error      // set once the connection failed; nothing more is sent
+	mu      sync.Mutex  // guards everything below
+	queued  []*Call     // calls not written yet, in arrival order
+	owed    owedQueue   // calls (a merged command's first) whose replies are owed, oldest first
+	writing bool        // a caller is writing what is queued
+	held    atomic.Bool // what is queued is held (Options.Hold): a reply or holdTimer writes it; set under mu
+	err     error       // set once the connection failed; nothing more is sent
 
 	holdTimer *time.Timer // writes what is held once Options.Hold has passed; made on first hold
 
@@ -578,11 +578,12 @@ func (pc *pconn) flush() {
 			return
 		}
 		if pc.holds() {
-			pc.writing, pc.held = false, true
+			pc.writing = false
+			pc.held.Store(true)
 			pc.mu.Unlock()
 			return
 		}
-		pc.held = false
+		pc.held.Store(false)
 		q := pc.queued
 		pc.queued = pc.spareQueued[:0]
 		cmds := pc.form(pc.cmds[:0], q)
@@ -617,7 +618,7 @@ func (pc *pconn) holds() bool {
 	if hold <= 0 || pc.owed.len() < holdOwed || len(pc.queued) >= holdFull || time.Since(pc.queued[0].sent) >= hold {
 		return false
 	}
-	if !pc.held {
+	if !pc.held.Load() {
 		if pc.holdTimer == nil {
 			pc.holdTimer = time.AfterFunc(hold, pc.unhold)
 		} else {
@@ -630,8 +631,11 @@ func (pc *pconn) holds() bool {
 // unhold writes what is held, if anything and nobody is writing: called by holdTimer, and
 // by the reader after each reply (written once fewer than holdOwed commands are owed).
 func (pc *pconn) unhold() {
+	if !pc.held.Load() {
+		return // nothing held: no lock taken
+	}
 	pc.mu.Lock()
-	if !pc.held || pc.writing || pc.err != nil {
+	if !pc.held.Load() || pc.writing || pc.err != nil {
 		pc.mu.Unlock()
 		return
 	}
