@@ -19,7 +19,8 @@ import (
 // EVALSHA sent on the pipe (package respipe) to the master that serves the key: the single
 // node, the key's slot's master in a Cluster (go-redis's MasterForKey), or the master the
 // sentinels name (dialed through go-redis's Sentinel dialer). Spend requests that wait to be
-// written together share one (spend.lua is a respipe.Merge; mergeGroup). The pipe is the
+// written together share one (spend.lua, or spend_x.lua on a Redis 7 Cluster, is a
+// respipe.Merge; mergeGroup; "Merging" below). The pipe is the
 // decisions' only road: a call Redis answers it did not run (respipe.NotRunHere) is sent
 // again on the pipe, as encoded, once go-redis has done what the answer asks (resendTo:
 // load the script, reload the slot map, find the new master), at most maxResends times.

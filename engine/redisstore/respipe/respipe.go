@@ -5,7 +5,8 @@
 // Concurrent callers queue their encoded commands, and whichever caller finds no write in
 // progress writes everything queued in one syscall, looping while more arrived meanwhile
 // (flat combining): commands that arrive together share a write without a writer goroutine
-// to wake. Calls of one Merge (a script that decides any number of keys) queued together
+// to wake. With Options.Hold, what is queued while Redis still owes replies to two earlier
+// commands is held (bounded by Hold) until it has answered all but one, so it merges deeper. Calls of one Merge (a script that decides any number of keys) queued together
 // are written as one EVALSHA, and its reply is split among them. One reader goroutine per connection reads the replies, which
 // Redis sends in order, and hands each to its caller. Against go-redis this saves a
 // command object, boxed arguments and replies, and a goroutine handoff per call
