@@ -171,6 +171,9 @@ func BenchmarkDecisionRoad(b *testing.B) {
 		if redis0 >= 0 {
 			b.ReportMetric(float64((redisCPU()-redis0).Microseconds())/float64(b.N), "redis-cpu-µs/decision")
 		}
+		if st := s.pipes.Stats(); st.Commands > 0 {
+			b.ReportMetric(float64(st.Calls)/float64(st.Commands), "decisions/command")
+		}
 	}
 	ctx := context.Background()
 	b.Run("respipe", func(b *testing.B) {

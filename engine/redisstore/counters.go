@@ -17,8 +17,19 @@ func (s *Store) Spend(ctx context.Context, sp engine.Spend) (engine.Decision, er
 	}
 	code := spendCode(&sp)
 	var buf [4]int64 // the reply, without a heap allocation
-	r, err := s.runHot(ctx, s.scripts.spend, buf[:0], []string{s.keys.counter(sp.Counter)},
-		strArg(s.nowArg()), intArg(s.slack), strArg(code), intArg(sp.Limit), intArg(sp.Counter.WindowMS), intArg(sp.Cost))
+	keys := []string{s.keys.counter(sp.Counter)}
+	args := [...]arg{strArg(s.nowArg()), intArg(s.slack), strArg(code), intArg(sp.Limit), intArg(sp.Counter.WindowMS), intArg(sp.Cost)}
+	lua := s.scripts.spend
+	if s.crossSlot {
+		lua = s.scripts.spendX // merged with any Spend for the same master (hotpath.go)
+	}
+	r, err := s.runHot(ctx, lua, buf[:0], keys, args[:]...)
+	if err == nil && lua == s.scripts.spendX && len(r) == 4 && r[0] == -1 {
+		// That master does not serve the key (a stale slot map): nothing was spent; send
+		// it again on its own, routed, redirected and retried by its own key.
+		s.undecided.Add(1)
+		r, err = s.runHot(ctx, s.scripts.spend, buf[:0], keys, args[:]...)
+	}
 	if err != nil {
 		return engine.Decision{}, err
 	}

@@ -5,7 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"strconv"
 	"strings"
+	"sync"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -16,12 +19,74 @@ import (
 // EVALSHA sent on the pipe (package respipe) to the master that serves the key: the single
 // node, the key's slot's master in a Cluster (go-redis's MasterForKey), or the master the
 // sentinels name (dialed through go-redis's Sentinel dialer). Spend requests that wait to be
-// written together share one (spend.lua is a respipe.Merge; mergeGroup). The pipe is the
+// written together share one (spend.lua, or spend_x.lua on a Redis 7 Cluster, is a
+// respipe.Merge; mergeGroup; "Merging" below). The pipe is the
 // decisions' only road: a call Redis answers it did not run (respipe.NotRunHere) is sent
 // again on the pipe, as encoded, once go-redis has done what the answer asks (resendTo:
 // load the script, reload the slot map, find the new master), at most maxResends times.
 // A call whose script may have run (a lost reply) is never sent again. Everything else
 // (rules, usage, webhooks, WAIT) goes through go-redis.
+
+// Merging (spec §11.2, docs/redis.md): the pipes hold queued calls for at most mergeHold
+// while Redis still owes two earlier commands (respipe Options.Hold), so that Spend requests
+// merge deeper under load; a call with little else in flight is written at once. On a
+// Cluster whose masters all run Redis >= 7.0 (crossSlotMerge), Spend uses spend_x.lua,
+// flagged allow-cross-slot-keys, whose keys are arguments: its calls merge per master, not
+// per slot. A request whose key that master does not serve comes back undecided (-1,
+// nothing spent) and is sent again with spend.lua, routed by its own key. On older
+// masters (6.2) Spend merges per hash tag, as spend.lua's declared keys must be of one slot.
+
+// mergeHold bounds how long the pipe holds a call to merge it with later ones.
+const mergeHold = 100 * time.Microsecond
+
+// crossSlotFlag is the first line of spend_x.lua: Redis >= 7.0 lets it touch keys of any
+// slot its node serves.
+const crossSlotFlag = "#!lua flags=allow-cross-slot-keys\n"
+
+// crossSlotMerge reports whether s is on a Cluster whose every master runs Redis >= 7.0
+// (INFO server: redis_version), and loads spend_x.lua there. Anything else (a single node,
+// Sentinel, an older or unreadable version) merges Spend per slot.
+func (s *Store) crossSlotMerge(ctx context.Context) bool {
+	if s.cluster == nil {
+		return false
+	}
+	ctx, cancel := context.WithTimeout(ctx, 2*s.opTimeout)
+	defer cancel()
+	var mu sync.Mutex
+	ok := true
+	err := s.cluster.ForEachMaster(ctx, func(ctx context.Context, node *redis.Client) error {
+		info, err := node.Info(ctx, "server").Result()
+		if err != nil {
+			return err
+		}
+		if !atLeast7(info) {
+			mu.Lock()
+			ok = false
+			mu.Unlock()
+			return nil
+		}
+		return s.scripts.spendX.Load(ctx, node).Err()
+	})
+	if err != nil {
+		s.log.Warn("redis store: reading the masters' version failed; Spend merges per slot", "err", err)
+		return false
+	}
+	return ok
+}
+
+// atLeast7 reports whether INFO server's redis_version is 7.0 or later.
+func atLeast7(info string) bool {
+	for line := range strings.Lines(info) {
+		v, found := strings.CutPrefix(strings.TrimSpace(line), "redis_version:")
+		if !found {
+			continue
+		}
+		major, _, _ := strings.Cut(v, ".")
+		n, err := strconv.Atoi(major)
+		return err == nil && n >= 7
+	}
+	return false
+}
 
 // maxResends is how many times one decision is sent again after answers that prove it did
 // not run: e.g. MOVED to the slot's new master, then NOSCRIPT there.
@@ -58,7 +123,7 @@ func (s *Store) runHot(ctx context.Context, lua *script, dst []int64, keys []str
 	}
 	var c *respipe.Call
 	if lua.merge != nil && len(keys) == 1 {
-		c = p.NewMerged(lua.merge, s.mergeGroup(keys[0]), keys[0])
+		c = p.NewMerged(lua.merge, s.mergeGroup(lua.merge, keys[0]), keys[0])
 	} else {
 		c = p.NewEvalSha(lua.Hash(), keys, len(args))
 	}
@@ -93,6 +158,14 @@ func (s *Store) resendTo(ctx context.Context, lua *script, key string, from *res
 		addr, ok := redirectAddr(string(reply), from.Addr())
 		if !ok {
 			return nil, reply
+		}
+		if lua.merge != nil && lua.merge.ArgKeys && !redirectsSlotOf(string(reply), key) {
+			// The redirect is for the key that routed the merged call (spend_x.lua), not
+			// c's: c's own key goes where the slot map says.
+			if code == "MOVED" {
+				s.cluster.ReloadState(ctx)
+			}
+			return s.pipeFor(ctx, key)
 		}
 		if code == "ASK" {
 			c.Asking()
@@ -156,10 +229,39 @@ func redirectAddr(reply, from string) (string, bool) {
 	return net.JoinHostPort(host, port), true
 }
 
+// redirectsSlotOf reports whether a MOVED or ASK answer ("MOVED 3999 host:port") is for
+// key's slot.
+func redirectsSlotOf(reply, key string) bool {
+	f := strings.Fields(reply)
+	return len(f) == 3 && f[1] == strconv.Itoa(int(keySlot(key)))
+}
+
+// keySlot is the Redis Cluster slot of key: CRC16 (XMODEM) of its hash tag, mod 16384.
+func keySlot(key string) uint16 {
+	if i := strings.IndexByte(key, '{'); i >= 0 {
+		if j := strings.IndexByte(key[i+1:], '}'); j > 0 {
+			key = key[i+1 : i+1+j]
+		}
+	}
+	var crc uint16
+	for i := 0; i < len(key); i++ {
+		crc ^= uint16(key[i]) << 8
+		for range 8 {
+			if crc&0x8000 != 0 {
+				crc = crc<<1 ^ 0x1021
+			} else {
+				crc <<= 1
+			}
+		}
+	}
+	return crc & 16383
+}
+
 // mergeGroup is the group of a key for respipe's Merge: on a Cluster its hash tag (one
-// script call may only touch keys of one slot), elsewhere one group for every key.
-func (s *Store) mergeGroup(key string) string {
-	if s.cluster == nil {
+// script call may only touch keys of one slot), elsewhere, and for a Merge whose keys are
+// arguments (ArgKeys: spend_x.lua, any slot of the pipe's node), one group for every key.
+func (s *Store) mergeGroup(m *respipe.Merge, key string) string {
+	if s.cluster == nil || m.ArgKeys {
 		return ""
 	}
 	if i := strings.IndexByte(key, '}'); key != "" && key[0] == '{' && i > 0 {
@@ -209,5 +311,6 @@ func pipeOptions(c redis.UniversalClient, sentinel bool) respipe.Options {
 			o.Dial = func(ctx context.Context, _ string) (net.Conn, error) { return dial(ctx, "tcp", "") }
 		}
 	}
+	o.Hold = mergeHold
 	return o
 }

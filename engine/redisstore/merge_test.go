@@ -129,14 +129,17 @@ func (m mirrored) Reset(ctx context.Context, c engine.Counter) (bool, error) {
 	return existed, err
 }
 
-// runMerged runs the conformance suite on mirrored stores opened with o, and returns how
-// many Spend calls went to Redis and in how many commands.
-func runMerged(t *testing.T, o Options) (calls, commands int64) {
+// runMerged runs the conformance suite on mirrored stores opened with o (then changed by
+// each of tweak), and returns how many Spend calls went to Redis and in how many commands.
+func runMerged(t *testing.T, o Options, tweak ...func(*Store)) (calls, commands int64) {
 	var nCalls, nCommands atomic.Int64
 	storetest.Run(t, func(t *testing.T, clock engine.Clock) engine.Store {
 		o := o
 		o.Clock = clock
 		s := openStore(t, o)
+		for _, f := range tweak {
+			f(s)
+		}
 		t.Cleanup(func() {
 			st := s.pipes.Stats()
 			nCalls.Add(st.Calls)
@@ -158,14 +161,44 @@ func TestConformanceMergedSingle(t *testing.T) {
 	}
 }
 
-// TestConformanceMergedCluster: the same on a Redis Cluster, where the copies' keys are in
-// other slots (some on the same master): a command merged across slots would be refused
-// (CROSSSLOT) and fail the suite.
+// TestConformanceMergedCluster: the same on a Redis 7 Cluster, where the copies' keys are
+// in other slots, some on the same master: Spend requests for one master are merged across
+// slots (spend_x.lua), those for other masters never (their keys would come back undecided
+// and be sent again).
 func TestConformanceMergedCluster(t *testing.T) {
 	t.Parallel()
 	c := sharedCluster(t)
-	calls, commands := runMerged(t, Options{ClusterAddrs: c.Addrs()})
+	crossSlot := func(s *Store) {
+		if !s.crossSlot {
+			t.Fatal("a Redis 7 Cluster: Spend does not merge across slots")
+		}
+	}
+	calls, commands := runMerged(t, Options{ClusterAddrs: c.Addrs()}, crossSlot)
 	t.Logf("%d calls in %d commands", calls, commands)
+	if commands*2 > calls {
+		t.Fatalf("%d calls in %d commands: Spend requests for one master were not merged across slots", calls, commands)
+	}
+}
+
+// TestConformanceMergedClusterPerSlot: the same with merging per slot, as on masters older
+// than Redis 7.0 (spend.lua: a command merged across slots would be refused, CROSSSLOT, and
+// fail the suite).
+func TestConformanceMergedClusterPerSlot(t *testing.T) {
+	t.Parallel()
+	c := sharedCluster(t)
+	calls, commands := runMerged(t, Options{ClusterAddrs: c.Addrs()}, func(s *Store) { s.crossSlot = false })
+	t.Logf("%d calls in %d commands", calls, commands)
+}
+
+// TestConformanceMergedSingleArgKeys: the conformance suite, merged, on one node with
+// spend_x.lua, the Cluster's cross-slot form (its keys are arguments).
+func TestConformanceMergedSingleArgKeys(t *testing.T) {
+	t.Parallel()
+	calls, commands := runMerged(t, Options{URL: singleURL(t)}, func(s *Store) { s.crossSlot = true })
+	t.Logf("%d calls in %d commands", calls, commands)
+	if commands*2 > calls {
+		t.Fatalf("%d calls in %d commands: Spend requests sent together were not merged", calls, commands)
+	}
 }
 
 // TestMergedSpendsOneSlotCluster: on a Cluster, concurrent Spend requests on counters of
@@ -215,9 +248,20 @@ func TestMergedSpendsOneSlotCluster(t *testing.T) {
 // the store serves again at once.
 func TestMergedSpendsCut(t *testing.T) {
 	t.Parallel()
+	testMergedSpendsCut(t, false)
+}
+
+// TestMergedSpendsCutArgKeys: the same with spend_x.lua, the Cluster's cross-slot form.
+func TestMergedSpendsCutArgKeys(t *testing.T) {
+	t.Parallel()
+	testMergedSpendsCut(t, true)
+}
+
+func testMergedSpendsCut(t *testing.T, crossSlot bool) {
 	srv := redistest.StartServer(t, false)
 	px := redistest.StartProxy(t, srv.Addr())
 	s := openStore(t, Options{URL: px.URL()})
+	s.crossSlot = crossSlot
 	ctx := context.Background()
 	const callers, limit = 24, 1000
 	for attempt := 0; ; attempt++ {

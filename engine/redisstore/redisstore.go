@@ -45,6 +45,8 @@ type Store struct {
 	pipes        *respipe.Pool // the decisions' connections (hotpath.go)
 	pipe         *respipe.Pipe // the single node's or Sentinel master's pipe; nil on a cluster (pipeFor picks one per key)
 	sentinel     bool          // Sentinel: the pipe dials whichever node the sentinels name master
+	crossSlot    bool          // Cluster of Redis >= 7.0: Spend merges across slots (hotpath.go)
+	undecided    atomic.Int64  // Spend requests a cross-slot call left undecided, sent again (counters.go)
 	closed       atomic.Bool
 
 	stop      context.CancelFunc
@@ -169,6 +171,7 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 	}
 	s.checkEviction(ctx)
 	s.loadScripts(ctx)
+	s.crossSlot = s.crossSlotMerge(ctx)
 	s.sentinel = opts.Sentinel.Master != ""
 	s.pipes = respipe.NewPool(pipeOptions(s.client, s.sentinel))
 	if s.cluster == nil {

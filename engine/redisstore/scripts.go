@@ -20,8 +20,12 @@ var (
 	luaLeasePrelude string
 	//go:embed lua/decide.lua
 	luaDecide string
+	//go:embed lua/spend_core.lua
+	luaSpendCore string
 	//go:embed lua/spend.lua
 	luaSpend string
+	//go:embed lua/spend_x.lua
+	luaSpendX string
 	//go:embed lua/spend_all.lua
 	luaSpendAll string
 	//go:embed lua/reset.lua
@@ -77,6 +81,9 @@ const maxMerged = 64
 // scriptSet holds one Store's scripts (a Script caches its SHA, so each Store owns its own
 // set rather than sharing package state).
 type scriptSet struct {
+	// spendX is spend's form for merging across the slots of a Redis 7 Cluster master
+	// (hotpath.go: crossSlotMerge); not in all(): it is loaded only there.
+	spendX                                                                                  *script
 	spend, spendAll, reset, acquire, release, renew, rulesGet, rulesPut, rulesDel, usageAdd *script
 	outboxEnqueue, outboxClaim, outboxAck, outboxRetry                                      *script
 	demandReport, demandDrop                                                                *script
@@ -84,9 +91,12 @@ type scriptSet struct {
 }
 
 func newScriptSet() *scriptSet {
-	spend := newScript(luaPrelude + luaDecide + luaSpend)
+	spend := newScript(luaPrelude + luaDecide + luaSpendCore + luaSpend)
 	spend.merge = &respipe.Merge{Sha: spend.Hash(), Head: 2, Width: 4, Reply: 4, Max: maxMerged}
+	spendX := newScript(crossSlotFlag + luaPrelude + luaDecide + luaSpendCore + luaSpendX)
+	spendX.merge = &respipe.Merge{Sha: spendX.Hash(), Head: 2, Width: 4, Reply: 4, Max: maxMerged, ArgKeys: true}
 	return &scriptSet{
+		spendX:   spendX,
 		spend:    spend,
 		spendAll: newScript(luaPrelude + luaDecide + luaSpendAll),
 		reset:    newScript(luaPrelude + luaReset),

@@ -7,7 +7,9 @@
 --          (spec §4.12): a denied cost is counted all the same, and c may exceed L
 --          (up to algo.MaxCount); L limit, W window ms, c cost, now and slack ms
 -- returns  allowed (0/1), remaining, reset_ms, and the value to store with its PX ttl
---          (val nil when nothing changes); nil alone for an unknown algorithm
+--          (val nil when nothing changes; px false when the stored value is of the same
+--          window, so its ttl stands: put's SET KEEPTTL spares Redis the expiry's
+--          removal and re-insertion); nil alone for an unknown algorithm
 --
 -- Values (strings, integers in decimal):
 --   f: "window:count"              window = floor(t/W)
@@ -26,6 +28,24 @@ local function addcost(ms, rem, c, L, W)
   return ms, rem
 end
 
+-- pxfor is the PX of a value that stops mattering at expires, or false when keep (the
+-- stored value is of the same window: its ttl, for the same instant, stands).
+local function pxfor(keep, expires, now, slack)
+  if keep then
+    return false
+  end
+  return int(ttl(expires, now, slack))
+end
+
+-- put stores a value decide returned.
+local function put(k, val, px)
+  if px then
+    redis.call('SET', k, val, 'PX', px)
+  else
+    redis.call('SET', k, val, 'KEEPTTL')
+  end
+end
+
 local function decide(v, alg, L, W, c, now, slack)
   local allowed, remaining, reset = 0, 0, 0
   local val, px = nil, 0
@@ -36,14 +56,15 @@ local function decide(v, alg, L, W, c, now, slack)
 
   if alg == 'f' then
     -- algo.FixedWindow
-    local sw, sc = 0, 0
+    local sw, sc, held = 0, 0, false
     if v then
       local a, b = string.match(v, '^(%-?%d+):(%-?%d+)$')
       if a then
-        sw, sc = tonumber(a), tonumber(b)
+        sw, sc, held = tonumber(a), tonumber(b), true
       end
     end
     local w = fdiv(now, W)
+    local keep = held and sw == w
     local count = 0
     if sw == w then
       count = sc
@@ -56,7 +77,7 @@ local function decide(v, alg, L, W, c, now, slack)
         reset = e - now
       end
       if c > 0 then
-        val, px = string.format('%d:%d', w, count), int(ttl(e, now, slack))
+        val, px = string.format('%d:%d', w, count), pxfor(keep, e, now, slack)
       end
     else
       reset = e - now
@@ -66,7 +87,7 @@ local function decide(v, alg, L, W, c, now, slack)
         if count > MAXCOUNT then
           count = MAXCOUNT
         end
-        val, px = string.format('%d:%d', w, count), int(ttl(e, now, slack))
+        val, px = string.format('%d:%d', w, count), pxfor(keep, e, now, slack)
       end
     end
     remaining = L - count
@@ -76,14 +97,15 @@ local function decide(v, alg, L, W, c, now, slack)
 
   elseif alg == 's' then
     -- algo.SlidingWindow
-    local sw, scurr, sprev = 0, 0, 0
+    local sw, scurr, sprev, held = 0, 0, 0, false
     if v then
       local a, b, d = string.match(v, '^(%-?%d+):(%-?%d+):(%-?%d+)$')
       if a then
-        sw, scurr, sprev = tonumber(a), tonumber(b), tonumber(d)
+        sw, scurr, sprev, held = tonumber(a), tonumber(b), tonumber(d), true
       end
     end
     local w = fdiv(now, W)
+    local keep = held and sw == w
     local curr, prev = 0, 0
     if sw == w then
       curr, prev = scurr, sprev
@@ -104,7 +126,7 @@ local function decide(v, alg, L, W, c, now, slack)
         reset = (w + 1) * W - now
       end
       if c > 0 then
-        val, px = string.format('%d:%d:%d', w, curr, prev), int(ttl((w + 2) * W, now, slack))
+        val, px = string.format('%d:%d:%d', w, curr, prev), pxfor(keep, (w + 2) * W, now, slack)
       end
     else
       local cr = c
@@ -117,7 +139,7 @@ local function decide(v, alg, L, W, c, now, slack)
         if cr > L then
           cr = L
         end
-        val, px = string.format('%d:%d:%d', w, curr, prev), int(ttl((w + 2) * W, now, slack))
+        val, px = string.format('%d:%d:%d', w, curr, prev), pxfor(keep, (w + 2) * W, now, slack)
       end
       -- algo.slidingRetry: phase 1 (still in window w), else phase 2 (window w+1).
       local d0 = W - t

@@ -29,7 +29,7 @@ end
 for i = 1, #KEYS do
   local a = ARGV[2 + (i - 1) * 4 + 1]
   if vals[i] and (all or a == 'F' or a == 'S' or a == 'T') then
-    redis.call('SET', KEYS[i], vals[i], 'PX', pxs[i])
+    put(KEYS[i], vals[i], pxs[i])
   end
 end
 out[#out + 1] = now

@@ -41,11 +41,14 @@ type pconn struct {
 
 	retired atomic.Bool // set under mu: takes no more calls, closes once it owes nothing
 
-	mu      sync.Mutex // guards everything below
-	queued  []*Call    // calls not written yet, in arrival order
-	owed    owedQueue  // calls (a merged command's first) whose replies are owed, oldest first
-	writing bool       // a caller is writing what is queued
-	err     error      // set once the connection failed; nothing more is sent
+	mu      sync.Mutex  // guards everything below
+	queued  []*Call     // calls not written yet, in arrival order
+	owed    owedQueue   // calls (a merged command's first) whose replies are owed, oldest first
+	writing bool        // a caller is writing what is queued
+	held    atomic.Bool // what is queued is held (Options.Hold): a reply or holdTimer writes it; set under mu
+	err     error       // set once the connection failed; nothing more is sent
+
+	holdTimer *time.Timer // writes what is held once Options.Hold has passed; made on first hold
 
 	// The writing caller's scratch, touched by it alone: the buffer it last wrote, the
 	// queue it last took, and the commands it formed.
@@ -89,9 +92,16 @@ type Call struct {
 // be written together, name the same group (on Redis Cluster: keys of one slot) and have
 // equal head arguments are sent as one command of at most Max keys. A Merge must not be
 // changed once used.
+//
+// With ArgKeys the command declares one key, the first call's, and passes every call's
+// key among the arguments, first of its own: EVALSHA Sha 1 key_1 head... key_1 args_1...
+// key_n args_n... A script that reads its keys from its arguments may then merge calls of
+// any slots of one Redis Cluster node (group: the node), while the declared key routes the
+// command (a redirect comes before the script runs).
 type Merge struct {
 	Sha                     string
 	Head, Width, Reply, Max int
+	ArgKeys                 bool
 }
 
 const (
@@ -188,6 +198,9 @@ func (h *Call) appendCommand(b []byte) []byte {
 		return append(b, h.cmd...)
 	}
 	m, n := h.merge, 1+len(h.others)
+	if m.ArgKeys {
+		return h.appendArgKeys(b, n)
+	}
 	b = append(b, '*')
 	b = strconv.AppendInt(b, int64(3+n+m.Head+n*m.Width), 10)
 	b = append(b, '\r', '\n')
@@ -201,6 +214,26 @@ func (h *Call) appendCommand(b []byte) []byte {
 	}
 	b = append(b, h.cmd[h.keyEnd:]...) // the head, then h's own arguments
 	for _, c := range h.others {
+		b = append(b, c.cmd[c.headEnd:]...)
+	}
+	return b
+}
+
+// appendArgKeys appends the command of h and its others as an ArgKeys Merge has it.
+func (h *Call) appendArgKeys(b []byte, n int) []byte {
+	m := h.merge
+	b = append(b, '*')
+	b = strconv.AppendInt(b, int64(4+m.Head+n*(1+m.Width)), 10)
+	b = append(b, '\r', '\n')
+	b = appendBulk(b, "EVALSHA")
+	b = appendBulk(b, m.Sha)
+	b = appendBulk(b, "1")
+	b = append(b, h.cmd[:h.keyEnd]...)
+	b = append(b, h.cmd[h.keyEnd:h.headEnd]...) // the head
+	b = append(b, h.cmd[:h.keyEnd]...)
+	b = append(b, h.cmd[h.headEnd:]...)
+	for _, c := range h.others {
+		b = append(b, c.cmd[:c.keyEnd]...)
 		b = append(b, c.cmd[c.headEnd:]...)
 	}
 	return b
@@ -529,6 +562,13 @@ func (pc *pconn) send(c *Call) error {
 	return nil
 }
 
+// holdOwed is how many commands Redis must still owe replies to for a connection to
+// hold its queued calls (Options.Hold), and holdFull how many queued calls end a hold.
+const (
+	holdOwed = 2
+	holdFull = 64
+)
+
 // flush writes what is queued, again and again while callers keep queueing. Calls of a
 // Merge that may share a command are merged as they are taken.
 func (pc *pconn) flush() {
@@ -539,6 +579,13 @@ func (pc *pconn) flush() {
 			pc.mu.Unlock()
 			return
 		}
+		if pc.holds() {
+			pc.writing = false
+			pc.held.Store(true)
+			pc.mu.Unlock()
+			return
+		}
+		pc.held.Store(false)
 		q := pc.queued
 		pc.queued = pc.spareQueued[:0]
 		cmds := pc.form(pc.cmds[:0], q)
@@ -564,6 +611,39 @@ func (pc *pconn) flush() {
 		}
 		pc.spare = b
 	}
+}
+
+// holds reports, under mu, whether what is queued is to be held (Options.Hold), and arms
+// holdTimer for a hold that begins.
+func (pc *pconn) holds() bool {
+	hold := pc.p.opt.Hold
+	if hold <= 0 || pc.owed.len() < holdOwed || len(pc.queued) >= holdFull || time.Since(pc.queued[0].sent) >= hold {
+		return false
+	}
+	if !pc.held.Load() {
+		if pc.holdTimer == nil {
+			pc.holdTimer = time.AfterFunc(hold, pc.unhold)
+		} else {
+			pc.holdTimer.Reset(hold)
+		}
+	}
+	return true
+}
+
+// unhold writes what is held, if anything and nobody is writing: called by holdTimer, and
+// by the reader after each reply (written once fewer than holdOwed commands are owed).
+func (pc *pconn) unhold() {
+	if !pc.held.Load() {
+		return // nothing held: no lock taken
+	}
+	pc.mu.Lock()
+	if !pc.held.Load() || pc.writing || pc.err != nil {
+		pc.mu.Unlock()
+		return
+	}
+	pc.writing = true
+	pc.mu.Unlock()
+	pc.flush()
 }
 
 // mergeLookBack is how many of the commands formed last form looks through for one that a
@@ -622,6 +702,9 @@ func (pc *pconn) fail(err error) {
 		return
 	}
 	pc.err = err
+	if pc.holdTimer != nil {
+		pc.holdTimer.Stop()
+	}
 	owed := pc.owed.takeAll()
 	queued := pc.queued
 	pc.queued = nil
@@ -709,6 +792,7 @@ func (pc *pconn) readLoop() {
 			return
 		}
 		c.answer(replyErr)
+		pc.unhold()
 		if pc.drained() {
 			pc.fail(ErrClosed)
 			return

@@ -5,7 +5,8 @@
 // Concurrent callers queue their encoded commands, and whichever caller finds no write in
 // progress writes everything queued in one syscall, looping while more arrived meanwhile
 // (flat combining): commands that arrive together share a write without a writer goroutine
-// to wake. Calls of one Merge (a script that decides any number of keys) queued together
+// to wake. With Options.Hold, what is queued while Redis still owes replies to two earlier
+// commands is held (bounded by Hold) until it has answered all but one, so it merges deeper. Calls of one Merge (a script that decides any number of keys) queued together
 // are written as one EVALSHA, and its reply is split among them. One reader goroutine per connection reads the replies, which
 // Redis sends in order, and hands each to its caller. Against go-redis this saves a
 // command object, boxed arguments and replies, and a goroutine handoff per call
@@ -104,6 +105,12 @@ type Options struct {
 	ReadTimeout time.Duration
 	// WriteTimeout bounds each write.
 	WriteTimeout time.Duration
+	// Hold, when positive, lets a connection hold its queued calls, for at most this long,
+	// while Redis still owes it replies to holdOwed earlier commands or more: they are then
+	// written together once Redis has answered all but one of those (it is never left
+	// idle), so calls of a Merge merge deeper. Never while fewer are owed: a call with little
+	// else in flight is written at once.
+	Hold time.Duration
 }
 
 // Pool holds one Pipe per node address, and the reader goroutines of their connections.

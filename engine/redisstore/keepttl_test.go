@@ -1,0 +1,63 @@
+package redisstore
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/leashd/leash/engine"
+	"github.com/leashd/leash/testkit"
+)
+
+// TestCounterTTLFollowsWindow: a window counter written again in the same window keeps its
+// TTL (SET KEEPTTL: the same expiry instant), and one written in a later window gets the
+// TTL of that window, also when both writes share one merged call.
+func TestCounterTTLFollowsWindow(t *testing.T) {
+	t.Parallel()
+	for _, alg := range []engine.Algorithm{engine.FixedWindow, engine.SlidingWindow} {
+		t.Run(alg.String(), func(t *testing.T) {
+			t.Parallel()
+			const W = 60_000
+			start := time.UnixMilli(1_000_000 * W).Add(10 * time.Second) // 10 s into a window
+			clock := testkit.NewFakeClock(start)
+			s := singleStore(t, clock)
+			ctx := context.Background()
+			sp := engine.Spend{Counter: engine.Counter{Account: "a", Namespace: "ns", Key: "k", Algorithm: alg, WindowMS: W}, Limit: 100, Cost: 1}
+			key := s.keys.counter(sp.Counter)
+			// The expiry each write should give, in ms from now: the state's end (the
+			// window's, or the next one's for sliding_window) plus the test clock's slack.
+			life := func() int64 {
+				end := (clock.NowMS()/W + 1) * W
+				if alg == engine.SlidingWindow {
+					end += W
+				}
+				return end - clock.NowMS() + testSlack
+			}
+			check := func(what string, want int64) {
+				t.Helper()
+				got, err := s.client.PTTL(ctx, key).Result()
+				if err != nil {
+					t.Fatal(err)
+				}
+				if ms := got.Milliseconds(); ms > want || ms < want-2000 {
+					t.Fatalf("%s: PTTL %d ms, want about %d", what, ms, want)
+				}
+			}
+			spend := func() {
+				t.Helper()
+				if d, err := s.Spend(ctx, sp); err != nil || !d.Allowed {
+					t.Fatalf("spend: %+v, %v", d, err)
+				}
+			}
+			spend()
+			first := life()
+			check("first write", first)
+			clock.Advance(20 * time.Second) // same window: the expiry instant stands
+			spend()
+			check("same window", first)
+			clock.Advance(W*time.Millisecond + 15*time.Second) // the next window, 45 s into it
+			spend()
+			check("next window", life())
+		})
+	}
+}
