@@ -358,6 +358,14 @@ func decodeError(body []byte, err error) error {
 	}
 	if se, ok := errors.AsType[*jsontext.SyntacticError](err); ok {
 		if errors.Is(se.Err, jsontext.ErrDuplicateName) {
+			// The decoder can meet a repeated name before a syntax error later in the
+			// body (`{{"a":0,"a"`); a body that is not JSON is reported as such.
+			var v any
+			if err := json.Unmarshal(body, &v, jsontext.AllowDuplicateNames(true)); err != nil {
+				if se, ok := errors.AsType[*jsontext.SyntacticError](err); ok {
+					return syntaxError(body, se)
+				}
+			}
 			field, _ := fieldPath(se.JSONPointer)
 			return engine.Invalid("duplicate field \"" + field + "\"")
 		}
