@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -54,4 +55,35 @@ func ReplaceFile(t testing.TB, path, content string) {
 	if err := os.Rename(tmp, path); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// TableRows returns the body rows, as lines, of the Markdown table in the file at path
+// that starts with a header line beginning with header, the first such after the line
+// heading; it fails t when either is missing.
+func TableRows(t testing.TB, path, heading, header string) []string {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := string(data)
+	i := strings.Index(s, heading)
+	if i < 0 {
+		t.Fatalf("%s: no heading %q", path, heading)
+	}
+	s = s[i:]
+	j := strings.Index(s, header)
+	if j < 0 {
+		t.Fatalf("%s: no table %q after %q", path, header, heading)
+	}
+	var rows []string
+	for n, line := range strings.Split(s[j:], "\n") {
+		if !strings.HasPrefix(line, "|") {
+			break
+		}
+		if n >= 2 { // the header and the separator
+			rows = append(rows, line)
+		}
+	}
+	return rows
 }

@@ -1,39 +1,22 @@
 package rls_test
 
 import (
-	"os"
 	"regexp"
 	"slices"
 	"strings"
 	"testing"
 
 	"github.com/leashd/leash/config"
+	"github.com/leashd/leash/testkit"
 )
 
 // migrationTable returns the rows of the migration table in a document: the first table
 // after heading, as (peer variables, Leash keys) per row.
 func migrationTable(t *testing.T, path, heading string) [][2][]string {
 	t.Helper()
-	data, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := string(data)
-	i := strings.Index(s, heading)
-	if i < 0 {
-		t.Fatalf("%s: no heading %q", path, heading)
-	}
-	s = s[i:]
-	s = s[strings.Index(s, "| the peer's variable |"):]
 	code := regexp.MustCompile("`([^`]+)`")
 	var rows [][2][]string
-	for n, line := range strings.Split(s, "\n") {
-		if !strings.HasPrefix(line, "|") {
-			break
-		}
-		if n < 2 { // header and separator
-			continue
-		}
+	for _, line := range testkit.TableRows(t, path, heading, "| the peer's variable |") {
 		cells := strings.Split(line, "|")
 		var row [2][]string
 		for c := 0; c < 2; c++ {

@@ -1,7 +1,6 @@
 package peerenv_test
 
 import (
-	"os"
 	"regexp"
 	"slices"
 	"strings"
@@ -9,6 +8,7 @@ import (
 
 	"github.com/leashd/leash/config"
 	"github.com/leashd/leash/internal/peerenv"
+	"github.com/leashd/leash/testkit"
 )
 
 // peerVariables are the variables of envoyproxy/ratelimit's src/settings/settings.go
@@ -243,8 +243,8 @@ func TestTableMatchesSpec(t *testing.T) {
 	if got, want := sorted(names), sorted(append(slices.Clone(peerVariables), extra...)); !slices.Equal(got, want) {
 		t.Errorf("Settings names\n%v\nwant the peer's variables\n%v", got, want)
 	}
-	spec := table(t, "../../docs/spec.md", "### §9.17 ")
-	doc := table(t, "../../docs/envoy.md", "## Migrating from envoyproxy/ratelimit")
+	spec := testkit.TableRows(t, "../../docs/spec.md", "### §9.17 ", "| the peer's variable |")
+	doc := testkit.TableRows(t, "../../docs/envoy.md", "## Migrating from envoyproxy/ratelimit", "| the peer's variable |")
 	if !slices.Equal(spec, doc) {
 		t.Error("the tables of docs/spec.md §9.17 and docs/envoy.md differ")
 	}
@@ -269,29 +269,3 @@ func TestTableMatchesSpec(t *testing.T) {
 }
 
 func sorted(s []string) []string { s = slices.Clone(s); slices.Sort(s); return s }
-
-// table returns the rows of the first table after heading, as lines.
-func table(t *testing.T, path, heading string) []string {
-	t.Helper()
-	data, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := string(data)
-	i := strings.Index(s, heading)
-	if i < 0 {
-		t.Fatalf("%s: no heading %q", path, heading)
-	}
-	s = s[i:]
-	s = s[strings.Index(s, "| the peer's variable |"):]
-	var rows []string
-	for n, line := range strings.Split(s, "\n") {
-		if !strings.HasPrefix(line, "|") {
-			break
-		}
-		if n >= 2 {
-			rows = append(rows, line)
-		}
-	}
-	return rows
-}
