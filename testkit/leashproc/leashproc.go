@@ -5,6 +5,7 @@ package leashproc
 import (
 	"bufio"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"os"
@@ -14,6 +15,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -114,7 +116,11 @@ func StartAs(t testing.TB, bin string, args []string, env ...string) *Proc {
 	p := &Proc{Stdout: new(testkit.SyncBuffer), Exited: make(chan error, 1)}
 	p.Cmd = exec.Command(bin, args...)
 	p.Cmd.Env = append(Environ(), env...)
-	p.Cmd.Stdout = p.Stdout
+	stdout, stdoutW, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.Cmd.Stdout = stdoutW
 	stderr, err := p.Cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -122,6 +128,8 @@ func StartAs(t testing.TB, bin string, args []string, env ...string) *Proc {
 	if err := p.Cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
+	_ = stdoutW.Close()
+	quiet := p.readStdout(stdout)
 	ready := make(chan struct{})
 	go func() {
 		sc := bufio.NewScanner(stderr)
@@ -161,12 +169,52 @@ func StartAs(t testing.TB, bin string, args []string, env ...string) *Proc {
 	select {
 	case <-ready:
 		p.URL = "http://" + p.HTTP
+		// What leash printed before it logged "leash serving" is in the pipe: wait until
+		// it has been read, so that Stdout holds it.
+		quiet()
 	case err := <-p.Exited:
 		t.Fatalf("leash exited at start: %v", err)
 	case <-time.After(20 * time.Second):
 		t.Fatal("leash did not start")
 	}
 	return p
+}
+
+// readStdout copies the process's standard output into p.Stdout until it ends. It returns
+// a function that waits until every byte written to it so far has been copied: a read
+// that times out empty proves the pipe held nothing during the whole read, so the first
+// one to end after the call began came after everything written before the call.
+func (p *Proc) readStdout(r *os.File) (drained func()) {
+	var timeouts atomic.Int64
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		defer r.Close()
+		buf := make([]byte, 32<<10)
+		for {
+			_ = r.SetReadDeadline(time.Now().Add(20 * time.Millisecond))
+			n, err := r.Read(buf)
+			if n > 0 {
+				_, _ = p.Stdout.Write(buf[:n])
+			}
+			switch {
+			case errors.Is(err, os.ErrDeadlineExceeded):
+				timeouts.Add(1)
+			case err != nil:
+				return
+			}
+		}
+	}()
+	return func() {
+		seen := timeouts.Load()
+		for timeouts.Load() == seen {
+			select {
+			case <-done:
+				return
+			case <-time.After(5 * time.Millisecond):
+			}
+		}
+	}
 }
 
 // Stop sends SIGTERM and waits for the process to exit, failing the test when it has not
