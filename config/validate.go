@@ -343,18 +343,7 @@ func validateAccounts(c *Config, errs *errList) {
 	for i := range c.Accounts {
 		a := &c.Accounts[i]
 		path := index("accounts", i)
-		switch {
-		case a.ID == "":
-			errs.add(path+".id", "is required")
-		case !engine.ValidAccountID(a.ID):
-			errs.add(path+".id", "%q must match [a-z0-9][a-z0-9_-]{0,63}", a.ID)
-		default:
-			if j, dup := ids[a.ID]; dup {
-				errs.add(path+".id", "account %q is already defined by accounts[%d]", a.ID, j)
-			} else {
-				ids[a.ID] = i
-			}
-		}
+		validateID(path, "account", "accounts", a.ID, i, ids, errs)
 		if a.Plan == "" {
 			errs.add(path+".plan", "is required")
 		} else if _, ok := c.Plans[a.Plan]; !ok {
@@ -363,6 +352,23 @@ func validateAccounts(c *Config, errs *errList) {
 		validateKeys(path, fmt.Sprintf("%s (%q)", path, a.ID), a.APIKeys, a.APIKeySHA256, keys, errs)
 	}
 	validateOperators(c, keys, errs)
+}
+
+// validateID checks the id of entry i of list (accounts or operators): present, of the
+// form of spec §2.1, and not that of an earlier entry; ids maps each id to its entry.
+func validateID(path, kind, list, id string, i int, ids map[string]int, errs *errList) {
+	switch {
+	case id == "":
+		errs.add(path+".id", "is required")
+	case !engine.ValidAccountID(id):
+		errs.add(path+".id", "%q must match [a-z0-9][a-z0-9_-]{0,63}", id)
+	default:
+		if j, dup := ids[id]; dup {
+			errs.add(path+".id", "%s %q is already defined by %s[%d]", kind, id, list, j)
+		} else {
+			ids[id] = i
+		}
+	}
 }
 
 // validateKeys checks one holder's keys in both forms (spec §2.2), normalising digests to
@@ -411,18 +417,7 @@ func validateOperators(c *Config, keys map[[32]byte]string, errs *errList) {
 	for i := range c.Operators {
 		o := &c.Operators[i]
 		path := index("operators", i)
-		switch {
-		case o.ID == "":
-			errs.add(path+".id", "is required")
-		case !engine.ValidAccountID(o.ID):
-			errs.add(path+".id", "%q must match [a-z0-9][a-z0-9_-]{0,63}", o.ID)
-		default:
-			if j, dup := ids[o.ID]; dup {
-				errs.add(path+".id", "operator %q is already defined by operators[%d]", o.ID, j)
-			} else {
-				ids[o.ID] = i
-			}
-		}
+		validateID(path, "operator", "operators", o.ID, i, ids, errs)
 		validateKeys(path, fmt.Sprintf("%s (%q)", path, o.ID), o.APIKeys, o.APIKeySHA256, keys, errs)
 	}
 }
