@@ -8,13 +8,13 @@ import (
 )
 
 // TestConformanceSingle runs the shared conformance suite, unchanged, against one Redis
-// node (the harness's, or LEASH_TEST_REDIS_URL). The suite's fake clock drives the scripts
-// through Options.Clock.
+// node (the harness's, or LEASH_TEST_REDIS_URL), every request decided in Redis. The
+// suite's fake clock drives the scripts through Options.Clock.
 func TestConformanceSingle(t *testing.T) {
 	t.Parallel()
 	url := singleURL(t)
 	storetest.Run(t, func(t *testing.T, clock engine.Clock) engine.Store {
-		return openStore(t, Options{URL: url, Clock: clock})
+		return openStore(t, Options{URL: url, Clock: clock, Reserve: ReserveOptions{Off: true}})
 	})
 }
 
@@ -24,6 +24,29 @@ func TestConformanceCluster(t *testing.T) {
 	t.Parallel()
 	c := sharedCluster(t)
 	storetest.Run(t, func(t *testing.T, clock engine.Clock) engine.Store {
-		return openStore(t, Options{ClusterAddrs: c.Addrs(), Clock: clock})
+		return openStore(t, Options{ClusterAddrs: c.Addrs(), Clock: clock, Reserve: ReserveOptions{Off: true}})
+	})
+}
+
+// eager reserves on every counter's first request and down to the last unit, so the suite
+// runs through reservations (reserve.go) wherever a window counter is spent on.
+var eager = ReserveOptions{From: 1, Share: 2, Hits: 1}
+
+// TestConformanceSingleReserving runs the suite with eager reservations on one node.
+func TestConformanceSingleReserving(t *testing.T) {
+	t.Parallel()
+	url := singleURL(t)
+	storetest.Run(t, func(t *testing.T, clock engine.Clock) engine.Store {
+		return openStore(t, Options{URL: url, Clock: clock, Reserve: eager})
+	})
+}
+
+// TestConformanceClusterReserving runs the suite with eager reservations on a 3-master
+// Cluster.
+func TestConformanceClusterReserving(t *testing.T) {
+	t.Parallel()
+	c := sharedCluster(t)
+	storetest.Run(t, func(t *testing.T, clock engine.Clock) engine.Store {
+		return openStore(t, Options{ClusterAddrs: c.Addrs(), Clock: clock, Reserve: eager})
 	})
 }

@@ -15,9 +15,15 @@ func (s *Store) Spend(ctx context.Context, sp engine.Spend) (engine.Decision, er
 	if err := sp.Validate(); err != nil {
 		return engine.Decision{}, fmt.Errorf("redisstore: spend: %w", err)
 	}
+	key := s.keys.counter(sp.Counter)
+	if s.reserve != nil {
+		if d, ok, err := s.reserve.spend(ctx, &sp, key); ok || err != nil {
+			return d, err
+		}
+	}
 	code := spendCode(&sp)
 	var buf [4]int64 // the reply, without a heap allocation
-	keys := []string{s.keys.counter(sp.Counter)}
+	keys := []string{key}
 	args := [...]arg{strArg(s.nowArg()), intArg(s.slack), strArg(code), intArg(sp.Limit), intArg(sp.Counter.WindowMS), intArg(sp.Cost)}
 	lua := s.scripts.spend
 	if s.crossSlot {
@@ -46,6 +52,14 @@ func (s *Store) SpendAll(ctx context.Context, spends []engine.Spend, out []engin
 		return fmt.Errorf("redisstore: spend all: %w", err)
 	}
 	n := len(spends)
+	if s.reserve != nil {
+		// A slice's unspent units go back first, so the call sees the counts as they are.
+		for i := range spends {
+			if err := s.reserve.giveBack(ctx, s.keys.counter(spends[i].Counter), spends[i]); err != nil {
+				return err
+			}
+		}
+	}
 	keys := make([]string, n)
 	args := make([]arg, 0, 2+4*n)
 	args = append(args, strArg(s.nowArg()), intArg(s.slack))
@@ -87,8 +101,18 @@ func (s *Store) Reset(ctx context.Context, c engine.Counter) (bool, error) {
 		return false, fmt.Errorf("redisstore: reset: %w", err)
 	}
 	code := algCode(c.Algorithm)
+	key := s.keys.counter(c)
+	keys := []string{key}
+	if c.Algorithm == engine.FixedWindow || c.Algorithm == engine.SlidingWindow {
+		keys = append(keys, key+":g") // its generation moves on (reserve.go)
+	}
+	if s.reserve != nil {
+		if err := s.reserve.drop(ctx, key); err != nil {
+			return false, err
+		}
+	}
 	ctx = s.opCtx(ctx)
-	cmd, err := s.eval(ctx, s.scripts.reset, []string{s.keys.counter(c)}, s.nowArg(), s.slack, code, c.WindowMS)
+	cmd, err := s.eval(ctx, s.scripts.reset, keys, s.nowArg(), s.slack, code, c.WindowMS)
 	if err != nil {
 		return false, err
 	}

@@ -61,7 +61,67 @@ func (m *model) spend(alg engine.Algorithm, now, limit, window, cost int64, over
 func TestScriptsMatchAlgo(t *testing.T) {
 	t.Parallel()
 	clock := testkit.NewFakeClock(time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC))
-	s := singleStore(t, clock)
+	matchAlgo(t, clock, openStore(t, Options{URL: singleURL(t), Clock: clock, Reserve: ReserveOptions{Off: true}}))
+}
+
+// TestReservedMatchAlgo: the same sequences with eager reservations (reserve.go): a
+// counter's requests decided from its slice, here, give Redis's verdict, remaining and
+// reset to the unit and the millisecond.
+func TestReservedMatchAlgo(t *testing.T) {
+	t.Parallel()
+	clock := testkit.NewFakeClock(time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC))
+	s := openStore(t, Options{URL: singleURL(t), Clock: clock, Reserve: eager})
+	matchAlgo(t, clock, s)
+	// Traffic a slice covers: small costs, limits with room, time moving in small steps,
+	// now and then a window's end, a new limit, an overdraft or a reset.
+	ctx := context.Background()
+	rng := rand.New(rand.NewPCG(3, 4))
+	for _, alg := range []engine.Algorithm{engine.FixedWindow, engine.SlidingWindow} {
+		for ci := range 8 {
+			w := []int64{1000, 60_000, 3_600_000}[ci%3]
+			limit := []int64{100, 1000, 1_000_000}[rng.IntN(3)]
+			clock.SetMS(int64(1_700_000_000_000) + rng.Int64N(1<<40))
+			counter := engine.Counter{Account: "acct", Namespace: "ns", Key: "hot" + string(rune('a'+ci)), Algorithm: alg, WindowMS: w}
+			var m model
+			for step := range 400 {
+				clock.SetMS(clock.NowMS() + rng.Int64N(w/100+1))
+				cost, over := 1+rng.Int64N(3), false
+				switch rng.IntN(50) {
+				case 0:
+					clock.SetMS(clock.NowMS() + rng.Int64N(w))
+				case 1:
+					limit = []int64{50, 100, 1000, 1_000_000}[rng.IntN(4)]
+				case 2:
+					over, cost = true, rng.Int64N(2*limit)
+				case 3:
+					cost = 0
+				case 4:
+					if _, err := s.Reset(ctx, counter); err != nil {
+						t.Fatal(err)
+					}
+					m = model{}
+				}
+				now := clock.NowMS()
+				want := m.spend(alg, now, limit, w, cost, over)
+				got, err := s.Spend(ctx, engine.Spend{Counter: counter, Limit: limit, Cost: cost, Overdraft: over})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if got.Allowed != want.Allowed || got.Remaining != want.Remaining || got.ResetMS != want.ResetMS || got.NowMS != now {
+					t.Fatalf("%v W=%d L=%d c=%d over=%v now=%d step %d: store {allowed %v remaining %d reset %d now %d}, algo {allowed %v remaining %d reset %d}",
+						alg, w, limit, cost, over, now, step, got.Allowed, got.Remaining, got.ResetMS, got.NowMS, want.Allowed, want.Remaining, want.ResetMS)
+				}
+			}
+		}
+	}
+	local, calls := s.ReserveStats()
+	t.Logf("%d decided from a slice, %d reserve calls", local, calls)
+	if local < 3000 || calls < 100 {
+		t.Fatalf("%d decided from a slice, %d reserve calls: the sequences do not exercise reservations", local, calls)
+	}
+}
+
+func matchAlgo(t *testing.T, clock *testkit.FakeClock, s *Store) {
 	ctx := context.Background()
 	rng := rand.New(rand.NewPCG(1, 2))
 

@@ -154,7 +154,7 @@ func runMerged(t *testing.T, o Options, tweak ...func(*Store)) (calls, commands 
 // with its copies on one node.
 func TestConformanceMergedSingle(t *testing.T) {
 	t.Parallel()
-	calls, commands := runMerged(t, Options{URL: singleURL(t)})
+	calls, commands := runMerged(t, Options{URL: singleURL(t), Reserve: ReserveOptions{Off: true}})
 	t.Logf("%d calls in %d commands", calls, commands)
 	if commands*2 > calls {
 		t.Fatalf("%d calls in %d commands: Spend requests sent together were not merged", calls, commands)
@@ -173,7 +173,7 @@ func TestConformanceMergedCluster(t *testing.T) {
 			t.Fatal("a Redis 7 Cluster: Spend does not merge across slots")
 		}
 	}
-	calls, commands := runMerged(t, Options{ClusterAddrs: c.Addrs()}, crossSlot)
+	calls, commands := runMerged(t, Options{ClusterAddrs: c.Addrs(), Reserve: ReserveOptions{Off: true}}, crossSlot)
 	t.Logf("%d calls in %d commands", calls, commands)
 	if commands*2 > calls {
 		t.Fatalf("%d calls in %d commands: Spend requests for one master were not merged across slots", calls, commands)
@@ -186,7 +186,7 @@ func TestConformanceMergedCluster(t *testing.T) {
 func TestConformanceMergedClusterPerSlot(t *testing.T) {
 	t.Parallel()
 	c := sharedCluster(t)
-	calls, commands := runMerged(t, Options{ClusterAddrs: c.Addrs()}, func(s *Store) { s.crossSlot = false })
+	calls, commands := runMerged(t, Options{ClusterAddrs: c.Addrs(), Reserve: ReserveOptions{Off: true}}, func(s *Store) { s.crossSlot = false })
 	t.Logf("%d calls in %d commands", calls, commands)
 }
 
@@ -194,11 +194,31 @@ func TestConformanceMergedClusterPerSlot(t *testing.T) {
 // spend_x.lua, the Cluster's cross-slot form (its keys are arguments).
 func TestConformanceMergedSingleArgKeys(t *testing.T) {
 	t.Parallel()
-	calls, commands := runMerged(t, Options{URL: singleURL(t)}, func(s *Store) { s.crossSlot = true })
+	calls, commands := runMerged(t, Options{URL: singleURL(t), Reserve: ReserveOptions{Off: true}}, func(s *Store) { s.crossSlot = true })
 	t.Logf("%d calls in %d commands", calls, commands)
 	if commands*2 > calls {
 		t.Fatalf("%d calls in %d commands: Spend requests sent together were not merged", calls, commands)
 	}
+}
+
+// TestConformanceMergedSingleReserving: the merged conformance run with eager
+// reservations (reserve.go): reserve calls merged with each other, their copies' requests
+// decided from slices of their own.
+func TestConformanceMergedSingleReserving(t *testing.T) {
+	t.Parallel()
+	calls, commands := runMerged(t, Options{URL: singleURL(t), Reserve: eager})
+	t.Logf("%d calls in %d commands", calls, commands)
+	if commands*2 > calls {
+		t.Fatalf("%d calls in %d commands: reserve calls sent together were not merged", calls, commands)
+	}
+}
+
+// TestConformanceMergedClusterReserving: the same on a 3-master Cluster.
+func TestConformanceMergedClusterReserving(t *testing.T) {
+	t.Parallel()
+	c := sharedCluster(t)
+	calls, commands := runMerged(t, Options{ClusterAddrs: c.Addrs(), Reserve: eager})
+	t.Logf("%d calls in %d commands", calls, commands)
 }
 
 // TestMergedSpendsOneSlotCluster: on a Cluster, concurrent Spend requests on counters of

@@ -47,6 +47,7 @@ type Store struct {
 	sentinel     bool          // Sentinel: the pipe dials whichever node the sentinels name master
 	crossSlot    bool          // Cluster of Redis >= 7.0: Spend merges across slots (hotpath.go)
 	undecided    atomic.Int64  // Spend requests a cross-slot call left undecided, sent again (counters.go)
+	reserve      *reservations // hot counters' slices (reserve.go); nil when ReserveOptions.Off
 	closed       atomic.Bool
 
 	stop      context.CancelFunc
@@ -106,6 +107,10 @@ type Options struct {
 
 	// Logger receives start-up progress and warnings; default slog.Default().
 	Logger *slog.Logger
+
+	// Reserve tunes the local reservations of hot counters (reserve.go); the zero value
+	// is the production setting, and Reserve.Off turns them off.
+	Reserve ReserveOptions
 
 	// Clock is FOR TESTS ONLY. When nil (always, in production) every script takes the
 	// time from Redis TIME, so all instances share one clock whatever their own clocks
@@ -185,6 +190,14 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 		defer s.wg.Done()
 		s.rules.poll(bg)
 	}()
+	if !opts.Reserve.Off {
+		s.reserve = newReservations(s, opts.Reserve)
+		s.wg.Add(1)
+		go func() {
+			defer s.wg.Done()
+			s.reserve.run(bg)
+		}()
+	}
 	return s, nil
 }
 
@@ -414,6 +427,12 @@ func (s *Store) ping(ctx context.Context) error {
 // Close stops the rule-cache poller and closes the connections. It is idempotent.
 func (s *Store) Close() error {
 	s.closeOnce.Do(func() {
+		if s.reserve != nil {
+			// Every unspent slice goes back while the pipes are still open.
+			ctx, cancel := context.WithTimeout(context.Background(), s.opTimeout)
+			s.reserve.sweep(ctx, true)
+			cancel()
+		}
 		s.closed.Store(true)
 		if s.stop != nil {
 			s.stop()

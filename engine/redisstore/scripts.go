@@ -26,6 +26,8 @@ var (
 	luaSpend string
 	//go:embed lua/spend_x.lua
 	luaSpendX string
+	//go:embed lua/reserve.lua
+	luaReserve string
 	//go:embed lua/spend_all.lua
 	luaSpendAll string
 	//go:embed lua/reset.lua
@@ -84,7 +86,7 @@ type scriptSet struct {
 	// spendX is spend's form for merging across the slots of a Redis 7 Cluster master
 	// (hotpath.go: crossSlotMerge); not in all(): it is loaded only there.
 	spendX                                                                                  *script
-	spend, spendAll, reset, acquire, release, renew, rulesGet, rulesPut, rulesDel, usageAdd *script
+	reserve, spend, spendAll, reset, acquire, release, renew, rulesGet, rulesPut, rulesDel, usageAdd *script
 	outboxEnqueue, outboxClaim, outboxAck, outboxRetry                                      *script
 	demandReport, demandDrop                                                                *script
 	accounts, rulesNamespaces, leasesHeld                                                   *script
@@ -95,7 +97,10 @@ func newScriptSet() *scriptSet {
 	spend.merge = &respipe.Merge{Sha: spend.Hash(), Head: 2, Width: 4, Reply: 4, Max: maxMerged}
 	spendX := newScript(crossSlotFlag + luaPrelude + luaDecide + luaSpendCore + luaSpendX)
 	spendX.merge = &respipe.Merge{Sha: spendX.Hash(), Head: 2, Width: 4, Reply: 4, Max: maxMerged, ArgKeys: true}
+	reserve := newScript(luaPrelude + luaDecide + luaReserve)
+	reserve.merge = &respipe.Merge{Sha: reserve.Hash(), Head: 4, Width: 8, Reply: 9, Max: maxMerged}
 	return &scriptSet{
+		reserve:  reserve,
 		spendX:   spendX,
 		spend:    spend,
 		spendAll: newScript(luaPrelude + luaDecide + luaSpendAll),
@@ -123,7 +128,7 @@ func newScriptSet() *scriptSet {
 }
 
 func (s *scriptSet) all() []*script {
-	return []*script{s.spend, s.spendAll, s.reset, s.acquire, s.release, s.renew, s.rulesGet, s.rulesPut, s.rulesDel, s.usageAdd,
+	return []*script{s.reserve, s.spend, s.spendAll, s.reset, s.acquire, s.release, s.renew, s.rulesGet, s.rulesPut, s.rulesDel, s.usageAdd,
 		s.outboxEnqueue, s.outboxClaim, s.outboxAck, s.outboxRetry, s.demandReport, s.demandDrop, s.accounts, s.rulesNamespaces, s.leasesHeld}
 }
 

@@ -1,6 +1,6 @@
 -- reset: clear one counter (POST /v1/limit/reset).
 --
--- KEYS[1]  the counter key
+-- KEYS[1]  the counter key; KEYS[2] its generation (reserve.lua), fixed and sliding windows
 -- ARGV     now ('t' = TIME), slack (unused), algorithm ('f', 's', 't'), window W
 -- returns  1 if the counter held unexpired state, else 0
 --
@@ -14,6 +14,16 @@ if not v then
   return 0
 end
 redis.call('DEL', KEYS[1])
+if KEYS[2] then
+  -- A new generation: a slice reserved before this reset is never given back to the
+  -- counts after it. Instants only grow, so a generation that expired is not seen again;
+  -- it outlives every slice of the cleared windows (2 W).
+  local g = tonumber(redis.call('GET', KEYS[2]) or '0') + 1
+  if g < now then
+    g = now
+  end
+  redis.call('SET', KEYS[2], int(g), 'PX', int(2 * W + 1000 + tonumber(ARGV[2])))
+end
 local expires = nil
 if alg == 'f' then
   local a = string.match(v, '^(%-?%d+):%-?%d+$')

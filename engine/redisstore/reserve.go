@@ -1,0 +1,455 @@
+package redisstore
+
+import (
+	"context"
+	"errors"
+	"hash/maphash"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/leashd/leash/engine"
+	"github.com/leashd/leash/engine/algo"
+)
+
+// Reservations (spec §4.13, docs/redis.md "Reservations"): a fixed_window or
+// sliding_window counter that this instance spends on often (hot: ReserveOptions.Hits
+// requests, each within reserveHotWithin of the one before) takes, with a request Redis
+// allows, a slice of what is left (lua/reserve.lua: at most 1/Share of the remaining, none
+// below From). Later requests are decided here, by engine/algo on the counter's state as
+// Redis returned it, while the slice covers their cost and the window is the slice's; a
+// request it cannot cover goes to Redis with the unspent part given back, in the same
+// call. So nothing is admitted that Redis did not count, and on one instance every verdict,
+// remaining and reset is the one Redis would give; other instances see the unspent slices
+// as spent (at most a slice per instance and counter, given back within reserveIdle of
+// the last request, or when the window ends).
+//
+// A counter's calls to Redis are one at a time while it holds a slice (requests wait for
+// the call in flight, then decide on its slice); a counter without one is spent the usual
+// way (Spend's merged call), so a cold or nearly spent counter costs nothing more.
+
+// ReserveOptions tune reservations; the zero value is the production setting.
+type ReserveOptions struct {
+	// Off decides every request in Redis.
+	Off bool
+	// From is the least a counter must have left, after a request, to reserve a slice;
+	// default 1024.
+	From int64
+	// Share: a slice is at most 1/Share of what is left; default 16.
+	Share int64
+	// Hits is how many requests in a row, each within reserveHotWithin of the last, make a
+	// counter hot; default 2 (the second request reserves).
+	Hits int
+}
+
+const (
+	reserveHotWithin  = 2 * time.Second
+	reserveIdle       = time.Second // an unspent slice goes back this long after the last request
+	reserveSweepEvery = 250 * time.Millisecond
+	reserveFirstWant  = 32      // the first slice asked for, in costs
+	reserveMaxWant    = 1 << 16 // units
+	reserveShards     = 64
+	reserveMaxEntries = 1 << 17 // counters followed, over all shards
+	reserveGiveBacks  = 64      // give-back calls in flight at once
+)
+
+// reservations follows the counters this instance spends on and holds their slices.
+type reservations struct {
+	s      *Store
+	opts   ReserveOptions
+	seed   maphash.Seed
+	shards [reserveShards]resShard
+	n      atomic.Int64 // counters followed, over all shards
+	local  atomic.Int64 // requests decided from a slice
+	calls  atomic.Int64 // reserve calls (give-backs included)
+}
+
+// ReserveStats counts, since Open, the requests decided from a slice and the calls to
+// Redis that reserved or gave back (reserve.go); zero when reservations are off.
+func (s *Store) ReserveStats() (local, calls int64) {
+	if s.reserve == nil {
+		return 0, 0
+	}
+	return s.reserve.local.Load(), s.reserve.calls.Load()
+}
+
+type resShard struct {
+	mu sync.Mutex
+	m  map[string]*resEntry
+}
+
+// resEntry is one counter: its slice, if any, and how often it is spent on. Its fields
+// are guarded by its shard's mutex.
+type resEntry struct {
+	limit, windowMS int64
+	sliding         bool
+	// The slice: units reserved and units spent from it, of window win and the counter's
+	// generation gen; curr and prev are the counter's state without the unspent units.
+	slice, used, win, gen, curr, prev int64
+	// The store's clock: baseMS at base, at most latMS old when it arrived (test clock:
+	// unused).
+	baseMS, latMS int64
+	base          time.Time
+	// Demand.
+	hits     int
+	seen     time.Time // the last request
+	low      bool      // the last call reserved nothing for lack of budget, in window lowWin
+	lowWin   int64
+	want     int64         // the next slice asked for, in units
+	busy     chan struct{} // closed when the call in flight ends; nil when none is
+	reserved time.Time     // when the slice was granted
+}
+
+func newReservations(s *Store, o ReserveOptions) *reservations {
+	if o.From <= 0 {
+		o.From = 1024
+	}
+	if o.Share <= 0 {
+		o.Share = 16
+	}
+	if o.Hits <= 0 {
+		o.Hits = 2
+	}
+	r := &reservations{s: s, opts: o, seed: maphash.MakeSeed()}
+	for i := range r.shards {
+		r.shards[i].m = make(map[string]*resEntry)
+	}
+	return r
+}
+
+func (r *reservations) shard(key string) *resShard {
+	return &r.shards[maphash.String(r.seed, key)%reserveShards]
+}
+
+// nowMS is the store's clock for a local decision on e: the test clock, or the reply's
+// clock advanced by the time since, plus the call's latency, so it is never behind Redis.
+func (r *reservations) nowMS(e *resEntry, now time.Time) int64 {
+	if r.s.clock != nil {
+		return r.s.clock.Now().UnixMilli()
+	}
+	return e.baseMS + now.Sub(e.base).Milliseconds() + e.latMS
+}
+
+// errReserveGone: the counter was let go (Reset) while a request waited for it.
+var errReserveGone = errors.New("redisstore: counter reset while waiting")
+
+// spend decides sp on counter key: ok false means Spend's usual call is to decide it.
+func (r *reservations) spend(ctx context.Context, sp *engine.Spend, key string) (d engine.Decision, ok bool, err error) {
+	alg := sp.Counter.Algorithm
+	eligible := !sp.Overdraft && (alg == engine.FixedWindow || alg == engine.SlidingWindow)
+	sh := r.shard(key)
+	sh.mu.Lock()
+	e := sh.m[key]
+	for e != nil && e.busy != nil {
+		ch := e.busy
+		sh.mu.Unlock()
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return engine.Decision{}, false, ctx.Err()
+		}
+		sh.mu.Lock()
+		e = sh.m[key]
+	}
+	now := time.Now()
+	if e == nil {
+		if eligible && r.n.Load() < reserveMaxEntries {
+			r.n.Add(1)
+			sh.m[key] = &resEntry{hits: 1, seen: now, windowMS: sp.Counter.WindowMS, sliding: alg == engine.SlidingWindow}
+		}
+		sh.mu.Unlock()
+		return engine.Decision{}, false, nil
+	}
+	if eligible && e.slice > 0 && e.limit == sp.Limit && e.used+sp.Cost <= e.slice {
+		nowMS := r.nowMS(e, now)
+		if d, ok := e.local(sp, nowMS); ok {
+			e.seen = now
+			sh.mu.Unlock()
+			r.local.Add(1)
+			return d, true, nil
+		}
+	}
+	if now.Sub(e.seen) <= reserveHotWithin {
+		e.hits++
+	} else {
+		e.hits = 1
+	}
+	e.seen = now
+	back := e.slice - e.used
+	reserve := eligible && sp.Cost > 0 && sp.Limit-sp.Cost >= r.opts.From && e.hits >= r.opts.Hits
+	if reserve && e.low && e.lowWin == floorDiv(r.estimateMS(e, now), e.windowMS) {
+		reserve = false
+	}
+	if back <= 0 && !reserve {
+		sh.mu.Unlock()
+		return engine.Decision{}, false, nil
+	}
+	want := int64(0)
+	if reserve {
+		want = e.nextWant(sp.Cost, now)
+	}
+	call := resCall{back: max(back, 0), win: e.win, gen: e.gen, want: want}
+	e.slice, e.used = 0, 0
+	ch := make(chan struct{})
+	e.busy = ch
+	sh.mu.Unlock()
+
+	t0 := time.Now()
+	rep, err := r.s.reserveCall(ctx, key, sp, call)
+	t1 := time.Now()
+
+	sh.mu.Lock()
+	e.busy = nil
+	close(ch)
+	if err == nil {
+		e.granted(sp, rep, want, t1, t1.Sub(t0))
+	}
+	sh.mu.Unlock()
+	if err != nil {
+		return engine.Decision{}, false, err
+	}
+	return engine.Decision{Allowed: rep.allowed, Limit: sp.Limit, Remaining: rep.remaining, ResetMS: rep.resetMS, NowMS: rep.nowMS}, true, nil
+}
+
+// estimateMS is nowMS for an entry that may hold no clock yet (then: Redis's last known
+// time is unknown, and the window check of low is skipped by returning a past instant).
+func (r *reservations) estimateMS(e *resEntry, now time.Time) int64 {
+	if r.s.clock == nil && e.base.IsZero() {
+		return -1
+	}
+	return r.nowMS(e, now)
+}
+
+// local decides sp from e's slice at nowMS, when the slice covers it in its window.
+func (e *resEntry) local(sp *engine.Spend, nowMS int64) (engine.Decision, bool) {
+	if floorDiv(nowMS, e.windowMS) != e.win {
+		return engine.Decision{}, false
+	}
+	var res algo.Result
+	if e.sliding {
+		var st algo.SlidingState
+		st, res = algo.SlidingWindow(algo.SlidingState{Window: e.win, Curr: e.curr, Prev: e.prev}, nowMS, sp.Limit, e.windowMS, sp.Cost)
+		if !res.Allowed {
+			return engine.Decision{}, false
+		}
+		e.curr = st.Curr
+	} else {
+		var st algo.FixedState
+		st, res = algo.FixedWindow(algo.FixedState{Window: e.win, Count: e.curr}, nowMS, sp.Limit, e.windowMS, sp.Cost)
+		if !res.Allowed {
+			return engine.Decision{}, false
+		}
+		e.curr = st.Count
+	}
+	e.used += sp.Cost
+	return engine.Decision{Allowed: true, Limit: sp.Limit, Remaining: res.Remaining, ResetMS: res.ResetMS, NowMS: nowMS}, true
+}
+
+// nextWant is the slice to ask for: reserveFirstWant costs at first, twice the last when
+// that lasted under reserveIdle, at most reserveMaxWant units (and never below the cost).
+func (e *resEntry) nextWant(cost int64, now time.Time) int64 {
+	switch {
+	case e.want == 0:
+		e.want = reserveFirstWant * cost
+	case !e.reserved.IsZero() && now.Sub(e.reserved) < reserveIdle:
+		e.want *= 2
+	}
+	e.want = min(max(e.want, cost), reserveMaxWant)
+	return e.want
+}
+
+// granted records a reserve call's reply on e.
+func (e *resEntry) granted(sp *engine.Spend, rep resReply, want int64, at time.Time, took time.Duration) {
+	e.baseMS, e.base, e.latMS = rep.nowMS, at, (took.Nanoseconds()+999_999)/1_000_000
+	e.low = want > 0 && rep.slice == 0
+	e.lowWin = floorDiv(rep.nowMS, e.windowMS)
+	if rep.slice > 0 {
+		e.limit, e.slice, e.used = sp.Limit, rep.slice, 0
+		e.win, e.curr, e.prev, e.gen = rep.window, rep.count, rep.prev, rep.gen
+		e.reserved = at
+	}
+}
+
+// resCall is what a reserve call gives back and asks for, besides the request.
+type resCall struct {
+	back, win, gen, want int64
+}
+
+// resReply is reserve.lua's answer to one request.
+type resReply struct {
+	allowed                         bool
+	remaining, resetMS, nowMS       int64
+	slice, window, count, prev, gen int64
+}
+
+// floorDiv is floor(a/b) for b > 0.
+func floorDiv(a, b int64) int64 {
+	q := a / b
+	if (a%b != 0) && (a < 0) {
+		q--
+	}
+	return q
+}
+
+// reserveCall runs one request of lua/reserve.lua: give back, decide sp, reserve.
+func (s *Store) reserveCall(ctx context.Context, key string, sp *engine.Spend, c resCall) (resReply, error) {
+	s.reserve.calls.Add(1)
+	var buf [9]int64
+	args := [...]arg{strArg(s.nowArg()), intArg(s.slack), intArg(s.reserve.opts.From), intArg(s.reserve.opts.Share),
+		strArg(spendCode(sp)), intArg(sp.Limit), intArg(sp.Counter.WindowMS), intArg(sp.Cost),
+		intArg(c.back), intArg(c.win), intArg(c.gen), intArg(c.want)}
+	r, err := s.runHot(ctx, s.scripts.reserve, buf[:0], []string{key}, args[:]...)
+	if err != nil {
+		return resReply{}, err
+	}
+	if len(r) != 9 {
+		return resReply{}, errors.New("redisstore: reserve: malformed script reply")
+	}
+	return resReply{allowed: r[0] == 1, remaining: r[1], resetMS: r[2], nowMS: r[3],
+		slice: r[4], window: r[5], count: r[6], prev: r[7], gen: r[8]}, nil
+}
+
+// giveBack returns e's unspent slice to Redis (a reserve call that decides nothing) and
+// lets the counter go; it waits for any call in flight first. The caller holds no lock.
+func (r *reservations) giveBack(ctx context.Context, key string, sp engine.Spend) error {
+	sh := r.shard(key)
+	sh.mu.Lock()
+	e := sh.m[key]
+	for e != nil && e.busy != nil {
+		ch := e.busy
+		sh.mu.Unlock()
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		sh.mu.Lock()
+		e = sh.m[key]
+	}
+	if e == nil {
+		sh.mu.Unlock()
+		return nil
+	}
+	delete(sh.m, key)
+	r.n.Add(-1)
+	back, c := e.slice-e.used, resCall{win: e.win, gen: e.gen}
+	sh.mu.Unlock()
+	if back <= 0 {
+		return nil
+	}
+	c.back = back
+	sp.Cost, sp.Overdraft, sp.Limit = 0, false, e.limit
+	_, err := r.s.reserveCall(ctx, key, &sp, c)
+	return err
+}
+
+// drop lets the counter go without giving anything back (Reset clears it in Redis).
+func (r *reservations) drop(ctx context.Context, key string) error {
+	sh := r.shard(key)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	e := sh.m[key]
+	for e != nil && e.busy != nil {
+		ch := e.busy
+		sh.mu.Unlock()
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			sh.mu.Lock()
+			return ctx.Err()
+		}
+		sh.mu.Lock()
+		e = sh.m[key]
+	}
+	if e != nil {
+		delete(sh.m, key)
+		r.n.Add(-1)
+	}
+	return nil
+}
+
+// sweep gives back the slices idle for reserveIdle or whose window has ended (a fixed
+// window's are dropped: its count no longer matters), and forgets counters not spent on
+// for reserveHotWithin. all gives back every slice (Close).
+func (r *reservations) sweep(ctx context.Context, all bool) {
+	type ret struct {
+		key string
+		sp  engine.Spend
+		c   resCall
+		e   *resEntry
+		sh  *resShard
+		ch  chan struct{}
+	}
+	var rets []ret
+	now := time.Now()
+	for i := range r.shards {
+		sh := &r.shards[i]
+		sh.mu.Lock()
+		for key, e := range sh.m {
+			if e.busy != nil {
+				continue
+			}
+			idle := now.Sub(e.seen)
+			if e.slice > 0 {
+				ended := floorDiv(r.nowMS(e, now), e.windowMS) != e.win
+				if !all && !ended && idle < reserveIdle {
+					continue
+				}
+				if back := e.slice - e.used; back > 0 && (!ended || e.sliding) {
+					alg := engine.FixedWindow
+					if e.sliding {
+						alg = engine.SlidingWindow
+					}
+					ch := make(chan struct{})
+					e.busy = ch // the counter's next call waits for the give-back
+					rets = append(rets, ret{key: key, sp: engine.Spend{Counter: engine.Counter{Algorithm: alg, WindowMS: e.windowMS}, Limit: e.limit},
+						c: resCall{back: back, win: e.win, gen: e.gen}, e: e, sh: sh, ch: ch})
+				}
+				e.slice, e.used = 0, 0
+				e.want = max(e.want/2, 0)
+				continue
+			}
+			if all || idle > reserveHotWithin {
+				delete(sh.m, key)
+				r.n.Add(-1)
+			}
+		}
+		sh.mu.Unlock()
+	}
+	if len(rets) == 0 {
+		return
+	}
+	sem := make(chan struct{}, reserveGiveBacks)
+	var wg sync.WaitGroup
+	for i := range rets {
+		sem <- struct{}{}
+		wg.Add(1)
+		go func(rt *ret) {
+			defer func() { <-sem; wg.Done() }()
+			defer func() {
+				rt.sh.mu.Lock()
+				rt.e.busy = nil
+				close(rt.ch)
+				rt.sh.mu.Unlock()
+			}()
+			if _, err := r.s.reserveCall(ctx, rt.key, &rt.sp, rt.c); err != nil && ctx.Err() == nil {
+				r.s.log.Debug("redis store: giving back a slice failed; it is spent", "err", err)
+			}
+		}(&rets[i])
+	}
+	wg.Wait()
+}
+
+// run sweeps every reserveSweepEvery until ctx ends.
+func (r *reservations) run(ctx context.Context) {
+	t := time.NewTicker(reserveSweepEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			r.sweep(ctx, false)
+		}
+	}
+}

@@ -1,0 +1,240 @@
+package redisstore
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/leashd/leash/engine"
+	"github.com/leashd/leash/testkit"
+	"github.com/leashd/leash/testkit/redistest"
+)
+
+// Reservations (reserve.go): many instances hammering one counter never admit more than
+// its limit, every admission is counted in Redis, unspent slices come back, and a reset
+// on one instance is never undone by another's give-back.
+
+// counted reads what Redis has counted on c in its current window, with a store that
+// decides everything in Redis: limit minus the remaining of a cost-0 look.
+func counted(t *testing.T, o Options, c engine.Counter, limit int64) int64 {
+	t.Helper()
+	o.Reserve = ReserveOptions{Off: true}
+	s := openStore(t, o)
+	d, err := s.Spend(context.Background(), engine.Spend{Counter: c, Limit: limit})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return limit - d.Remaining
+}
+
+// TestReservationsNeverOverAdmit: 4 instances with 16 goroutines each ask 3× a counter's
+// limit on one fixed_window and one sliding_window counter. No more than the limit is
+// admitted, the instances reserve and decide from slices, and once they close (giving
+// back what they did not spend) Redis's count is exactly what they admitted.
+func TestReservationsNeverOverAdmit(t *testing.T) {
+	t.Parallel()
+	for _, topo := range []string{"single", "cluster"} {
+		for _, alg := range []engine.Algorithm{engine.FixedWindow, engine.SlidingWindow} {
+			t.Run(topo+"/"+alg.String(), func(t *testing.T) {
+				t.Parallel()
+				o := Options{Prefix: uniquePrefix()}
+				if topo == "single" {
+					o.URL = singleURL(t)
+				} else {
+					o.ClusterAddrs = sharedCluster(t).Addrs()
+				}
+				const instances, workers, limit = 4, 16, 20_000
+				c := engine.Counter{Account: "a", Namespace: "ns", Key: "hot", Algorithm: alg, WindowMS: 3_600_000}
+				var admitted, asked atomic.Int64
+				var wg sync.WaitGroup
+				stores := make([]*Store, instances)
+				for i := range stores {
+					s, err := Open(context.Background(), withLogger(o))
+					if err != nil {
+						t.Fatal(err)
+					}
+					stores[i] = s
+					for range workers {
+						wg.Go(func() {
+							for asked.Add(1) <= 3*limit {
+								d, err := s.Spend(context.Background(), engine.Spend{Counter: c, Limit: limit, Cost: 1})
+								if err != nil {
+									t.Error(err)
+									return
+								}
+								if d.Allowed {
+									admitted.Add(1)
+								}
+							}
+						})
+					}
+				}
+				wg.Wait()
+				var local, calls int64
+				for _, s := range stores {
+					l, n := s.ReserveStats()
+					local, calls = local+l, calls+n
+					if err := s.Close(); err != nil { // gives back what it did not spend
+						t.Fatal(err)
+					}
+				}
+				got := counted(t, o, c, limit)
+				t.Logf("%d admitted of %d asked; %d decided from slices, %d reserve calls; Redis counts %d",
+					admitted.Load(), 3*limit, local, calls, got)
+				if admitted.Load() > limit {
+					t.Errorf("%d admitted over a limit of %d", admitted.Load(), limit)
+				}
+				if got != admitted.Load() {
+					t.Errorf("Redis counts %d for %d admitted: a slice was not given back, or an admission not counted", got, admitted.Load())
+				}
+				if local < limit/2 {
+					t.Errorf("only %d decided from slices", local)
+				}
+			})
+		}
+	}
+}
+
+// withLogger is o with the tests' quiet logger.
+func withLogger(o Options) Options {
+	o.Logger = quietLogger()
+	return o
+}
+
+// TestReservationIdleGivenBack: a slice this instance stops spending from goes back to
+// Redis within reserveIdle and a sweep: another instance then sees the exact count.
+func TestReservationIdleGivenBack(t *testing.T) {
+	t.Parallel()
+	o := Options{URL: singleURL(t), Prefix: uniquePrefix()}
+	a := openStore(t, Options{URL: o.URL, Prefix: o.Prefix, Reserve: ReserveOptions{From: 1, Share: 2, Hits: 2}})
+	c := engine.Counter{Account: "a", Namespace: "ns", Key: "idle", Algorithm: engine.SlidingWindow, WindowMS: 3_600_000}
+	const limit = 1000
+	for range 3 {
+		if d, err := a.Spend(context.Background(), engine.Spend{Counter: c, Limit: limit, Cost: 1}); err != nil || !d.Allowed {
+			t.Fatal(d, err)
+		}
+	}
+	if local, _ := a.ReserveStats(); local != 1 {
+		t.Fatalf("%d decided from a slice, want 1 (the third request)", local)
+	}
+	if got := counted(t, o, c, limit); got <= 3 {
+		t.Fatalf("Redis counts %d while a slice is held: nothing was reserved", got)
+	}
+	testkit.Eventually(t, "the idle slice given back", 3*time.Second, func() bool { return counted(t, o, c, limit) == 3 })
+}
+
+// TestReservationResetElsewhere: a slice reserved on instance A before instance B resets
+// the counter is not taken off B's counts after the reset when A gives it back.
+func TestReservationResetElsewhere(t *testing.T) {
+	t.Parallel()
+	for _, alg := range []engine.Algorithm{engine.FixedWindow, engine.SlidingWindow} {
+		t.Run(alg.String(), func(t *testing.T) {
+			t.Parallel()
+			o := Options{URL: singleURL(t), Prefix: uniquePrefix()}
+			ctx := context.Background()
+			a, err := Open(ctx, withLogger(Options{URL: o.URL, Prefix: o.Prefix, Reserve: eager}))
+			if err != nil {
+				t.Fatal(err)
+			}
+			b := openStore(t, Options{URL: o.URL, Prefix: o.Prefix, Reserve: ReserveOptions{Off: true}})
+			c := engine.Counter{Account: "a", Namespace: "ns", Key: "reset", Algorithm: alg, WindowMS: 3_600_000}
+			const limit = 100
+			for range 2 {
+				if d, err := a.Spend(ctx, engine.Spend{Counter: c, Limit: limit, Cost: 1}); err != nil || !d.Allowed {
+					t.Fatal(d, err)
+				}
+			}
+			if held := counted(t, o, c, limit); held <= 2 {
+				t.Fatalf("Redis counts %d: A reserved nothing", held)
+			}
+			if _, err := b.Reset(ctx, c); err != nil {
+				t.Fatal(err)
+			}
+			for range 40 {
+				if d, err := b.Spend(ctx, engine.Spend{Counter: c, Limit: limit, Cost: 1}); err != nil || !d.Allowed {
+					t.Fatal(d, err)
+				}
+			}
+			if err := a.Close(); err != nil { // gives its slice back
+				t.Fatal(err)
+			}
+			if got := counted(t, o, c, limit); got != 40 {
+				t.Fatalf("after A gave back its slice, Redis counts %d of B's 40 since the reset", got)
+			}
+		})
+	}
+}
+
+// TestReserveCallsCut: merged reserve calls cut inside a reply (a proxy that drops the
+// connection) fail, and never admit what Redis did not count: each counter's count in
+// Redis covers every admission made on it, whatever the cut left unanswered.
+func TestReserveCallsCut(t *testing.T) {
+	t.Parallel()
+	srv := redistest.StartServer(t, false)
+	px := redistest.StartProxy(t, srv.Addr())
+	o := Options{URL: px.URL(), Prefix: uniquePrefix()}
+	s := openStore(t, Options{URL: o.URL, Prefix: o.Prefix, Reserve: eager})
+	ctx := context.Background()
+	const callers, limit, rounds = 24, 1000, 6
+	counter := func(attempt, i int) engine.Counter {
+		return engine.Counter{Account: "a", Namespace: "ns", Key: fmt.Sprintf("cut-%d-%d", attempt, i), Algorithm: engine.FixedWindow, WindowMS: 3_600_000}
+	}
+	for attempt := 0; ; attempt++ {
+		// Each counter is followed (its first request, decided the usual way), so the next
+		// request of each is a reserve call.
+		for i := range callers {
+			if _, err := s.Spend(ctx, engine.Spend{Counter: counter(attempt, i), Limit: limit, Cost: 1}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		before := s.pipes.Stats()
+		px.CutAfter(30) // inside the first reply
+		admitted := make([]atomic.Int64, callers)
+		var failed atomic.Int64
+		var wg sync.WaitGroup
+		start := make(chan struct{})
+		for i := range callers {
+			wg.Go(func() {
+				<-start
+				for range rounds {
+					d, err := s.Spend(ctx, engine.Spend{Counter: counter(attempt, i), Limit: limit, Cost: 1})
+					switch {
+					case err != nil:
+						failed.Add(1)
+					case d.Allowed:
+						admitted[i].Add(1)
+					default:
+						t.Errorf("denied under the limit: %+v", d)
+					}
+				}
+			})
+		}
+		close(start)
+		wg.Wait()
+		px.CutAfter(-1)
+		st := s.pipes.Stats()
+		merged := st.Commands-before.Commands < st.Calls-before.Calls
+		if failed.Load() < 2 || !merged {
+			if attempt == 50 {
+				t.Fatal("no merged reserve call was cut")
+			}
+			continue
+		}
+		var total int64
+		for i := range callers {
+			got := counted(t, Options{URL: "redis://" + srv.Addr() + "/0", Prefix: o.Prefix}, counter(attempt, i), limit)
+			if got < 1+admitted[i].Load() {
+				t.Fatalf("counter %d: Redis counts %d for %d admitted (and the first request)", i, got, admitted[i].Load())
+			}
+			total += admitted[i].Load()
+		}
+		t.Logf("attempt %d: %d admitted, %d failed", attempt, total, failed.Load())
+		if total+failed.Load() != callers*rounds {
+			t.Fatalf("%d answers for %d requests", total+failed.Load(), callers*rounds)
+		}
+		break
+	}
+}
