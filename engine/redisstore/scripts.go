@@ -85,11 +85,11 @@ const maxMerged = 64
 type scriptSet struct {
 	// spendX is spend's form for merging across the slots of a Redis 7 Cluster master
 	// (hotpath.go: crossSlotMerge); not in all(): it is loaded only there.
-	spendX                                                                                  *script
+	spendX                                                                                           *script
 	reserve, spend, spendAll, reset, acquire, release, renew, rulesGet, rulesPut, rulesDel, usageAdd *script
-	outboxEnqueue, outboxClaim, outboxAck, outboxRetry                                      *script
-	demandReport, demandDrop                                                                *script
-	accounts, rulesNamespaces, leasesHeld                                                   *script
+	outboxEnqueue, outboxClaim, outboxAck, outboxRetry                                               *script
+	demandReport, demandDrop                                                                         *script
+	accounts, rulesNamespaces, leasesHeld                                                            *script
 }
 
 func newScriptSet() *scriptSet {
