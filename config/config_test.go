@@ -52,7 +52,7 @@ func defaults() *Config {
 		Admin:   Admin{Addr: ":9090"},
 		Store: Store{
 			Backend: "memory",
-			Redis: Redis{URL: "redis://127.0.0.1:6379/0", Prefix: "leash",
+			Redis: Redis{URL: "redis://127.0.0.1:6379/0", Prefix: "leash", Reservations: true,
 				DialTimeout: 500 * time.Millisecond, ReadTimeout: 500 * time.Millisecond, WriteTimeout: 500 * time.Millisecond},
 			Memory: Memory{MaxEntries: 1_000_000},
 		},
@@ -102,6 +102,7 @@ func TestEnvOverrides(t *testing.T) {
 		{"nested string", "", []string{"LEASH_STORE_REDIS_URL=rediss://cache:6380/1"}, func(c *Config) any { return c.Store.Redis.URL }, "rediss://cache:6380/1"},
 		{"int", "", []string{"LEASH_STORE_MEMORY_MAX_ENTRIES=42"}, func(c *Config) any { return c.Store.Memory.MaxEntries }, 42},
 		{"int wait_replicas", "", []string{"LEASH_STORE_REDIS_WAIT_REPLICAS=1"}, func(c *Config) any { return c.Store.Redis.WaitReplicas }, 1},
+		{"bool reservations", "", []string{"LEASH_STORE_REDIS_RESERVATIONS=false"}, func(c *Config) any { return c.Store.Redis.Reservations }, false},
 		{"duration", "", []string{"LEASH_SHUTDOWN_DRAIN_DELAY=5s"}, func(c *Config) any { return c.Shutdown.DrainDelay }, 5 * time.Second},
 		{"duration webhooks", "", []string{"LEASH_WEBHOOKS_BACKOFF_MAX=90s"}, func(c *Config) any { return c.Webhooks.BackoffMax }, 90 * time.Second},
 		{"redis timeout", "", []string{"LEASH_STORE_REDIS_READ_TIMEOUT=2s"}, func(c *Config) any { return c.Store.Redis.ReadTimeout }, 2 * time.Second},

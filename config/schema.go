@@ -99,6 +99,7 @@ func schema() *node {
 				"username":      leaf(kString, nil),
 				"password":      leaf(kString, nil),
 				"wait_replicas": leaf(kInt, 0),
+				"reservations":  leaf(kBool, true),
 				"tls": object(map[string]*node{
 					"ca_file":   leaf(kString, nil),
 					"cert_file": leaf(kString, nil),

@@ -52,6 +52,7 @@ func openRedisStore(ctx context.Context, redisCfg config.Redis, registry *metric
 	}
 	opts := redisstore.Options{
 		Prefix: redisCfg.Prefix, Username: redisCfg.Username, Password: redisCfg.Password, WaitReplicas: redisCfg.WaitReplicas,
+		Reserve:     redisstore.ReserveOptions{Off: !redisCfg.Reservations},
 		DialTimeout: redisCfg.DialTimeout, ReadTimeout: redisCfg.ReadTimeout, WriteTimeout: redisCfg.WriteTimeout,
 		PoolSize: redisCfg.PoolSize, Logger: log, TLS: tlsCfg,
 	}

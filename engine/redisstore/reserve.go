@@ -13,15 +13,15 @@ import (
 )
 
 // Reservations (spec §4.13, docs/redis.md "Reservations"): a fixed_window or
-// sliding_window counter that this instance spends on often (hot: ReserveOptions.Hits
-// requests, each within reserveHotWithin of the one before) takes, with a request Redis
+// sliding_window counter that this instance spends on again and again (hot:
+// ReserveOptions.Hits requests, each within reserveHotWithin of the one before) takes, with a request Redis
 // allows, a slice of what is left (lua/reserve.lua: at most 1/Share of the remaining, none
 // below From). Later requests are decided here, by engine/algo on the counter's state as
 // Redis returned it, while the slice covers their cost and the window is the slice's; a
 // request it cannot cover goes to Redis with the unspent part given back, in the same
 // call. So nothing is admitted that Redis did not count, and on one instance every verdict,
 // remaining and reset is the one Redis would give; other instances see the unspent slices
-// as spent (at most a slice per instance and counter, given back within reserveIdle of
+// as spent (at most a slice per instance and counter, given back within Idle of
 // the last request, or when the window ends).
 //
 // A counter's calls to Redis are one at a time while it holds a slice (requests wait for
@@ -40,11 +40,20 @@ type ReserveOptions struct {
 	// Hits is how many requests in a row, each within reserveHotWithin of the last, make a
 	// counter hot; default 2 (the second request reserves).
 	Hits int
+	// Idle is how long after a counter's last request its unspent slice goes back;
+	// default 10 s.
+	Idle time.Duration
 }
 
 const (
-	reserveHotWithin  = 2 * time.Second
-	reserveIdle       = time.Second // an unspent slice goes back this long after the last request
+	// A counter is followed while it is spent on at least every reserveHotWithin; its
+	// slice goes back ReserveOptions.Idle (reserveIdle) after the last request. Both are long enough for a
+	// counter spent on every few seconds (3,000/s over 10,000 keys: every 3.3 s) to keep
+	// one, and a slice held while idle costs other instances at most 1/Share of what was
+	// left.
+	reserveHotWithin  = 10 * time.Second
+	reserveIdle       = 10 * time.Second
+	reserveQuick      = time.Second // a slice spent faster than this makes the next one twice as big
 	reserveSweepEvery = 250 * time.Millisecond
 	reserveFirstWant  = 32      // the first slice asked for, in costs
 	reserveMaxWant    = 1 << 16 // units
@@ -109,6 +118,9 @@ func newReservations(s *Store, o ReserveOptions) *reservations {
 	}
 	if o.Hits <= 0 {
 		o.Hits = 2
+	}
+	if o.Idle <= 0 {
+		o.Idle = reserveIdle
 	}
 	r := &reservations{s: s, opts: o, seed: maphash.MakeSeed()}
 	for i := range r.shards {
@@ -246,12 +258,12 @@ func (e *resEntry) local(sp *engine.Spend, nowMS int64) (engine.Decision, bool) 
 }
 
 // nextWant is the slice to ask for: reserveFirstWant costs at first, twice the last when
-// that lasted under reserveIdle, at most reserveMaxWant units (and never below the cost).
+// that lasted under reserveQuick, at most reserveMaxWant units (and never below the cost).
 func (e *resEntry) nextWant(cost int64, now time.Time) int64 {
 	switch {
 	case e.want == 0:
 		e.want = reserveFirstWant * cost
-	case !e.reserved.IsZero() && now.Sub(e.reserved) < reserveIdle:
+	case !e.reserved.IsZero() && now.Sub(e.reserved) < reserveQuick:
 		e.want *= 2
 	}
 	e.want = min(max(e.want, cost), reserveMaxWant)
@@ -368,7 +380,7 @@ func (r *reservations) drop(ctx context.Context, key string) error {
 	return nil
 }
 
-// sweep gives back the slices idle for reserveIdle or whose window has ended (a fixed
+// sweep gives back the slices idle for ReserveOptions.Idle or whose window has ended (a fixed
 // window's are dropped: its count no longer matters), and forgets counters not spent on
 // for reserveHotWithin. all gives back every slice (Close).
 func (r *reservations) sweep(ctx context.Context, all bool) {
@@ -392,7 +404,7 @@ func (r *reservations) sweep(ctx context.Context, all bool) {
 			idle := now.Sub(e.seen)
 			if e.slice > 0 {
 				ended := floorDiv(r.nowMS(e, now), e.windowMS) != e.win
-				if !all && !ended && idle < reserveIdle {
+				if !all && !ended && idle < r.opts.Idle {
 					continue
 				}
 				if back := e.slice - e.used; back > 0 && (!ended || e.sliding) {

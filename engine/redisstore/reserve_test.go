@@ -105,11 +105,11 @@ func withLogger(o Options) Options {
 }
 
 // TestReservationIdleGivenBack: a slice this instance stops spending from goes back to
-// Redis within reserveIdle and a sweep: another instance then sees the exact count.
+// Redis within ReserveOptions.Idle and a sweep: another instance then sees the exact count.
 func TestReservationIdleGivenBack(t *testing.T) {
 	t.Parallel()
 	o := Options{URL: singleURL(t), Prefix: uniquePrefix()}
-	a := openStore(t, Options{URL: o.URL, Prefix: o.Prefix, Reserve: ReserveOptions{From: 1, Share: 2, Hits: 2}})
+	a := openStore(t, Options{URL: o.URL, Prefix: o.Prefix, Reserve: ReserveOptions{From: 1, Share: 2, Hits: 2, Idle: 300 * time.Millisecond}})
 	c := engine.Counter{Account: "a", Namespace: "ns", Key: "idle", Algorithm: engine.SlidingWindow, WindowMS: 3_600_000}
 	const limit = 1000
 	for range 3 {
