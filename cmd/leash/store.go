@@ -82,6 +82,14 @@ func openRedisStore(ctx context.Context, redisCfg config.Redis, registry *metric
 			Name: "leash_redis_pool_timeouts_total",
 			Help: "Waits for a free Redis connection that timed out.",
 		}, func() float64 { return float64(s.PoolStats().Timeouts) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "leash_redis_reserved_decisions_total",
+			Help: "Requests decided from a slice this instance reserved, without a call to Redis (spec §4.13).",
+		}, func() float64 { local, _ := s.ReserveStats(); return float64(local) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "leash_redis_reserve_calls_total",
+			Help: "Calls to Redis that reserved a slice or gave one back (spec §4.13).",
+		}, func() float64 { _, calls := s.ReserveStats(); return float64(calls) }),
 	)
 	return s, nil
 }

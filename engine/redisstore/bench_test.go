@@ -125,6 +125,48 @@ func BenchmarkMergedSpendScript(b *testing.B) {
 	}
 }
 
+// BenchmarkSpendScriptByAlgorithm is spend.lua alone, 50 requests to a call over 10,000
+// counters, per algorithm (docs/performance.md):
+//
+//	go test -run='^$' -bench=BenchmarkSpendScriptByAlgorithm -benchtime=200000x ./engine/redisstore/
+func BenchmarkSpendScriptByAlgorithm(b *testing.B) {
+	url := singleURL(b)
+	for _, alg := range []engine.Algorithm{engine.FixedWindow, engine.SlidingWindow, engine.TokenBucket} {
+		b.Run(alg.String(), func(b *testing.B) {
+			s := openStore(b, Options{URL: url, Prefix: uniquePrefix()})
+			ctx := context.Background()
+			if err := s.scripts.spend.Load(ctx, s.client).Err(); err != nil {
+				b.Fatal(err)
+			}
+			const width = 50
+			redis0 := redisCPU()
+			b.ResetTimer()
+			k := 0
+			for n := 0; n < b.N; {
+				p := s.client.Pipeline()
+				for j := 0; j < 20 && n < b.N; j++ {
+					keys := make([]string, width)
+					args := []any{"t", 0}
+					for q := range keys {
+						k++
+						keys[q] = s.keys.counter(engine.Counter{Account: "acme", Namespace: "api", Key: fmt.Sprintf("user:%d", k%10_000), Algorithm: alg, WindowMS: 60_000})
+						args = append(args, algCode(alg), 1_000_000_000, 60_000, 1)
+					}
+					s.scripts.spend.EvalSha(ctx, p, keys, args...)
+					n += width
+				}
+				if _, err := p.Exec(ctx); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.StopTimer()
+			if redis0 >= 0 {
+				b.ReportMetric(float64((redisCPU()-redis0).Microseconds())/float64(b.N), "redis-cpu-µs/decision")
+			}
+		})
+	}
+}
+
 // BenchmarkDecisionRoad is the figure of docs/redis.md ("Why the pipe stays") that decides which
 // road decisions take to Redis:
 //

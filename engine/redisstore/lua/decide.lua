@@ -17,6 +17,11 @@
 --   t: "tat_ms:tat_rem:limit"      TAT = tat_ms + tat_rem/limit ms (GCRA)
 local MAXCOUNT = 2000000000 -- algo.MaxCount
 local DEBTWINDOWS = 1000 -- algo.MaxDebtWindows
+-- A token bucket's expiry is its TAT rounded up to a whole TTLGRAIN ms, so writes whose
+-- TAT rounds to the same instant keep the key's TTL (SET KEEPTTL). The grain is at most
+-- the production slack (1,000 ms), so a key written with an exact expiry (ceil(TAT) +
+-- slack, as before this rounding) also outlives any TAT of its grain.
+local TTLGRAIN = 1000
 
 -- addcost is the instant ms + rem/L advanced by c*W/L ms (algo.addCost).
 local function addcost(ms, rem, c, L, W)
@@ -171,10 +176,16 @@ local function decide(v, alg, L, W, c, now, slack)
   elseif alg == 't' then
     -- algo.TokenBucket
     local ms, rem, sl = 0, 0, 0
+    local grain = nil -- the grain of the stored expiry, when a value is stored
     if v then
       local a, b, d = string.match(v, '^(%-?%d+):(%-?%d+):(%-?%d+)$')
       if a then
         ms, rem, sl = tonumber(a), tonumber(b), tonumber(d)
+        local e = ms
+        if rem > 0 then
+          e = e + 1
+        end
+        grain = math.ceil(e / TTLGRAIN)
       end
     end
     local rewritten = false
@@ -265,7 +276,13 @@ local function decide(v, alg, L, W, c, now, slack)
       if out_rem > 0 then
         e = e + 1
       end
-      val, px = string.format('%d:%d:%d', out_ms, out_rem, L), int(ttl(e, now, slack))
+      local g = math.ceil(e / TTLGRAIN)
+      val = string.format('%d:%d:%d', out_ms, out_rem, L)
+      if g == grain then
+        px = false -- the stored expiry, g * TTLGRAIN + slack or later, stands
+      else
+        px = int(ttl(g * TTLGRAIN, now, slack))
+      end
     end
     -- algo.bucketRemaining: floor((X*L - rem)/W) with X = now + W - TAT ms, clamped to [0, L].
     local x = now + W - out_ms

@@ -35,6 +35,12 @@ end
 -- intermediate stays below 2^53.
 local LIMB = 131072
 local function muldiv(a, b, d)
+  local p = a * b
+  if p < 9007199254740992 then
+    -- The product is below 2^53, so exact as a double (a double product rounds
+    -- monotonically: one of 2^53 or more never comes out below it): one fdiv.
+    return fdiv(p, d)
+  end
   if b < 68719476736 then
     local bh = math.floor(b / LIMB)
     local bl = b - bh * LIMB
