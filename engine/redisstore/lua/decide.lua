@@ -230,7 +230,24 @@ local function decide(v, alg, L, W, c, now, slack)
     local write = rewritten
     -- Spend: c*W/L = q + r/L (c <= L; a larger cost, in overdraft mode, never fits).
     if c <= L then
-      local ms2, rem2 = addcost(ms, rem, c, L, W)
+      local ms2, rem2
+      local p = c * W
+      if p < 9007199254740992 then
+        -- addcost, inline for an exact product (the common case: one division).
+        local q = math.floor(p / L)
+        local r = p - q * L
+        if r < 0 then
+          q, r = q - 1, r + L
+        elseif r >= L then
+          q, r = q + 1, r - L
+        end
+        ms2, rem2 = ms + q, rem + r
+        if rem2 >= L then
+          ms2, rem2 = ms2 + 1, rem2 - L
+        end
+      else
+        ms2, rem2 = addcost(ms, rem, c, L, W)
+      end
       local d = ms2 - now
       if d < W or (d == W and rem2 == 0) then
         allowed = 1
@@ -288,23 +305,36 @@ local function decide(v, alg, L, W, c, now, slack)
     local x = now + W - out_ms
     if x <= 0 then
       remaining = 0
-    elseif out_rem == 0 then
-      local xx = x
-      if xx > W then
-        xx = W
-      end
-      remaining = muldiv(L, xx, W)
     else
-      local xx = x - 1
+      local xx = x
+      if out_rem > 0 then
+        xx = x - 1
+      end
       if xx > W then
         xx = W
       end
-      local rq, rr = muldiv(L, xx, W)
-      rq = rq + fdiv(rr + L - out_rem, W)
-      if rq > L then
-        rq = L
+      -- floor((xx*L + (L - out_rem if out_rem > 0))/W): one division when exact.
+      local p = L * xx
+      if out_rem > 0 then
+        p = p + L - out_rem
       end
-      remaining = rq
+      if p < 9007199254740992 then
+        remaining = math.floor(p / W)
+        local r = p - remaining * W
+        if r < 0 then
+          remaining = remaining - 1
+        elseif r >= W then
+          remaining = remaining + 1
+        end
+      elseif out_rem == 0 then
+        remaining = muldiv(L, xx, W)
+      else
+        local rq, rr = muldiv(L, xx, W)
+        remaining = rq + fdiv(rr + L - out_rem, W)
+      end
+      if remaining > L then
+        remaining = L
+      end
     end
   else
     return nil
