@@ -102,10 +102,7 @@ func (s *Store) Reset(ctx context.Context, c engine.Counter) (bool, error) {
 	}
 	code := algCode(c.Algorithm)
 	key := s.keys.counter(c)
-	keys := []string{key}
-	if c.Algorithm == engine.FixedWindow || c.Algorithm == engine.SlidingWindow {
-		keys = append(keys, key+":g") // its generation moves on (reserve.go)
-	}
+	keys := []string{key, key + ":g"} // its generation moves on (reserve.go)
 	if s.reserve != nil {
 		if err := s.reserve.drop(ctx, key); err != nil {
 			return false, err

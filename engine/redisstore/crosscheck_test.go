@@ -76,7 +76,7 @@ func TestReservedMatchAlgo(t *testing.T) {
 	// now and then a window's end, a new limit, an overdraft or a reset.
 	ctx := context.Background()
 	rng := rand.New(rand.NewPCG(3, 4))
-	for _, alg := range []engine.Algorithm{engine.FixedWindow, engine.SlidingWindow} {
+	for _, alg := range []engine.Algorithm{engine.FixedWindow, engine.SlidingWindow, engine.TokenBucket} {
 		for ci := range 8 {
 			w := []int64{1000, 60_000, 3_600_000}[ci%3]
 			limit := []int64{100, 1000, 1_000_000}[rng.IntN(3)]

@@ -12,17 +12,20 @@ import (
 	"github.com/leashd/leash/engine/algo"
 )
 
-// Reservations (spec §4.13, docs/redis.md "Reservations"): a fixed_window or
-// sliding_window counter that this instance spends on again and again (hot:
-// ReserveOptions.Hits requests, each within reserveHotWithin of the one before) takes, with a request Redis
-// allows, a slice of what is left (lua/reserve.lua: at most 1/Share of the remaining, none
-// below From). Later requests are decided here, by engine/algo on the counter's state as
-// Redis returned it, while the slice covers their cost and the window is the slice's; a
-// request it cannot cover goes to Redis with the unspent part given back, in the same
-// call. So nothing is admitted that Redis did not count, and on one instance every verdict,
-// remaining and reset is the one Redis would give; other instances see the unspent slices
-// as spent (at most a slice per instance and counter, given back within Idle of
-// the last request, or when the window ends).
+// Reservations (spec §4.13, docs/redis.md "Reservations"): a counter that this instance
+// spends on again and again (hot: ReserveOptions.Hits requests, each within
+// reserveHotWithin of the one before) takes, with a request Redis allows, a slice of what
+// is left (lua/reserve.lua: at most 1/Share of the remaining, none below From). Later
+// requests are decided here, by engine/algo on the counter's state as Redis returned it,
+// while the slice covers them: a window counter's units in the slice's window; a token
+// bucket's stretch of TAT (the slots of its units, each W/L ms: a request fits while the
+// bucket's TAT after it stays in the stretch, so no unit is used before its slot, and the
+// slots of units not used in time pass unused, as in Redis). A request the slice cannot
+// cover goes to Redis with the unspent part given back, in the same call. So nothing is
+// admitted that Redis did not count, and on one instance every verdict, remaining and
+// reset is the one Redis would give; other instances see the unspent slices as spent (at
+// most a slice per instance and counter, given back within Idle of the last request, or
+// when the window or stretch ends).
 //
 // A counter's calls to Redis are one at a time while it holds a slice (requests wait for
 // the call in flight, then decide on its slice); a counter without one is spent the usual
@@ -91,10 +94,15 @@ type resShard struct {
 // are guarded by its shard's mutex.
 type resEntry struct {
 	limit, windowMS int64
-	sliding         bool
-	// The slice: units reserved and units spent from it, of window win and the counter's
-	// generation gen; curr and prev are the counter's state without the unspent units.
+	alg             engine.Algorithm
+	// The slice: units reserved (0: none held) and, for a window counter, units spent
+	// from it, of window win; curr and prev are the counter's state without the unspent
+	// units. A token bucket's slice is the stretch of TAT from the state after the request
+	// that took it to end (endMS + endRem/limit): curr and prev hold the instance's own
+	// TAT (ms, remainder), which only its requests have moved. gen is the counter's
+	// generation.
 	slice, used, win, gen, curr, prev int64
+	endMS, endRem                     int64
 	// The store's clock: baseMS at base, at most latMS old when it arrived (test clock:
 	// unused).
 	baseMS, latMS int64
@@ -148,7 +156,7 @@ var errReserveGone = errors.New("redisstore: counter reset while waiting")
 // spend decides sp on counter key: ok false means Spend's usual call is to decide it.
 func (r *reservations) spend(ctx context.Context, sp *engine.Spend, key string) (d engine.Decision, ok bool, err error) {
 	alg := sp.Counter.Algorithm
-	eligible := !sp.Overdraft && (alg == engine.FixedWindow || alg == engine.SlidingWindow)
+	eligible := !sp.Overdraft
 	sh := r.shard(key)
 	sh.mu.Lock()
 	e := sh.m[key]
@@ -167,12 +175,12 @@ func (r *reservations) spend(ctx context.Context, sp *engine.Spend, key string) 
 	if e == nil {
 		if eligible && r.n.Load() < reserveMaxEntries {
 			r.n.Add(1)
-			sh.m[key] = &resEntry{hits: 1, seen: now, windowMS: sp.Counter.WindowMS, sliding: alg == engine.SlidingWindow}
+			sh.m[key] = &resEntry{hits: 1, seen: now, windowMS: sp.Counter.WindowMS, alg: alg}
 		}
 		sh.mu.Unlock()
 		return engine.Decision{}, false, nil
 	}
-	if eligible && e.slice > 0 && e.limit == sp.Limit && e.used+sp.Cost <= e.slice {
+	if eligible && e.slice > 0 && e.limit == sp.Limit && (alg == engine.TokenBucket || e.used+sp.Cost <= e.slice) {
 		nowMS := r.nowMS(e, now)
 		if d, ok := e.local(sp, nowMS); ok {
 			e.seen = now
@@ -187,20 +195,20 @@ func (r *reservations) spend(ctx context.Context, sp *engine.Spend, key string) 
 		e.hits = 1
 	}
 	e.seen = now
-	back := e.slice - e.used
 	reserve := eligible && sp.Cost > 0 && sp.Limit-sp.Cost >= r.opts.From && e.hits >= r.opts.Hits
 	if reserve && e.low && e.lowWin == floorDiv(r.estimateMS(e, now), e.windowMS) {
 		reserve = false
 	}
-	if back <= 0 && !reserve {
+	call, back := e.giveBack()
+	if !back && !reserve {
 		sh.mu.Unlock()
 		return engine.Decision{}, false, nil
 	}
 	want := int64(0)
 	if reserve {
-		want = e.nextWant(sp.Cost, now)
+		want = e.nextWant(sp, now)
 	}
-	call := resCall{back: max(back, 0), win: e.win, gen: e.gen, want: want}
+	call.want = want
 	e.slice, e.used = 0, 0
 	ch := make(chan struct{})
 	e.busy = ch
@@ -232,34 +240,79 @@ func (r *reservations) estimateMS(e *resEntry, now time.Time) int64 {
 	return r.nowMS(e, now)
 }
 
-// local decides sp from e's slice at nowMS, when the slice covers it in its window.
+// local decides sp from e's slice at nowMS, when the slice covers it: a window counter's
+// in its window, a token bucket's when the bucket's TAT after it is still in the slice.
 func (e *resEntry) local(sp *engine.Spend, nowMS int64) (engine.Decision, bool) {
-	if floorDiv(nowMS, e.windowMS) != e.win {
-		return engine.Decision{}, false
-	}
 	var res algo.Result
-	if e.sliding {
+	switch e.alg {
+	case engine.SlidingWindow:
+		if floorDiv(nowMS, e.windowMS) != e.win {
+			return engine.Decision{}, false
+		}
 		var st algo.SlidingState
 		st, res = algo.SlidingWindow(algo.SlidingState{Window: e.win, Curr: e.curr, Prev: e.prev}, nowMS, sp.Limit, e.windowMS, sp.Cost)
 		if !res.Allowed {
 			return engine.Decision{}, false
 		}
 		e.curr = st.Curr
-	} else {
+	case engine.FixedWindow:
+		if floorDiv(nowMS, e.windowMS) != e.win {
+			return engine.Decision{}, false
+		}
 		var st algo.FixedState
 		st, res = algo.FixedWindow(algo.FixedState{Window: e.win, Count: e.curr}, nowMS, sp.Limit, e.windowMS, sp.Cost)
 		if !res.Allowed {
 			return engine.Decision{}, false
 		}
 		e.curr = st.Count
+	default:
+		var st algo.BucketState
+		st, res = algo.TokenBucket(algo.BucketState{TatMS: e.curr, TatRem: e.prev, Limit: sp.Limit}, nowMS, sp.Limit, e.windowMS, sp.Cost)
+		if !res.Allowed || st.TatMS > e.endMS || (st.TatMS == e.endMS && st.TatRem > e.endRem) {
+			return engine.Decision{}, false
+		}
+		e.curr, e.prev = st.TatMS, st.TatRem
 	}
 	e.used += sp.Cost
 	return engine.Decision{Allowed: true, Limit: sp.Limit, Remaining: res.Remaining, ResetMS: res.ResetMS, NowMS: nowMS}, true
 }
 
+// giveBack is the part of a reserve call that gives back e's slice, and whether there is
+// anything to give back.
+func (e *resEntry) giveBack() (resCall, bool) {
+	c := resCall{gen: e.gen}
+	if e.slice <= 0 {
+		return c, false
+	}
+	if e.alg == engine.TokenBucket {
+		c.b1, c.b2, c.b3, c.b4, c.b5 = e.endMS, e.endRem, e.curr, e.prev, e.limit
+		return c, true
+	}
+	if back := e.slice - e.used; back > 0 {
+		c.b1, c.b2 = back, e.win
+		return c, true
+	}
+	return c, false
+}
+
+// ended reports whether e's slice can no longer cover a request at nowMS: a window
+// counter's window has passed, a token bucket's stretch of TAT is behind.
+func (e *resEntry) ended(nowMS int64) bool {
+	if e.alg == engine.TokenBucket {
+		return nowMS >= e.endMS
+	}
+	return floorDiv(nowMS, e.windowMS) != e.win
+}
+
 // nextWant is the slice to ask for: reserveFirstWant costs at first, twice the last when
 // that lasted under reserveQuick, at most reserveMaxWant units (and never below the cost).
-func (e *resEntry) nextWant(cost int64, now time.Time) int64 {
+func (e *resEntry) nextWant(sp *engine.Spend, now time.Time) int64 {
+	if e.alg == engine.TokenBucket {
+		// A bucket's slice is cut by time, not by count: units whose slots have passed
+		// are of no use, so only the share bounds it.
+		return sp.Limit
+	}
+	cost := sp.Cost
 	switch {
 	case e.want == 0:
 		e.want = reserveFirstWant * cost
@@ -279,12 +332,23 @@ func (e *resEntry) granted(sp *engine.Spend, rep resReply, want int64, at time.T
 		e.limit, e.slice, e.used = sp.Limit, rep.slice, 0
 		e.win, e.curr, e.prev, e.gen = rep.window, rep.count, rep.prev, rep.gen
 		e.reserved = at
+		if e.alg == engine.TokenBucket {
+			// The state is the TAT (ms, remainder); the stretch ends slice·W/L ms after it
+			// (algo's addCost, exactly).
+			e.win, e.curr, e.prev = 0, rep.window, rep.count
+			q, rem := algo.MulDiv(rep.slice, sp.Counter.WindowMS, sp.Limit)
+			e.endMS, e.endRem = rep.window+q, rep.count+rem
+			if e.endRem >= sp.Limit {
+				e.endMS, e.endRem = e.endMS+1, e.endRem-sp.Limit
+			}
+		}
 	}
 }
 
-// resCall is what a reserve call gives back and asks for, besides the request.
+// resCall is what a reserve call gives back and asks for, besides the request: the
+// counter's generation, the slice wanted, and the give-back's b1..b5 (reserve.lua).
 type resCall struct {
-	back, win, gen, want int64
+	gen, want, b1, b2, b3, b4, b5 int64
 }
 
 // resReply is reserve.lua's answer to one request.
@@ -309,7 +373,7 @@ func (s *Store) reserveCall(ctx context.Context, key string, sp *engine.Spend, c
 	var buf [9]int64
 	args := [...]arg{strArg(s.nowArg()), intArg(s.slack), intArg(s.reserve.opts.From), intArg(s.reserve.opts.Share),
 		strArg(spendCode(sp)), intArg(sp.Limit), intArg(sp.Counter.WindowMS), intArg(sp.Cost),
-		intArg(c.back), intArg(c.win), intArg(c.gen), intArg(c.want)}
+		intArg(c.gen), intArg(c.want), intArg(c.b1), intArg(c.b2), intArg(c.b3), intArg(c.b4), intArg(c.b5)}
 	r, err := s.runHot(ctx, s.scripts.reserve, buf[:0], []string{key}, args[:]...)
 	if err != nil {
 		return resReply{}, err
@@ -344,12 +408,11 @@ func (r *reservations) giveBack(ctx context.Context, key string, sp engine.Spend
 	}
 	delete(sh.m, key)
 	r.n.Add(-1)
-	back, c := e.slice-e.used, resCall{win: e.win, gen: e.gen}
+	c, back := e.giveBack()
 	sh.mu.Unlock()
-	if back <= 0 {
+	if !back {
 		return nil
 	}
-	c.back = back
 	sp.Cost, sp.Overdraft, sp.Limit = 0, false, e.limit
 	_, err := r.s.reserveCall(ctx, key, &sp, c)
 	return err
@@ -403,19 +466,17 @@ func (r *reservations) sweep(ctx context.Context, all bool) {
 			}
 			idle := now.Sub(e.seen)
 			if e.slice > 0 {
-				ended := floorDiv(r.nowMS(e, now), e.windowMS) != e.win
+				ended := e.ended(r.nowMS(e, now))
 				if !all && !ended && idle < r.opts.Idle {
 					continue
 				}
-				if back := e.slice - e.used; back > 0 && (!ended || e.sliding) {
-					alg := engine.FixedWindow
-					if e.sliding {
-						alg = engine.SlidingWindow
-					}
+				// An ended slice of a fixed window or a bucket has nothing left to give:
+				// the window's count no longer matters, the bucket's slots have passed.
+				if c, back := e.giveBack(); back && (!ended || e.alg == engine.SlidingWindow) {
 					ch := make(chan struct{})
 					e.busy = ch // the counter's next call waits for the give-back
-					rets = append(rets, ret{key: key, sp: engine.Spend{Counter: engine.Counter{Algorithm: alg, WindowMS: e.windowMS}, Limit: e.limit},
-						c: resCall{back: back, win: e.win, gen: e.gen}, e: e, sh: sh, ch: ch})
+					rets = append(rets, ret{key: key, sp: engine.Spend{Counter: engine.Counter{Algorithm: e.alg, WindowMS: e.windowMS}, Limit: e.limit},
+						c: c, e: e, sh: sh, ch: ch})
 				}
 				e.slice, e.used = 0, 0
 				e.want = max(e.want/2, 0)

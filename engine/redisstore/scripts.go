@@ -98,7 +98,7 @@ func newScriptSet() *scriptSet {
 	spendX := newScript(crossSlotFlag + luaPrelude + luaDecide + luaSpendCore + luaSpendX)
 	spendX.merge = &respipe.Merge{Sha: spendX.Hash(), Head: 2, Width: 4, Reply: 4, Max: maxMerged, ArgKeys: true}
 	reserve := newScript(luaPrelude + luaDecide + luaReserve)
-	reserve.merge = &respipe.Merge{Sha: reserve.Hash(), Head: 4, Width: 8, Reply: 9, Max: maxMerged}
+	reserve.merge = &respipe.Merge{Sha: reserve.Hash(), Head: 4, Width: 11, Reply: 9, Max: maxMerged}
 	return &scriptSet{
 		reserve:  reserve,
 		spendX:   spendX,

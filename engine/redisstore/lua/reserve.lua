@@ -1,13 +1,19 @@
--- reserve: rate-limit requests on fixed_window and sliding_window counters that also take a
--- slice of what is left, for the instance to spend locally (reserve.go; docs/redis.md,
--- "Reservations"). Per request, in order (a key twice in one call sees the first's changes):
+-- reserve: rate-limit requests that also take a slice of what is left, for the instance to
+-- spend locally (reserve.go; docs/redis.md, "Reservations"; spec §4.13). Per request, in
+-- order (a key twice in one call sees the first's changes):
 --
---   1. give back: back units of a slice of window bw, counter generation g, that the
---      instance did not spend come off the count they were added to: the current count
---      when the stored window is bw, the previous one (sliding_window) when it is bw+1.
---      Nothing comes off when the window has passed, or the generation is not g (a reset
---      has cleared the count since; reset.lua moves it on), so only units this slice added,
---      and still counted, are ever taken off.
+--   1. give back what the instance's last slice of the counter left unspent, when the
+--      counter's generation is still g (a reset moves it on: reset.lua):
+--      fixed_window, sliding_window: b1 units of window b2 come off the count they were
+--        added to (the current count when the stored window is b2, the previous one when it
+--        is b2+1; nothing once the window has passed);
+--      token_bucket: a slice is the stretch of TAT from the bucket's state after the
+--        request that took it to b1 ms + b2/b5 (b5: the limit it was taken under); while
+--        the stored TAT still ends there, in that limit (no request has come after it), the
+--        stored state becomes the instance's own, b3 ms + b4/b5, so the rest of the stretch
+--        is free again. Anything stored later stays: its
+--        slots come after the slice's.
+--      So only what the slice added, and is still there, is ever taken off.
 --   2. decide c as spend.lua does (decide.lua); c = 0 decides nothing (a give-back alone).
 --   3. reserve: when allowed, want > 0 and at least `from` units remain after c, spend
 --      min(want, floor(remaining / share)) more units: the slice. The reply's remaining
@@ -16,11 +22,11 @@
 --
 -- KEYS[i]  the counters' keys (on Redis Cluster: of one slot); a counter's generation is
 --          at KEYS[i] .. ':g' (absent: 0)
--- ARGV     now ('t' = TIME), slack ms, from, share, then per key: algorithm ('f', 's';
---          upper case for overdraft, which never reserves), L, W, c, back, bw, g, want
--- returns  per key: allowed (0/1), remaining, reset_ms, now, slice, window, count (the
---          window's count after c; sliding_window: the current window's), previous count
---          (sliding_window; 0 for fixed_window), generation
+-- ARGV     now ('t' = TIME), slack ms, from, share, then per key: algorithm ('f', 's', 't';
+--          upper case for overdraft, which never reserves), L, W, c, g, want, b1 .. b5
+-- returns  per key: allowed (0/1), remaining, reset_ms, now, slice, then the state after c
+--          without the slice: window, count, previous count (fixed_window: previous 0;
+--          token_bucket: TAT ms, TAT remainder, 0), and the generation
 local now = now_ms(ARGV[1])
 local slack, from, share = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
 local n = #KEYS
@@ -35,9 +41,15 @@ for i = 1, n do
   vals[KEYS[i]] = got[i]
 end
 
--- giveback returns v with back units of window bw taken off, or nil when none come off.
-local function giveback(v, alg, back, bw)
-  if alg == 'f' then
+-- giveback returns v with the slice's unspent part taken off (see 1. above), or nil when
+-- nothing comes off.
+local function giveback(v, alg, back, bw, b3, b4, b5)
+  if alg == 't' then
+    local a, b, d = string.match(v, '^(%-?%d+):(%-?%d+):(%-?%d+)$')
+    if a and tonumber(a) == back and tonumber(b) == bw and tonumber(d) == b5 then
+      return string.format('%d:%d:%d', b3, b4, b5)
+    end
+  elseif alg == 'f' then
     local a, b = string.match(v, '^(%-?%d+):(%-?%d+)$')
     if a and tonumber(a) == bw then
       local c = tonumber(b) - back
@@ -71,27 +83,31 @@ end
 local out = {}
 for i = 1, n do
   local k = KEYS[i]
-  local j = 4 + (i - 1) * 8
+  local j = 4 + (i - 1) * 11
   local alg, L, W, c = ARGV[j + 1], tonumber(ARGV[j + 2]), tonumber(ARGV[j + 3]), tonumber(ARGV[j + 4])
-  local back, bw, g, want = tonumber(ARGV[j + 5]), tonumber(ARGV[j + 6]), tonumber(ARGV[j + 7]), tonumber(ARGV[j + 8])
+  local g, want = tonumber(ARGV[j + 5]), tonumber(ARGV[j + 6])
+  local back, bw = tonumber(ARGV[j + 7]), tonumber(ARGV[j + 8])
   local gen = tonumber(gens[i] or '0')
   local lower = string.lower(alg)
   local v = vals[k]
   local gave = nil
   if back > 0 and v and g == gen then
-    gave = giveback(v, lower, back, bw)
+    gave = giveback(v, lower, back, bw, tonumber(ARGV[j + 9]), tonumber(ARGV[j + 10]), tonumber(ARGV[j + 11]))
     if gave then
       v = gave
     end
   end
   local allowed, remaining, reset, val, p = decide(v, alg, L, W, c, now, slack)
-  if allowed == nil or (lower ~= 'f' and lower ~= 's') then
+  if allowed == nil then
     return redis.error_reply('ERR leash: unknown algorithm')
   end
   local slice, w, cnt, prev = 0, 0, 0, 0
   if val then
     local a, b, d = string.match(val, '^(%-?%d+):(%-?%d+):?(%-?%d*)$')
     w, cnt, prev = tonumber(a), tonumber(b), tonumber(d) or 0
+    if lower == 't' then
+      prev = 0 -- the third field is the limit
+    end
     if allowed == 1 and want > 0 and alg == lower and remaining >= from then
       slice = math.floor(remaining / share)
       if slice > want then
@@ -100,8 +116,18 @@ for i = 1, n do
       if slice > 0 then
         if lower == 'f' then
           val = string.format('%d:%d', w, cnt + slice)
-        else
+        elseif lower == 's' then
           val = string.format('%d:%d:%d', w, cnt + slice, prev)
+        else
+          -- The slice's stretch of TAT: slice*W/L ms more (remaining covers it, so the
+          -- bucket's TAT stays within W of now).
+          local ms, rem = addcost(w, cnt, slice, L, W)
+          val = string.format('%d:%d:%d', ms, rem, L)
+          local e = ms
+          if rem > 0 then
+            e = e + 1
+          end
+          p = int(ttl(math.ceil(e / TTLGRAIN) * TTLGRAIN, now, slack))
         end
       end
     end

@@ -1,6 +1,6 @@
 -- reset: clear one counter (POST /v1/limit/reset).
 --
--- KEYS[1]  the counter key; KEYS[2] its generation (reserve.lua), fixed and sliding windows
+-- KEYS[1]  the counter key; KEYS[2] its generation (reserve.lua)
 -- ARGV     now ('t' = TIME), slack (unused), algorithm ('f', 's', 't'), window W
 -- returns  1 if the counter held unexpired state, else 0
 --
