@@ -108,10 +108,11 @@ type resEntry struct {
 	baseMS, latMS int64
 	base          time.Time
 	// Demand.
-	hits     int
-	seen     time.Time // the last request
-	low      bool      // the last call reserved nothing for lack of budget, in window lowWin
-	lowWin   int64
+	hits int
+	seen time.Time // the last request
+	// The last call reserved nothing for lack of budget: none is asked for before lowUntil
+	// (store clock, ms): the next window, or a second on for a bucket.
+	lowUntil int64
 	want     int64         // the next slice asked for, in units
 	busy     chan struct{} // closed when the call in flight ends; nil when none is
 	reserved time.Time     // when the slice was granted
@@ -196,7 +197,7 @@ func (r *reservations) spend(ctx context.Context, sp *engine.Spend, key string) 
 	}
 	e.seen = now
 	reserve := eligible && sp.Cost > 0 && sp.Limit-sp.Cost >= r.opts.From && e.hits >= r.opts.Hits
-	if reserve && e.low && e.lowWin == floorDiv(r.estimateMS(e, now), e.windowMS) {
+	if reserve && e.lowUntil > 0 && r.estimateMS(e, now) < e.lowUntil {
 		reserve = false
 	}
 	call, back := e.giveBack()
@@ -232,7 +233,7 @@ func (r *reservations) spend(ctx context.Context, sp *engine.Spend, key string) 
 }
 
 // estimateMS is nowMS for an entry that may hold no clock yet (then: Redis's last known
-// time is unknown, and the window check of low is skipped by returning a past instant).
+// time is unknown, and lowUntil, 0 then, is not in force).
 func (r *reservations) estimateMS(e *resEntry, now time.Time) int64 {
 	if r.s.clock == nil && e.base.IsZero() {
 		return -1
@@ -326,8 +327,14 @@ func (e *resEntry) nextWant(sp *engine.Spend, now time.Time) int64 {
 // granted records a reserve call's reply on e.
 func (e *resEntry) granted(sp *engine.Spend, rep resReply, want int64, at time.Time, took time.Duration) {
 	e.baseMS, e.base, e.latMS = rep.nowMS, at, (took.Nanoseconds()+999_999)/1_000_000
-	e.low = want > 0 && rep.slice == 0
-	e.lowWin = floorDiv(rep.nowMS, e.windowMS)
+	e.lowUntil = 0
+	if want > 0 && rep.slice == 0 {
+		if e.alg == engine.TokenBucket {
+			e.lowUntil = rep.nowMS + reserveQuick.Milliseconds()
+		} else {
+			e.lowUntil = (floorDiv(rep.nowMS, e.windowMS) + 1) * e.windowMS
+		}
+	}
 	if rep.slice > 0 {
 		e.limit, e.slice, e.used = sp.Limit, rep.slice, 0
 		e.win, e.curr, e.prev, e.gen = rep.window, rep.count, rep.prev, rep.gen

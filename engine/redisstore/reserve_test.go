@@ -247,3 +247,40 @@ func TestReserveCallsCut(t *testing.T) {
 		break
 	}
 }
+
+// TestReservationLowBudgetGoesPlain: once a counter has less than From left, its requests
+// go to Redis the usual way (merged spend.lua) for the rest of the window, not as reserve
+// calls, and each is exact.
+func TestReservationLowBudgetGoesPlain(t *testing.T) {
+	t.Parallel()
+	s := openStore(t, Options{URL: singleURL(t), Prefix: uniquePrefix()}) // production settings
+	c := engine.Counter{Account: "a", Namespace: "ns", Key: "low", Algorithm: engine.FixedWindow, WindowMS: 3_600_000}
+	const limit = 1100
+	ctx := context.Background()
+	spend := func() engine.Decision {
+		t.Helper()
+		d, err := s.Spend(ctx, engine.Spend{Counter: c, Limit: limit, Cost: 1})
+		if err != nil || !d.Allowed {
+			t.Fatal(d, err)
+		}
+		return d
+	}
+	n := int64(0)
+	for ; n < 200; n++ {
+		if d := spend(); d.Remaining != limit-n-1 {
+			t.Fatalf("request %d: remaining %d, want %d", n+1, d.Remaining, limit-n-1)
+		}
+	}
+	local, calls := s.ReserveStats()
+	if local == 0 || calls == 0 {
+		t.Fatalf("%d decided from slices in %d reserve calls: the counter did not reserve", local, calls)
+	}
+	for ; n < 300; n++ {
+		if d := spend(); d.Remaining != limit-n-1 {
+			t.Fatalf("request %d: remaining %d, want %d", n+1, d.Remaining, limit-n-1)
+		}
+	}
+	if _, after := s.ReserveStats(); after > calls+2 {
+		t.Fatalf("%d reserve calls after the budget fell below From, want at most 2 more than %d", after, calls)
+	}
+}
