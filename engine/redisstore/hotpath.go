@@ -133,6 +133,7 @@ func (s *Store) runHot(ctx context.Context, lua *script, dst []int64, keys []str
 	for resent := 0; ; resent++ {
 		r, err := p.Do(ctx, c, dst)
 		if resent == maxResends || !respipe.NotRunHere(err) {
+			s.noteOutcome(err)
 			return r, err
 		}
 		if p, err = s.resendTo(ctx, lua, keys[0], p, c, err.(respipe.ReplyError)); err != nil {

@@ -48,7 +48,10 @@ type Store struct {
 	crossSlot    bool          // Cluster of Redis >= 7.0: Spend merges across slots (hotpath.go)
 	undecided    atomic.Int64  // Spend requests a cross-slot call left undecided, sent again (counters.go)
 	reserve      *reservations // hot counters' slices (reserve.go); nil when ReserveOptions.Off
-	closed       atomic.Bool
+	// When a decision call or a ping last succeeded, and last failed for want of Redis
+	// (Unix ns): slices decide only while the last outcome is a success (reserve.go).
+	lastOK, lastDown atomic.Int64
+	closed           atomic.Bool
 
 	stop      context.CancelFunc
 	wg        sync.WaitGroup
@@ -412,8 +415,26 @@ func (s *Store) Ping(ctx context.Context) error {
 		return errClosed
 	}
 	ctx = s.opCtx(ctx)
-	return s.ping(ctx)
+	err := s.ping(ctx)
+	s.noteOutcome(err)
+	return err
 }
+
+// noteOutcome records how a call to Redis ended: a success, or a failure that says Redis
+// is not answering (the connection down, a timeout). A script's error reply is neither.
+func (s *Store) noteOutcome(err error) {
+	var reply respipe.ReplyError
+	switch {
+	case err == nil:
+		s.lastOK.Store(time.Now().UnixNano())
+	case errors.As(err, &reply), errors.Is(err, context.Canceled):
+	default:
+		s.lastDown.Store(time.Now().UnixNano())
+	}
+}
+
+// answering reports whether Redis answered the last call made to it.
+func (s *Store) answering() bool { return s.lastOK.Load() >= s.lastDown.Load() }
 
 func (s *Store) ping(ctx context.Context) error {
 	if s.cluster != nil {

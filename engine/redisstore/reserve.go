@@ -10,6 +10,7 @@ import (
 
 	"github.com/leashd/leash/engine"
 	"github.com/leashd/leash/engine/algo"
+	"github.com/leashd/leash/engine/redisstore/respipe"
 )
 
 // Reservations (spec §4.13, docs/redis.md "Reservations"): a counter that this instance
@@ -103,6 +104,7 @@ type resEntry struct {
 	// generation.
 	slice, used, win, gen, curr, prev int64
 	endMS, endRem                     int64
+	pipe                              *respipe.Pipe // the connection to the node the slice came from
 	// The store's clock: baseMS at base, at most latMS old when it arrived (test clock:
 	// unused).
 	baseMS, latMS int64
@@ -181,7 +183,7 @@ func (r *reservations) spend(ctx context.Context, sp *engine.Spend, key string) 
 		sh.mu.Unlock()
 		return engine.Decision{}, false, nil
 	}
-	if eligible && e.slice > 0 && e.limit == sp.Limit && (alg == engine.TokenBucket || e.used+sp.Cost <= e.slice) {
+	if eligible && e.slice > 0 && e.limit == sp.Limit && (alg == engine.TokenBucket || e.used+sp.Cost <= e.slice) && r.live(e) {
 		nowMS := r.nowMS(e, now)
 		if d, ok := e.local(sp, nowMS); ok {
 			e.seen = now
@@ -230,6 +232,14 @@ func (r *reservations) spend(ctx context.Context, sp *engine.Spend, key string) 
 		return engine.Decision{}, false, err
 	}
 	return engine.Decision{Allowed: rep.allowed, Limit: sp.Limit, Remaining: rep.remaining, ResetMS: rep.resetMS, NowMS: rep.nowMS}, true, nil
+}
+
+// live reports whether e's slice may decide: only while Redis answers, so that a Redis
+// that is down or frozen stops every decision (spec §3.8), as it stops those it is asked:
+// the connection the slice came by is up (a killed Redis closes it at once) and the last
+// call to Redis, or ping, succeeded (a frozen one fails them by their timeout).
+func (r *reservations) live(e *resEntry) bool {
+	return r.s.answering() && (e.pipe == nil || e.pipe.Open())
 }
 
 // estimateMS is nowMS for an entry that may hold no clock yet (then: Redis's last known
@@ -336,7 +346,7 @@ func (e *resEntry) granted(sp *engine.Spend, rep resReply, want int64, at time.T
 		}
 	}
 	if rep.slice > 0 {
-		e.limit, e.slice, e.used = sp.Limit, rep.slice, 0
+		e.limit, e.slice, e.used, e.pipe = sp.Limit, rep.slice, 0, rep.pipe
 		e.win, e.curr, e.prev, e.gen = rep.window, rep.count, rep.prev, rep.gen
 		e.reserved = at
 		if e.alg == engine.TokenBucket {
@@ -360,6 +370,7 @@ type resCall struct {
 
 // resReply is reserve.lua's answer to one request.
 type resReply struct {
+	pipe                            *respipe.Pipe // the node's connection
 	allowed                         bool
 	remaining, resetMS, nowMS       int64
 	slice, window, count, prev, gen int64
@@ -388,8 +399,12 @@ func (s *Store) reserveCall(ctx context.Context, key string, sp *engine.Spend, c
 	if len(r) != 9 {
 		return resReply{}, errors.New("redisstore: reserve: malformed script reply")
 	}
-	return resReply{allowed: r[0] == 1, remaining: r[1], resetMS: r[2], nowMS: r[3],
-		slice: r[4], window: r[5], count: r[6], prev: r[7], gen: r[8]}, nil
+	rep := resReply{allowed: r[0] == 1, remaining: r[1], resetMS: r[2], nowMS: r[3],
+		slice: r[4], window: r[5], count: r[6], prev: r[7], gen: r[8]}
+	if rep.slice > 0 {
+		rep.pipe, _ = s.pipeFor(ctx, key) // the node that answered: the key's, as the call was routed
+	}
+	return rep, nil
 }
 
 // giveBack returns e's unspent slice to Redis (a reserve call that decides nothing) and

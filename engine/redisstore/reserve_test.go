@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -282,5 +283,62 @@ func TestReservationLowBudgetGoesPlain(t *testing.T) {
 	}
 	if _, after := s.ReserveStats(); after > calls+2 {
 		t.Fatalf("%d reserve calls after the budget fell below From, want at most 2 more than %d", after, calls)
+	}
+}
+
+// TestReservationsStopWithRedis: a slice decides nothing once Redis stops answering (spec
+// §3.8: every decision fails while the store is down), whether Redis is killed (its
+// connection closes) or frozen (calls time out), and decides again once Redis is back.
+func TestReservationsStopWithRedis(t *testing.T) {
+	t.Parallel()
+	for _, fault := range []string{"killed", "frozen"} {
+		t.Run(fault, func(t *testing.T) {
+			t.Parallel()
+			srv := redistest.StartServer(t, false)
+			s := openStore(t, Options{URL: srv.URL(), Reserve: eager, ReadTimeout: 200 * time.Millisecond})
+			ctx := context.Background()
+			hot := engine.Spend{Counter: engine.Counter{Account: "a", Namespace: "ns", Key: "hot", Algorithm: engine.FixedWindow, WindowMS: 3_600_000}, Limit: 1_000_000, Cost: 1}
+			for range 3 {
+				if d, err := s.Spend(ctx, hot); err != nil || !d.Allowed {
+					t.Fatal(d, err)
+				}
+			}
+			if local, _ := s.ReserveStats(); local == 0 {
+				t.Fatal("nothing decided from a slice before the fault")
+			}
+			if fault == "killed" {
+				srv.Stop()
+			} else {
+				srv.Signal(syscall.SIGSTOP)
+				t.Cleanup(func() { srv.Signal(syscall.SIGCONT) })
+				// Any call to Redis now times out: here a cold counter's.
+				cold := hot
+				cold.Counter.Key = "cold"
+				if _, err := s.Spend(ctx, cold); err == nil {
+					t.Fatal("a frozen Redis answered")
+				}
+			}
+			time.Sleep(100 * time.Millisecond) // a killed Redis's connection is seen closed
+			before, _ := s.ReserveStats()
+			for i := range 5 { // the slice holds 30 more units
+				if d, err := s.Spend(ctx, hot); err == nil {
+					t.Fatalf("request %d with Redis %s: %+v, want an error", i, fault, d)
+				}
+			}
+			if after, _ := s.ReserveStats(); after != before {
+				t.Fatalf("%d decided from the slice with Redis %s", after-before, fault)
+			}
+			if fault == "killed" {
+				if err := srv.Start(); err != nil {
+					t.Fatal(err)
+				}
+			} else {
+				srv.Signal(syscall.SIGCONT)
+			}
+			testkit.Eventually(t, "decisions again once Redis is back", 5*time.Second, func() bool {
+				d, err := s.Spend(ctx, hot)
+				return err == nil && d.Allowed
+			})
+		})
 	}
 }
