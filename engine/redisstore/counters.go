@@ -55,7 +55,7 @@ func (s *Store) SpendAll(ctx context.Context, spends []engine.Spend, out []engin
 	if s.reserve != nil {
 		// A slice's unspent units go back first, so the call sees the counts as they are.
 		for i := range spends {
-			if err := s.reserve.giveBack(ctx, s.keys.counter(spends[i].Counter), spends[i]); err != nil {
+			if err := s.reserve.giveBack(ctx, s.keys.counter(spends[i].Counter)); err != nil {
 				return err
 			}
 		}
@@ -114,5 +114,12 @@ func (s *Store) Reset(ctx context.Context, c engine.Counter) (bool, error) {
 		return false, err
 	}
 	n, err := cmd.Int64()
-	return n == 1, err
+	if err != nil {
+		return false, err
+	}
+	// Instances holding a slice of the counter read the log and give it back (reserve.go).
+	if _, err := s.eval(ctx, s.scripts.resetLog, []string{s.keys.resetLog()}, s.nowArg(), key); err != nil {
+		s.log.Warn("redis store: logging a reset failed; other instances end their slices of the counter when idle", "err", err)
+	}
+	return n == 1, nil
 }

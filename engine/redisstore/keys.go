@@ -146,6 +146,11 @@ func (k keys) usageSeen(account, batchID string) string {
 // the version bump are one atomic script.
 func (k keys) rulesTag() string { return "{" + k.prefix + ":r}" }
 
+// resetLog returns "{P:x}:resets", the counters reset in the last minute (sorted set,
+// member the counter's key, score the Redis instant in ms): instances holding a slice of
+// one give it back (reserve.go).
+func (k keys) resetLog() string { return "{" + k.prefix + ":x}:resets" }
+
 func (k keys) rules(account, namespace string) string {
 	var b strings.Builder
 	b.WriteString(k.rulesTag())

@@ -4,9 +4,12 @@ import (
 	"context"
 	"errors"
 	"hash/maphash"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/leashd/leash/engine"
 	"github.com/leashd/leash/engine/algo"
@@ -73,8 +76,12 @@ type reservations struct {
 	seed   maphash.Seed
 	shards [reserveShards]resShard
 	n      atomic.Int64 // counters followed, over all shards
-	local  atomic.Int64 // requests decided from a slice
-	calls  atomic.Int64 // reserve calls (give-backs included)
+	// The reset log read so far (run's goroutine only): the last instant read (at first,
+	// when the store opened), and the counters reset at that instant.
+	resetsSeen   int64
+	resetsAtSeen map[string]bool
+	local        atomic.Int64 // requests decided from a slice
+	calls        atomic.Int64 // reserve calls (give-backs included)
 }
 
 // ReserveStats counts, since Open, the requests decided from a slice and the calls to
@@ -133,7 +140,7 @@ func newReservations(s *Store, o ReserveOptions) *reservations {
 	if o.Idle <= 0 {
 		o.Idle = reserveIdle
 	}
-	r := &reservations{s: s, opts: o, seed: maphash.MakeSeed()}
+	r := &reservations{s: s, opts: o, seed: maphash.MakeSeed(), resetsAtSeen: map[string]bool{}}
 	for i := range r.shards {
 		r.shards[i].m = make(map[string]*resEntry)
 	}
@@ -409,7 +416,7 @@ func (s *Store) reserveCall(ctx context.Context, key string, sp *engine.Spend, c
 
 // giveBack returns e's unspent slice to Redis (a reserve call that decides nothing) and
 // lets the counter go; it waits for any call in flight first. The caller holds no lock.
-func (r *reservations) giveBack(ctx context.Context, key string, sp engine.Spend) error {
+func (r *reservations) giveBack(ctx context.Context, key string) error {
 	sh := r.shard(key)
 	sh.mu.Lock()
 	e := sh.m[key]
@@ -435,9 +442,36 @@ func (r *reservations) giveBack(ctx context.Context, key string, sp engine.Spend
 	if !back {
 		return nil
 	}
-	sp.Cost, sp.Overdraft, sp.Limit = 0, false, e.limit
+	sp := engine.Spend{Counter: engine.Counter{Algorithm: e.alg, WindowMS: e.windowMS}, Limit: e.limit}
 	_, err := r.s.reserveCall(ctx, key, &sp, c)
 	return err
+}
+
+// pollResets reads the resets made since the last poll, on any instance (the reset log,
+// Store.Reset), and gives back the slices of the counters they cleared: a reset made
+// elsewhere ends this instance's slice of the counter within a poll.
+func (r *reservations) pollResets(ctx context.Context) {
+	pctx, cancel := context.WithTimeout(ctx, r.s.opTimeout)
+	defer cancel()
+	min := strconv.FormatInt(r.resetsSeen, 10) // the last instant again: resets may share it
+	log, err := r.s.client.ZRangeByScoreWithScores(pctx, r.s.keys.resetLog(), &redis.ZRangeBy{Min: min, Max: "+inf"}).Result()
+	if err != nil {
+		if ctx.Err() == nil {
+			r.s.log.Debug("redis store: reading the reset log failed", "err", err)
+		}
+		return
+	}
+	for _, z := range log {
+		at, key := int64(z.Score), z.Member.(string)
+		if at == r.resetsSeen && r.resetsAtSeen[key] {
+			continue
+		}
+		_ = r.giveBack(pctx, key)
+		if at > r.resetsSeen {
+			r.resetsSeen, r.resetsAtSeen = at, map[string]bool{}
+		}
+		r.resetsAtSeen[key] = true
+	}
 }
 
 // drop lets the counter go without giving anything back (Reset clears it in Redis).
@@ -544,6 +578,7 @@ func (r *reservations) run(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
+			r.pollResets(ctx)
 			r.sweep(ctx, false)
 		}
 	}

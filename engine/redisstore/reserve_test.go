@@ -342,3 +342,32 @@ func TestReservationsStopWithRedis(t *testing.T) {
 		})
 	}
 }
+
+// TestReservationEndsOnResetElsewhere: a reset made on instance B ends instance A's slice
+// of the counter within a poll of the reset log: A then answers from Redis's fresh count.
+func TestReservationEndsOnResetElsewhere(t *testing.T) {
+	t.Parallel()
+	url, prefix := singleURL(t), uniquePrefix()
+	a := openStore(t, Options{URL: url, Prefix: prefix, Reserve: eager})
+	b := openStore(t, Options{URL: url, Prefix: prefix, Reserve: ReserveOptions{Off: true}})
+	ctx := context.Background()
+	c := engine.Counter{Account: "a", Namespace: "ns", Key: "reset-seen", Algorithm: engine.SlidingWindow, WindowMS: 3_600_000}
+	const limit = 1000
+	for range 3 {
+		if d, err := a.Spend(ctx, engine.Spend{Counter: c, Limit: limit, Cost: 1}); err != nil || !d.Allowed {
+			t.Fatal(d, err)
+		}
+	}
+	if local, _ := a.ReserveStats(); local == 0 {
+		t.Fatal("A decided nothing from a slice")
+	}
+	if _, err := b.Reset(ctx, c); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	testkit.Eventually(t, "A's look at the counter fresh after B's reset", 2*time.Second, func() bool {
+		d, err := a.Spend(ctx, engine.Spend{Counter: c, Limit: limit})
+		return err == nil && d.Remaining == limit
+	})
+	t.Logf("A saw the reset after %v", time.Since(start))
+}

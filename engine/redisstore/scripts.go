@@ -26,6 +26,8 @@ var (
 	luaSpend string
 	//go:embed lua/spend_x.lua
 	luaSpendX string
+	//go:embed lua/reset_log.lua
+	luaResetLog string
 	//go:embed lua/reserve.lua
 	luaReserve string
 	//go:embed lua/spend_all.lua
@@ -85,11 +87,11 @@ const maxMerged = 64
 type scriptSet struct {
 	// spendX is spend's form for merging across the slots of a Redis 7 Cluster master
 	// (hotpath.go: crossSlotMerge); not in all(): it is loaded only there.
-	spendX                                                                                           *script
-	reserve, spend, spendAll, reset, acquire, release, renew, rulesGet, rulesPut, rulesDel, usageAdd *script
-	outboxEnqueue, outboxClaim, outboxAck, outboxRetry                                               *script
-	demandReport, demandDrop                                                                         *script
-	accounts, rulesNamespaces, leasesHeld                                                            *script
+	spendX                                                                                                     *script
+	resetLog, reserve, spend, spendAll, reset, acquire, release, renew, rulesGet, rulesPut, rulesDel, usageAdd *script
+	outboxEnqueue, outboxClaim, outboxAck, outboxRetry                                                         *script
+	demandReport, demandDrop                                                                                   *script
+	accounts, rulesNamespaces, leasesHeld                                                                      *script
 }
 
 func newScriptSet() *scriptSet {
@@ -101,6 +103,7 @@ func newScriptSet() *scriptSet {
 	reserve.merge = &respipe.Merge{Sha: reserve.Hash(), Head: 4, Width: 11, Reply: 9, Max: maxMerged}
 	return &scriptSet{
 		reserve:  reserve,
+		resetLog: newScript(luaPrelude + luaResetLog),
 		spendX:   spendX,
 		spend:    spend,
 		spendAll: newScript(luaPrelude + luaDecide + luaSpendAll),
@@ -128,7 +131,7 @@ func newScriptSet() *scriptSet {
 }
 
 func (s *scriptSet) all() []*script {
-	return []*script{s.reserve, s.spend, s.spendAll, s.reset, s.acquire, s.release, s.renew, s.rulesGet, s.rulesPut, s.rulesDel, s.usageAdd,
+	return []*script{s.resetLog, s.reserve, s.spend, s.spendAll, s.reset, s.acquire, s.release, s.renew, s.rulesGet, s.rulesPut, s.rulesDel, s.usageAdd,
 		s.outboxEnqueue, s.outboxClaim, s.outboxAck, s.outboxRetry, s.demandReport, s.demandDrop, s.accounts, s.rulesNamespaces, s.leasesHeld}
 }
 
