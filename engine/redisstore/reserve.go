@@ -160,9 +160,6 @@ func (r *reservations) nowMS(e *resEntry, now time.Time) int64 {
 	return e.baseMS + now.Sub(e.base).Milliseconds() + e.latMS
 }
 
-// errReserveGone: the counter was let go (Reset) while a request waited for it.
-var errReserveGone = errors.New("redisstore: counter reset while waiting")
-
 // spend decides sp on counter key: ok false means Spend's usual call is to decide it.
 func (r *reservations) spend(ctx context.Context, sp *engine.Spend, key string) (d engine.Decision, ok bool, err error) {
 	alg := sp.Counter.Algorithm
@@ -183,7 +180,8 @@ func (r *reservations) spend(ctx context.Context, sp *engine.Spend, key string) 
 	}
 	now := time.Now()
 	if e == nil {
-		if eligible && r.n.Load() < reserveMaxEntries {
+		// A counter followed: one that could ever reserve (a limit From above the cost).
+		if eligible && sp.Limit-sp.Cost >= r.opts.From && r.n.Load() < reserveMaxEntries {
 			r.n.Add(1)
 			sh.m[key] = &resEntry{hits: 1, seen: now, windowMS: sp.Counter.WindowMS, alg: alg}
 		}
