@@ -2,6 +2,7 @@ package redisstore
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -59,5 +60,47 @@ func TestCounterTTLFollowsWindow(t *testing.T) {
 			spend()
 			check("next window", life())
 		})
+	}
+}
+
+// TestBucketTTLWithinSlack: a token bucket's key lives until the bucket is full again and
+// at most the slack longer (spec §7.7), also when writes within one second keep its TTL
+// (decide.lua's TTLGRAIN): over 300 spends of 36 ms of TAT each, in production mode
+// (Redis TIME), its expiry stays between ceil(TAT) and ceil(TAT) + 1 s.
+func TestBucketTTLWithinSlack(t *testing.T) {
+	t.Parallel()
+	s := openStore(t, Options{URL: singleURL(t), Prefix: uniquePrefix(), Reserve: ReserveOptions{Off: true}})
+	ctx := context.Background()
+	sp := engine.Spend{Counter: engine.Counter{Account: "a", Namespace: "ns", Key: "k", Algorithm: engine.TokenBucket, WindowMS: 3_600_000}, Limit: 1_000_000, Cost: 10}
+	key := s.keys.counter(sp.Counter)
+	kept := 0
+	var lastTTL time.Duration
+	for i := range 300 {
+		if d, err := s.Spend(ctx, sp); err != nil || !d.Allowed {
+			t.Fatalf("spend %d: %+v, %v", i, d, err)
+		}
+		p := s.client.Pipeline()
+		now, val, ttl := p.Time(ctx), p.Get(ctx, key), p.PTTL(ctx, key)
+		if _, err := p.Exec(ctx); err != nil {
+			t.Fatal(err)
+		}
+		var tat, rem, lim int64
+		if _, err := fmt.Sscanf(val.Val(), "%d:%d:%d", &tat, &rem, &lim); err != nil {
+			t.Fatal(err)
+		}
+		if rem > 0 {
+			tat++
+		}
+		expiry := now.Val().UnixMilli() + ttl.Val().Milliseconds()
+		if expiry < tat-5 || expiry > tat+int64(prodSlack)+5 {
+			t.Fatalf("spend %d: the key expires at %d, the bucket is full at %d: want up to %d ms after", i, expiry, tat, prodSlack)
+		}
+		if i > 0 && ttl.Val() <= lastTTL {
+			kept++ // not set again: the same expiry instant, running down
+		}
+		lastTTL = ttl.Val()
+	}
+	if kept < 200 {
+		t.Fatalf("the TTL was kept on only %d of 300 writes", kept)
 	}
 }

@@ -131,7 +131,7 @@ func TestTTLs(t *testing.T) {
 	want := map[string]span{ // the TTL each key must have (each includes 1 s of slack)
 		counter(engine.FixedWindow):            {nextWindow, nextWindow + 1100*time.Millisecond, false},
 		counter(engine.SlidingWindow):          {nextWindow + time.Hour, nextWindow + time.Hour + 1100*time.Millisecond, false},
-		counter(engine.TokenBucket):            {1080 * time.Second, 1082100 * time.Millisecond, false}, // 3 of 10 per hour: 18 min of debt, rounded up to a whole second
+		counter(engine.TokenBucket):            {1080 * time.Second, 1081100 * time.Millisecond, false}, // 3 of 10 per hour: 18 min of debt
 		s.keys.leases(set)[0]:                  {89 * time.Second, 92 * time.Second, false},
 		s.keys.leases(set)[1]:                  {89 * time.Second, 92 * time.Second, false},
 		s.keys.usageDay(acct, today):           {35*day + nextDay - time.Minute, 35*day + nextDay + time.Minute, false},

@@ -17,10 +17,12 @@
 --   t: "tat_ms:tat_rem:limit"      TAT = tat_ms + tat_rem/limit ms (GCRA)
 local MAXCOUNT = 2000000000 -- algo.MaxCount
 local DEBTWINDOWS = 1000 -- algo.MaxDebtWindows
--- A token bucket's expiry is its TAT rounded up to a whole TTLGRAIN ms, so writes whose
--- TAT rounds to the same instant keep the key's TTL (SET KEEPTTL). The grain is at most
--- the production slack (1,000 ms), so a key written with an exact expiry (ceil(TAT) +
--- slack, as before this rounding) also outlives any TAT of its grain.
+-- A token bucket's expiry is g*TTLGRAIN - TTLGRAIN + slack, g = ceil(ceil(TAT)/TTLGRAIN):
+-- from ceil(TAT) to ceil(TAT) + slack (spec §7.7: until the bucket is full, with the
+-- slack), and the same for every TAT of one grain g, so a write whose TAT stays in the
+-- stored value's grain keeps the key's TTL (SET KEEPTTL). It needs slack >= TTLGRAIN
+-- (production: 1,000 ms), which also keeps a key written with the exact expiry ceil(TAT) +
+-- slack (older builds) alive for any TAT of its grain.
 local TTLGRAIN = 1000
 
 -- addcost is the instant ms + rem/L advanced by c*W/L ms (algo.addCost).
@@ -296,9 +298,9 @@ local function decide(v, alg, L, W, c, now, slack)
       local g = math.ceil(e / TTLGRAIN)
       val = string.format('%d:%d:%d', out_ms, out_rem, L)
       if g == grain then
-        px = false -- the stored expiry, g * TTLGRAIN + slack or later, stands
+        px = false -- the stored expiry, (g - 1) * TTLGRAIN + slack or later, stands
       else
-        px = int(ttl(g * TTLGRAIN, now, slack))
+        px = int(ttl(g * TTLGRAIN - TTLGRAIN, now, slack))
       end
     end
     -- algo.bucketRemaining: floor((X*L - rem)/W) with X = now + W - TAT ms, clamped to [0, L].

@@ -127,7 +127,7 @@ for i = 1, n do
           if rem > 0 then
             e = e + 1
           end
-          p = int(ttl(math.ceil(e / TTLGRAIN) * TTLGRAIN, now, slack))
+          p = int(ttl(math.ceil(e / TTLGRAIN) * TTLGRAIN - TTLGRAIN, now, slack)) -- decide.lua's
         end
       end
     end
