@@ -102,7 +102,7 @@ func (s *Store) Reset(ctx context.Context, c engine.Counter) (bool, error) {
 	}
 	code := algCode(c.Algorithm)
 	key := s.keys.counter(c)
-	keys := []string{key, key + ":g"} // its generation moves on (reserve.go)
+	keys := []string{key, key + ":g"} // its generation, if it has one, moves on (reserve.go)
 	if s.reserve != nil {
 		if err := s.reserve.drop(ctx, key); err != nil {
 			return false, err
@@ -117,9 +117,12 @@ func (s *Store) Reset(ctx context.Context, c engine.Counter) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	// Instances holding a slice of the counter read the log and give it back (reserve.go).
-	if _, err := s.eval(ctx, s.scripts.resetLog, []string{s.keys.resetLog()}, s.nowArg(), key); err != nil {
-		s.log.Warn("redis store: logging a reset failed; other instances end their slices of the counter when idle", "err", err)
+	if n&2 != 0 {
+		// The counter has had a slice: instances that may hold one read the log and give
+		// it back (reserve.go).
+		if _, err := s.eval(ctx, s.scripts.resetLog, []string{s.keys.resetLog()}, s.nowArg(), key); err != nil {
+			s.log.Warn("redis store: logging a reset failed; other instances end their slices of the counter when idle", "err", err)
+		}
 	}
-	return n == 1, nil
+	return n&1 == 1, nil
 }

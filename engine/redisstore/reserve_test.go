@@ -3,6 +3,7 @@ package redisstore
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -370,4 +371,47 @@ func TestReservationEndsOnResetElsewhere(t *testing.T) {
 		return err == nil && d.Remaining == limit
 	})
 	t.Logf("A saw the reset after %v", time.Since(start))
+}
+
+// TestResetLeavesNoKeyWithoutSlices: resetting a counter that never had a slice removes it
+// and writes nothing else (no generation, no reset log entry), as before reservations;
+// one that had a slice leaves its new generation and a log entry.
+func TestResetLeavesNoKeyWithoutSlices(t *testing.T) {
+	t.Parallel()
+	prefix := uniquePrefix()
+	s := openStore(t, Options{URL: singleURL(t), Prefix: prefix}) // production settings
+	ctx := context.Background()
+	keysLeft := func() []string {
+		t.Helper()
+		got, err := s.client.Keys(ctx, "*"+prefix+"*").Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return got
+	}
+	cold := engine.Counter{Account: "a", Namespace: "ns", Key: "cold", Algorithm: engine.FixedWindow, WindowMS: 60_000}
+	if _, err := s.Spend(ctx, engine.Spend{Counter: cold, Limit: 1_000_000, Cost: 1}); err != nil {
+		t.Fatal(err)
+	}
+	if existed, err := s.Reset(ctx, cold); err != nil || !existed {
+		t.Fatal(existed, err)
+	}
+	if left := keysLeft(); len(left) != 0 {
+		t.Fatalf("keys left after resetting a counter that never had a slice: %q", left)
+	}
+	hot := cold
+	hot.Key = "hot"
+	for range 3 {
+		if _, err := s.Spend(ctx, engine.Spend{Counter: hot, Limit: 1_000_000, Cost: 1}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if existed, err := s.Reset(ctx, hot); err != nil || !existed {
+		t.Fatal(existed, err)
+	}
+	left := keysLeft()
+	slices.Sort(left)
+	if want := []string{s.keys.counter(hot) + ":g", s.keys.resetLog()}; !slices.Equal(left, want) {
+		t.Fatalf("keys left after resetting a counter that had a slice: %q, want %q", left, want)
+	}
 }

@@ -21,7 +21,8 @@
 --      decisions see (the slice is theirs).
 --
 -- KEYS[i]  the counters' keys (on Redis Cluster: of one slot); a counter's generation is
---          at KEYS[i] .. ':g' (absent: 0)
+--          at KEYS[i] .. ':g': written with the first slice (now), moved on by a reset
+--          (reset.lua), and kept while a slice of it may be held (2 W + 1 s from the last)
 -- ARGV     now ('t' = TIME), slack ms, from, share, then per key: algorithm ('f', 's', 't';
 --          upper case for overdraft, which never reserves), L, W, c, g, want, b1 .. b5
 -- returns  per key: allowed (0/1), remaining, reset_ms, now, slice, then the state after c
@@ -114,6 +115,15 @@ for i = 1, n do
         slice = want
       end
       if slice > 0 then
+        -- The counter's generation lives while a slice of it may be held anywhere.
+        local gpx = int(2 * W + 1000 + slack)
+        if gens[i] then
+          redis.call('PEXPIRE', gkeys[i], gpx)
+        else
+          gen = now
+          redis.call('SET', gkeys[i], int(gen), 'PX', gpx)
+          gens[i] = int(gen)
+        end
         if lower == 'f' then
           val = string.format('%d:%d', w, cnt + slice)
         elseif lower == 's' then
