@@ -25,6 +25,7 @@ type Pipe struct {
 
 	mu       sync.Mutex // guards cur, retired, downTill, closed
 	cur      *pconn
+	live     atomic.Bool // cur != nil, for Open without the lock
 	retired  []*pconn // retired by Redial, still owed replies
 	downTill time.Time
 	closed   bool
@@ -351,6 +352,7 @@ func (p *Pipe) Redial() {
 	p.mu.Lock()
 	pc := p.cur
 	p.cur = nil
+	p.live.Store(false)
 	if pc != nil {
 		p.retired = append(p.retired, pc)
 	}
@@ -375,12 +377,9 @@ func (p *Pipe) RedialAfter(c *Call) {
 // Addr returns the address of the pipe's node.
 func (p *Pipe) Addr() string { return p.addr }
 
-// Open reports whether the pipe has a live connection.
-func (p *Pipe) Open() bool {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.cur != nil
-}
+// Open reports whether the pipe has a live connection. It takes no lock: the redis store
+// asks it for every decision made from a reservation.
+func (p *Pipe) Open() bool { return p.live.Load() }
 
 // close closes the pipe for good, and its connections.
 func (p *Pipe) close() {
@@ -431,6 +430,7 @@ func (p *Pipe) conn(ctx context.Context) (*pconn, error) {
 		return nil, ErrClosed
 	}
 	p.cur = pc
+	p.live.Store(true)
 	p.wg.Add(1)
 	go func() {
 		defer p.wg.Done()
@@ -714,6 +714,7 @@ func (pc *pconn) fail(err error) {
 	p.mu.Lock()
 	if p.cur == pc {
 		p.cur = nil
+		p.live.Store(false)
 	}
 	if i := slices.Index(p.retired, pc); i >= 0 {
 		p.retired = slices.Delete(p.retired, i, i+1)
