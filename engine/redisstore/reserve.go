@@ -164,19 +164,9 @@ func (r *reservations) nowMS(e *resEntry, now time.Time) int64 {
 func (r *reservations) spend(ctx context.Context, sp *engine.Spend, key string) (d engine.Decision, ok bool, err error) {
 	alg := sp.Counter.Algorithm
 	eligible := !sp.Overdraft
-	sh := r.shard(key)
-	sh.mu.Lock()
-	e := sh.m[key]
-	for e != nil && e.busy != nil {
-		ch := e.busy
-		sh.mu.Unlock()
-		select {
-		case <-ch:
-		case <-ctx.Done():
-			return engine.Decision{}, false, ctx.Err()
-		}
-		sh.mu.Lock()
-		e = sh.m[key]
+	sh, e, err := r.settled(ctx, key)
+	if err != nil {
+		return engine.Decision{}, false, err
 	}
 	now := time.Now()
 	if e == nil {
@@ -415,19 +405,9 @@ func (s *Store) reserveCall(ctx context.Context, key string, sp *engine.Spend, c
 // giveBack returns e's unspent slice to Redis (a reserve call that decides nothing) and
 // lets the counter go; it waits for any call in flight first. The caller holds no lock.
 func (r *reservations) giveBack(ctx context.Context, key string) error {
-	sh := r.shard(key)
-	sh.mu.Lock()
-	e := sh.m[key]
-	for e != nil && e.busy != nil {
-		ch := e.busy
-		sh.mu.Unlock()
-		select {
-		case <-ch:
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-		sh.mu.Lock()
-		e = sh.m[key]
+	sh, e, err := r.settled(ctx, key)
+	if err != nil {
+		return err
 	}
 	if e == nil {
 		sh.mu.Unlock()
@@ -441,7 +421,7 @@ func (r *reservations) giveBack(ctx context.Context, key string) error {
 		return nil
 	}
 	sp := engine.Spend{Counter: engine.Counter{Algorithm: e.alg, WindowMS: e.windowMS}, Limit: e.limit}
-	_, err := r.s.reserveCall(ctx, key, &sp, c)
+	_, err = r.s.reserveCall(ctx, key, &sp, c)
 	return err
 }
 
@@ -474,9 +454,23 @@ func (r *reservations) pollResets(ctx context.Context) {
 
 // drop lets the counter go without giving anything back (Reset clears it in Redis).
 func (r *reservations) drop(ctx context.Context, key string) error {
+	sh, e, err := r.settled(ctx, key)
+	if err != nil {
+		return err
+	}
+	if e != nil {
+		delete(sh.m, key)
+		r.n.Add(-1)
+	}
+	sh.mu.Unlock()
+	return nil
+}
+
+// settled returns key's shard, locked, and its entry (nil if none) once no call for it is
+// in flight; on an error (ctx ended while waiting) the shard is not locked.
+func (r *reservations) settled(ctx context.Context, key string) (*resShard, *resEntry, error) {
 	sh := r.shard(key)
 	sh.mu.Lock()
-	defer sh.mu.Unlock()
 	e := sh.m[key]
 	for e != nil && e.busy != nil {
 		ch := e.busy
@@ -484,17 +478,12 @@ func (r *reservations) drop(ctx context.Context, key string) error {
 		select {
 		case <-ch:
 		case <-ctx.Done():
-			sh.mu.Lock()
-			return ctx.Err()
+			return nil, nil, ctx.Err()
 		}
 		sh.mu.Lock()
 		e = sh.m[key]
 	}
-	if e != nil {
-		delete(sh.m, key)
-		r.n.Add(-1)
-	}
-	return nil
+	return sh, e, nil
 }
 
 // sweep gives back the slices idle for ReserveOptions.Idle or whose window has ended (a fixed

@@ -26,7 +26,7 @@ type Pipe struct {
 	mu       sync.Mutex // guards cur, retired, downTill, closed
 	cur      *pconn
 	live     atomic.Bool // cur != nil, for Open without the lock
-	retired  []*pconn // retired by Redial, still owed replies
+	retired  []*pconn    // retired by Redial, still owed replies
 	downTill time.Time
 	closed   bool
 	dialMu   sync.Mutex // one dial at a time
