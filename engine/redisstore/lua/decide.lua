@@ -53,6 +53,41 @@ local function put(k, val, px)
   end
 end
 
+-- stage notes key k's new value (with its px, as decide returns them) for a call that
+-- decides several requests: vals[k] is what the call's next request on k reads; each
+-- changed key is written once, at the end (flush), with its last value and the ttl of the
+-- first change that set one (a later change of the same call is of the same window).
+local function stage(vals, changed, pxs, k, val, px)
+  if pxs[k] == nil then
+    changed[#changed + 1] = k
+    pxs[k] = px
+  elseif px then
+    pxs[k] = px
+  end
+  vals[k] = val
+end
+
+-- flush writes the keys stage noted.
+local function flush(vals, changed, pxs)
+  for i = 1, #changed do
+    local k = changed[i]
+    put(k, vals[k], pxs[k])
+  end
+end
+
+-- grain is the TTLGRAIN a token bucket's TAT (ms + rem/L) expires in; bucketpx is the PX
+-- of a bucket in grain g.
+local function grain(ms, rem)
+  if rem > 0 then
+    ms = ms + 1
+  end
+  return math.ceil(ms / TTLGRAIN)
+end
+
+local function bucketpx(g, now, slack)
+  return int(ttl(g * TTLGRAIN - TTLGRAIN, now, slack))
+end
+
 local function decide(v, alg, L, W, c, now, slack)
   local allowed, remaining, reset = 0, 0, 0
   local val, px = nil, 0
@@ -178,16 +213,12 @@ local function decide(v, alg, L, W, c, now, slack)
   elseif alg == 't' then
     -- algo.TokenBucket
     local ms, rem, sl = 0, 0, 0
-    local grain = nil -- the grain of the stored expiry, when a value is stored
+    local held = nil -- the grain of the stored expiry, when a value is stored
     if v then
       local a, b, d = string.match(v, '^(%-?%d+):(%-?%d+):(%-?%d+)$')
       if a then
         ms, rem, sl = tonumber(a), tonumber(b), tonumber(d)
-        local e = ms
-        if rem > 0 then
-          e = e + 1
-        end
-        grain = math.ceil(e / TTLGRAIN)
+        held = grain(ms, rem)
       end
     end
     local rewritten = false
@@ -291,16 +322,12 @@ local function decide(v, alg, L, W, c, now, slack)
       end
     end
     if write then
-      local e = out_ms
-      if out_rem > 0 then
-        e = e + 1
-      end
-      local g = math.ceil(e / TTLGRAIN)
+      local g = grain(out_ms, out_rem)
       val = string.format('%d:%d:%d', out_ms, out_rem, L)
-      if g == grain then
+      if g == held then
         px = false -- the stored expiry, (g - 1) * TTLGRAIN + slack or later, stands
       else
-        px = int(ttl(g * TTLGRAIN - TTLGRAIN, now, slack))
+        px = bucketpx(g, now, slack)
       end
     end
     -- algo.bucketRemaining: floor((X*L - rem)/W) with X = now + W - TAT ms, clamped to [0, L].

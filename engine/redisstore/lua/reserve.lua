@@ -37,7 +37,7 @@ for i = 1, n do
 end
 local got = redis.call('MGET', unpack(KEYS))
 local gens = redis.call('MGET', unpack(gkeys))
-local vals, changed, px = {}, {}, {}
+local vals, changed, pxs = {}, {}, {}
 for i = 1, n do
   vals[KEYS[i]] = got[i]
 end
@@ -133,11 +133,7 @@ for i = 1, n do
           -- bucket's TAT stays within W of now).
           local ms, rem = addcost(w, cnt, slice, L, W)
           val = string.format('%d:%d:%d', ms, rem, L)
-          local e = ms
-          if rem > 0 then
-            e = e + 1
-          end
-          p = int(ttl(math.ceil(e / TTLGRAIN) * TTLGRAIN - TTLGRAIN, now, slack)) -- decide.lua's
+          p = bucketpx(grain(ms, rem), now, slack)
         end
       end
     end
@@ -146,19 +142,10 @@ for i = 1, n do
     val, p = gave, false
   end
   if val then
-    if px[k] == nil then
-      changed[#changed + 1] = k
-      px[k] = p
-    elseif p then
-      px[k] = p
-    end
-    vals[k] = val
+    stage(vals, changed, pxs, k, val, p)
   end
   out[#out + 1], out[#out + 2], out[#out + 3], out[#out + 4] = allowed, remaining, reset, now
   out[#out + 1], out[#out + 2], out[#out + 3], out[#out + 4], out[#out + 5] = slice, w, cnt, prev, gen
 end
-for i = 1, #changed do
-  local k = changed[i]
-  put(k, vals[k], px[k])
-end
+flush(vals, changed, pxs)
 return out

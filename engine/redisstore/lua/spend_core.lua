@@ -4,8 +4,7 @@
 -- same key twice sees the first spend).
 --
 -- Per call, not per request: one TIME; each distinct key read once, before anything is
--- written; each changed key written once, with its last value (and the ttl of the first
--- change that set one: a later change of the same call is of the same window). The reply is 4 integers a
+-- written; each changed key written once (decide.lua's stage and flush). The reply is 4 integers a
 -- request: allowed (0/1; -1: not decided, the key is not served here, nothing was spent),
 -- remaining, reset_ms, now.
 --
@@ -13,7 +12,7 @@
 -- vals     keys[i]'s stored value (false when absent), or nil where not served here
 -- a, b, s  request i's arguments are a[b + (i-1)*s + 1 ..]: algorithm, L, W, c
 local function spend_keys(keys, vals, a, b, s, now, slack)
-  local out, changed, px = {}, {}, {}
+  local out, changed, pxs = {}, {}, {}
   for i = 1, #keys do
     local k = keys[i]
     local v = vals[k]
@@ -27,20 +26,11 @@ local function spend_keys(keys, vals, a, b, s, now, slack)
         return redis.error_reply('ERR leash: unknown algorithm')
       end
       if val then
-        if px[k] == nil then
-          changed[#changed + 1] = k
-          px[k] = p
-        elseif p then
-          px[k] = p
-        end
-        vals[k] = val
+        stage(vals, changed, pxs, k, val, p)
       end
       out[#out + 1], out[#out + 2], out[#out + 3], out[#out + 4] = allowed, remaining, reset, now
     end
   end
-  for i = 1, #changed do
-    local k = changed[i]
-    put(k, vals[k], px[k])
-  end
+  flush(vals, changed, pxs)
   return out
 end
