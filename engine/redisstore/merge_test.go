@@ -175,7 +175,11 @@ func TestConformanceMergedCluster(t *testing.T) {
 	}
 	calls, commands := runMerged(t, Options{ClusterAddrs: c.Addrs(), Reserve: ReserveOptions{Off: true}}, crossSlot)
 	t.Logf("%d calls in %d commands", calls, commands)
-	if commands*2 > calls {
+	// A request and its 7 copies fall on 3 masters: at most about 8/3 calls to a command,
+	// and how many are written together depends on timing (2.3 here, 2.0 in CI). Merged
+	// per slot, the same run sends 1.0 (TestConformanceMergedClusterPerSlot): 1.5 tells
+	// the two apart with room for a slower or faster machine.
+	if commands*3 > calls*2 {
 		t.Fatalf("%d calls in %d commands: Spend requests for one master were not merged across slots", calls, commands)
 	}
 }
