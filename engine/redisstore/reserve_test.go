@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -414,4 +415,62 @@ func TestResetLeavesNoKeyWithoutSlices(t *testing.T) {
 	if want := []string{s.keys.counter(hot) + ":g", s.keys.resetLog()}; !slices.Equal(left, want) {
 		t.Fatalf("keys left after resetting a counter that had a slice: %q, want %q", left, want)
 	}
+}
+
+// TestReservationSlidingWindowEndGivesBackLater: a sliding window's unspent slice is not
+// given back the moment its window ends (every hot counter's give-back at once holds up the
+// requests behind them) but with the counter's next call, in the same call, or once idle;
+// either way it comes off the ended window's count, which weighs on the next.
+func TestReservationSlidingWindowEndGivesBackLater(t *testing.T) {
+	t.Parallel()
+	const w, limit = 60_000, 10_000
+	clock := testkit.NewFakeClock(time.UnixMilli(1_000*w + 1_000))
+	s := openStore(t, Options{URL: singleURL(t), Prefix: uniquePrefix(), Clock: clock,
+		Reserve: ReserveOptions{From: 1, Share: 2, Hits: 2, Idle: 2 * time.Second}})
+	ctx := context.Background()
+	busy := engine.Counter{Account: "a", Namespace: "ns", Key: "busy", Algorithm: engine.SlidingWindow, WindowMS: w}
+	quiet := busy
+	quiet.Key = "quiet"
+	for _, c := range []engine.Counter{busy, quiet} {
+		for range 3 { // the second reserves, the third is decided from the slice
+			if d, err := s.Spend(ctx, engine.Spend{Counter: c, Limit: limit, Cost: 1}); err != nil || !d.Allowed {
+				t.Fatal(d, err)
+			}
+		}
+	}
+	// ended reads the count of the first window (1000) as Redis holds it: the current
+	// count while no request has come in the next, the previous count after one has.
+	ended := func(c engine.Counter) string {
+		v, err := s.client.Get(ctx, s.keys.counter(c)).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		switch f := strings.Split(v, ":"); {
+		case len(f) == 3 && f[0] == "1000":
+			return f[1]
+		case len(f) == 3 && f[0] == "1001":
+			return f[2]
+		}
+		t.Fatalf("%s: %q is not a sliding window's state in window 1000 or 1001", c.Key, v)
+		return ""
+	}
+	local, calls := s.ReserveStats()
+	if local != 2 {
+		t.Fatalf("%d decided from slices, want 2 (each counter's third request)", local)
+	}
+	clock.Advance(w * time.Millisecond) // the next window
+	time.Sleep(3 * reserveSweepEvery)
+	if _, after := s.ReserveStats(); after != calls {
+		t.Fatalf("%d calls to Redis at the window's end with no request: the slices went back at once", after-calls)
+	}
+	if d, err := s.Spend(ctx, engine.Spend{Counter: busy, Limit: limit, Cost: 1}); err != nil || !d.Allowed {
+		t.Fatal(d, err)
+	}
+	if l, after := s.ReserveStats(); after != calls+1 {
+		t.Fatalf("%d calls for the busy counter's next request, want 1 (%d local)", after-calls, l)
+	}
+	if got := ended(busy); got != "3" {
+		t.Fatalf("the busy counter's ended window counts %s, want its 3 requests: the slice did not come back with the next call", got)
+	}
+	testkit.Eventually(t, "the quiet counter's slice given back once idle", 5*time.Second, func() bool { return ended(quiet) == "3" })
 }
