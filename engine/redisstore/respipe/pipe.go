@@ -773,16 +773,18 @@ func (pc *pconn) readLoop() {
 				err = skipReply(pc.reader, line)
 			}
 			if err != nil {
+				pc.fail(err) // before c hears of it: see below
 				c.answer(ErrDown)
-				pc.fail(err)
 				return
 			}
 		}
 		var replyErr error
 		c.reply, replyErr = readInts(pc.reader, c.reply[:0])
 		if _, isReply := replyErr.(ReplyError); replyErr != nil && !isReply {
-			c.answer(ErrDown)
+			// The connection is let go before c's callers hear ErrDown, so a call they
+			// make next is written to a new one, not to this one, to fail again.
 			pc.fail(replyErr)
+			c.answer(ErrDown)
 			return
 		}
 		if replyErr == nil && !c.replyFits() {

@@ -548,3 +548,27 @@ func TestCallsDoNotAllocate(t *testing.T) {
 		t.Fatalf("%v allocations per call, want 0", n)
 	}
 }
+
+// TestCallAfterCutReplyRedials: a call made as soon as another heard ErrDown for a reply
+// cut short goes out on a new connection and succeeds: the broken one is let go before
+// its calls hear of it, never after (a call made in between would be written to it and
+// fail too).
+func TestCallAfterCutReplyRedials(t *testing.T) {
+	t.Parallel()
+	srv := redistest.StartServer(t, false)
+	px := redistest.StartProxy(t, srv.Addr())
+	p := newPool(t, Options{}).Pipe(px.Addr())
+	ctx := context.Background()
+	for round := range 200 {
+		if _, err := incr(ctx, p, "k", 1); err != nil {
+			t.Fatalf("round %d: before the cut: %v", round, err)
+		}
+		px.CutAfter(3) // "*2\r" of the reply's "*2\r\n:1\r\n:..."
+		if _, err := incr(ctx, p, "k", 1); !errors.Is(err, ErrDown) {
+			t.Fatalf("round %d: a call whose reply was cut: %v, want ErrDown", round, err)
+		}
+		if _, err := incr(ctx, p, "k", 1); err != nil {
+			t.Fatalf("round %d: the call right after the cut: %v", round, err)
+		}
+	}
+}
