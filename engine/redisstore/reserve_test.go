@@ -426,7 +426,7 @@ func TestReservationSlidingWindowEndGivesBackLater(t *testing.T) {
 	const w, limit = 60_000, 10_000
 	clock := testkit.NewFakeClock(time.UnixMilli(1_000*w + 1_000))
 	s := openStore(t, Options{URL: singleURL(t), Prefix: uniquePrefix(), Clock: clock,
-		Reserve: ReserveOptions{From: 1, Share: 2, Hits: 2, Idle: 2 * time.Second}})
+		Reserve: ReserveOptions{From: 1, Share: 2, Hits: 2, Idle: 4 * time.Second}})
 	ctx := context.Background()
 	busy := engine.Counter{Account: "a", Namespace: "ns", Key: "busy", Algorithm: engine.SlidingWindow, WindowMS: w}
 	quiet := busy
@@ -472,5 +472,5 @@ func TestReservationSlidingWindowEndGivesBackLater(t *testing.T) {
 	if got := ended(busy); got != "3" {
 		t.Fatalf("the busy counter's ended window counts %s, want its 3 requests: the slice did not come back with the next call", got)
 	}
-	testkit.Eventually(t, "the quiet counter's slice given back once idle", 5*time.Second, func() bool { return ended(quiet) == "3" })
+	testkit.Eventually(t, "the quiet counter's slice given back once idle", 10*time.Second, func() bool { return ended(quiet) == "3" })
 }
