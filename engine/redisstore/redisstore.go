@@ -430,7 +430,11 @@ func (s *Store) noteOutcome(err error) {
 	var reply respipe.ReplyError
 	switch {
 	case err == nil:
-		s.lastOK.Store(time.Now().UnixNano())
+		// Written only when a failure came after the last success: every decision call
+		// ends here, and a write per call would have every core write one shared word.
+		if s.lastOK.Load() < s.lastDown.Load() {
+			s.lastOK.Store(time.Now().UnixNano())
+		}
 	case errors.As(err, &reply), errors.Is(err, context.Canceled):
 	default:
 		s.lastDown.Store(time.Now().UnixNano())
