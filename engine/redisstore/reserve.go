@@ -301,6 +301,11 @@ func (e *resEntry) giveBack() (resCall, bool) {
 	return c, false
 }
 
+// backSpend is the request of a give-back call: nothing spent, the slice's counter and limit.
+func (e *resEntry) backSpend() engine.Spend {
+	return engine.Spend{Counter: engine.Counter{Algorithm: e.alg, WindowMS: e.windowMS}, Limit: e.limit}
+}
+
 // ended reports whether e's slice can no longer cover a request at nowMS: a window
 // counter's window has passed, a token bucket's stretch of TAT is behind.
 func (e *resEntry) ended(nowMS int64) bool {
@@ -420,7 +425,7 @@ func (r *reservations) giveBack(ctx context.Context, key string) error {
 	if !back {
 		return nil
 	}
-	sp := engine.Spend{Counter: engine.Counter{Algorithm: e.alg, WindowMS: e.windowMS}, Limit: e.limit}
+	sp := e.backSpend()
 	_, err = r.s.reserveCall(ctx, key, &sp, c)
 	return err
 }
@@ -525,8 +530,7 @@ func (r *reservations) sweep(ctx context.Context, all bool) {
 				if c, back := e.giveBack(); back && weighs {
 					ch := make(chan struct{})
 					e.busy = ch // the counter's next call waits for the give-back
-					rets = append(rets, ret{key: key, sp: engine.Spend{Counter: engine.Counter{Algorithm: e.alg, WindowMS: e.windowMS}, Limit: e.limit},
-						c: c, e: e, sh: sh, ch: ch})
+					rets = append(rets, ret{key: key, sp: e.backSpend(), c: c, e: e, sh: sh, ch: ch})
 				}
 				e.slice, e.used = 0, 0
 				e.want = max(e.want/2, 0)
