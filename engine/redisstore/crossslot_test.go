@@ -2,14 +2,17 @@ package redisstore
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
 	"github.com/leashd/leash/engine"
+	"github.com/leashd/leash/engine/redisstore/respipe"
 	"github.com/leashd/leash/testkit/redistest"
 )
 
@@ -184,5 +187,55 @@ func TestAtLeast7(t *testing.T) {
 		if got := atLeast7(info); got != want {
 			t.Errorf("atLeast7(%q) = %v, want %v", info, got, want)
 		}
+	}
+}
+
+// TestRedirectLoopAnswersNotServed: a decision that every node it is sent to redirects
+// (a slot left MIGRATING towards a node that does not import it: ASK there, MOVED back) is
+// sent again until its deadline, then fails as not served, never with the redirect itself
+// (spec §3.8: 503 at the edge); once the slot is stable again it is decided.
+func TestRedirectLoopAnswersNotServed(t *testing.T) {
+	t.Parallel()
+	c := redistest.StartCluster(t, 0)
+	s := openStore(t, Options{ClusterAddrs: c.Addrs()})
+	ctx := context.Background()
+	sp := pipeSpend("loops", 10)
+	key := s.keys.counter(sp.Counter)
+	src, err := c.MasterFor(ctx, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dst := c.Nodes[0]
+	if dst == src {
+		dst = c.Nodes[1]
+	}
+	srcAdmin := redis.NewClient(&redis.Options{Addr: src.Addr(), MaxRetries: -1})
+	defer srcAdmin.Close()
+	dstAdmin := redis.NewClient(&redis.Options{Addr: dst.Addr(), MaxRetries: -1})
+	defer dstAdmin.Close()
+	dstID, err := dstAdmin.Do(ctx, "CLUSTER", "MYID").Text()
+	if err != nil {
+		t.Fatal(err)
+	}
+	slot := int64(keySlot(key))
+	if err := srcAdmin.Do(ctx, "CLUSTER", "SETSLOT", slot, "MIGRATING", dstID).Err(); err != nil {
+		t.Fatal(err)
+	}
+	for _, sp := range []engine.Spend{sp, {Counter: sp.Counter, Limit: sp.Limit, Cost: 1}} {
+		cctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+		_, err = s.Spend(cctx, sp)
+		cancel()
+		var reply respipe.ReplyError
+		// Which of the two ends it depends on where the deadline falls: between sends, or
+		// while a send is under way.
+		if errors.As(err, &reply) || !errors.Is(err, errNotServed) && !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("a decision redirected until its deadline: %v, want not served or the deadline, with no reply text", err)
+		}
+	}
+	if err := srcAdmin.Do(ctx, "CLUSTER", "SETSLOT", slot, "STABLE").Err(); err != nil {
+		t.Fatal(err)
+	}
+	if d, err := s.Spend(ctx, sp); err != nil || !d.Allowed || d.Remaining != 9 {
+		t.Fatalf("after the slot is stable: %+v, %v; want allowed, 9 left (nothing spent before)", d, err)
 	}
 }

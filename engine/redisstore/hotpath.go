@@ -23,7 +23,8 @@ import (
 // respipe.Merge; mergeGroup; "Merging" below). The pipe is the
 // decisions' only road: a call Redis answers it did not run (respipe.NotRunHere) is sent
 // again on the pipe, as encoded, once go-redis has done what the answer asks (resendTo:
-// load the script, reload the slot map, find the new master), at most maxResends times.
+// load the script, reload the slot map, find the new master), until its deadline (maxResends
+// at once, then after a pause: resendPause).
 // A call whose script may have run (a lost reply) is never sent again. Everything else
 // (rules, usage, webhooks, WAIT) goes through go-redis.
 
@@ -88,8 +89,9 @@ func atLeast7(info string) bool {
 	return false
 }
 
-// maxResends is how many times one decision is sent again after answers that prove it did
-// not run: e.g. MOVED to the slot's new master, then NOSCRIPT there.
+// maxResends is how many times one decision is sent again at once after answers that prove
+// it did not run: e.g. MOVED to the slot's new master, then NOSCRIPT there. Past that it is
+// sent again after a pause (resendPause) until its deadline.
 const maxResends = 2
 
 // arg is one script argument, a string or an integer, encoded without boxing.
@@ -132,13 +134,39 @@ func (s *Store) runHot(ctx context.Context, lua *script, dst []int64, keys []str
 	}
 	for resent := 0; ; resent++ {
 		r, err := p.Do(ctx, c, dst)
-		if resent == maxResends || !respipe.NotRunHere(err) {
+		if !respipe.NotRunHere(err) {
 			s.noteOutcome(err)
 			return r, err
 		}
-		if p, err = s.resendTo(ctx, lua, keys[0], p, c, err.(respipe.ReplyError)); err != nil {
+		reply := err.(respipe.ReplyError)
+		if resent >= maxResends && !resendPause(ctx, resent-maxResends) {
+			// Still redirected, or the Cluster still moving, at the deadline: the decision
+			// was not taken, and the caller hears so, never the reply itself (spec §3.8).
+			return nil, fmt.Errorf("redisstore: %w: %s at the deadline", errNotServed, reply.Code())
+		}
+		if p, err = s.resendTo(ctx, lua, keys[0], p, c, reply); err != nil {
 			return nil, err
 		}
+	}
+}
+
+// errNotServed is a decision that no node ran before its deadline: redirected (MOVED, ASK),
+// refused (TRYAGAIN, CLUSTERDOWN, LOADING, ...) each time it was sent.
+var errNotServed = errors.New("no node ran the call")
+
+// resendPause waits before the n-th resend past maxResends, 250 µs doubling to 16 ms, so a
+// call redirected while go-redis reloads its slot map (lazily, in the background) or while a
+// Cluster moves a slot or fails over is sent again until its deadline, without spinning.
+// It reports false once ctx is done.
+func resendPause(ctx context.Context, n int) bool {
+	d := 250 * time.Microsecond << min(n, 6)
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
 	}
 }
 
