@@ -192,7 +192,7 @@ type Redis struct {
 	Password string `mapstructure:"password"`
 	// WaitReplicas is how many replicas a lease acquisition waits for (default 0, spec §11.3).
 	WaitReplicas int `mapstructure:"wait_replicas"`
-	// Reservations lets hot counters, of every algorithm, be decided from local slices
+	// Reservations lets hot window counters be decided from local slices
 	// (default true, spec §4.13).
 	Reservations bool `mapstructure:"reservations"`
 	// DialTimeout bounds connecting (default 500ms).

@@ -119,6 +119,7 @@ bench_defaults() {
 	GHZ_CONNS=${GHZ_CONNS:-8}
 	VEGETA_WORKERS=${VEGETA_WORKERS:-256} # at most this many requests in flight at a fixed rate, as ghz -c
 	KEYS=${KEYS:-10000}
+	LIMIT=${LIMIT:-1000000000} # every check allowed: the limit of each key per minute
 	DURATION=${DURATION:-10s}
 	WARMUP=${WARMUP:-3s}
 	# LOADS: closed (closed loop) and offered rates per second; ROUNDS: times through every binary.
@@ -288,11 +289,12 @@ load_setup() {
 	-- POST /v1/limit with algorithm BENCH_ALG over BENCH_KEYS keys; done() prints one line:
 	-- RESULT successes failures seconds p50_ms p99_ms
 	local n, keys, alg = 0, tonumber(os.getenv("BENCH_KEYS")), os.getenv("BENCH_ALG")
+	local limit = os.getenv("BENCH_LIMIT") or "1000000000"
 	local hdr = {["Authorization"] = "Bearer bench", ["Content-Type"] = "application/json"}
 	request = function()
 	  n = n + 1
 	  local body = '{"namespace":"bench","key":"user-' .. (n % keys) .. '","algorithm":"' .. alg ..
-	    '","limit":1000000000,"window_ms":60000}'
+	    '","limit":' .. limit .. ',"window_ms":60000}'
 	  return wrk.format("POST", "/v1/limit", hdr, body)
 	end
 	done = function(s, latency, requests)
@@ -303,9 +305,9 @@ load_setup() {
 	end
 	LUA
 	for alg in fixed_window sliding_window token_bucket; do
-		jq -nc --argjson n "$KEYS" --arg alg "$alg" 'range($n) | {method: "POST", url: "http://127.0.0.1:18080/v1/limit",
+		jq -nc --argjson n "$KEYS" --argjson limit "$LIMIT" --arg alg "$alg" 'range($n) | {method: "POST", url: "http://127.0.0.1:18080/v1/limit",
 			header: {Authorization: ["Bearer bench"], "Content-Type": ["application/json"]},
-			body: ({namespace: "bench", key: "user-\(.)", algorithm: $alg, limit: 1000000000, window_ms: 60000} | tojson | @base64)}' \
+			body: ({namespace: "bench", key: "user-\(.)", algorithm: $alg, limit: $limit, window_ms: 60000} | tojson | @base64)}' \
 			>"$out/targets-$alg.json"
 	done
 }
@@ -319,7 +321,7 @@ run_load() {
 	pin "$LOAD_CPUS"
 	case $api/$load in
 	http/closed)
-		BENCH_ALG=$alg BENCH_KEYS=$KEYS "${pinned[@]}" wrk -t"$WRK_THREADS" -c"$WRK_CONNS" -d"$d" \
+		BENCH_ALG=$alg BENCH_KEYS=$KEYS BENCH_LIMIT=$LIMIT "${pinned[@]}" wrk -t"$WRK_THREADS" -c"$WRK_CONNS" -d"$d" \
 			-s "$out/limit.lua" http://127.0.0.1:18080/v1/limit >"$out/last-run.txt"
 		awk '$1 == "RESULT" {print $2, $3, $4, $5, $6}' "$out/last-run.txt" ;;
 	http/*)

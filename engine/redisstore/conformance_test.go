@@ -30,7 +30,7 @@ func TestConformanceCluster(t *testing.T) {
 
 // eager reserves on every counter's first request and down to the last unit, so the suite
 // runs through reservations (reserve.go) wherever a window counter is spent on.
-var eager = ReserveOptions{From: 1, Share: 2, Hits: 1}
+var eager = ReserveOptions{From: 1, Share: 2, Part: 1, Hits: 1}
 
 // TestConformanceSingleReserving runs the suite with eager reservations on one node.
 func TestConformanceSingleReserving(t *testing.T) {

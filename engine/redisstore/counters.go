@@ -102,27 +102,33 @@ func (s *Store) Reset(ctx context.Context, c engine.Counter) (bool, error) {
 	}
 	code := algCode(c.Algorithm)
 	key := s.keys.counter(c)
-	keys := []string{key, key + ":g"} // its generation, if it has one, moves on (reserve.go)
+	keys := []string{key, key + ":h", key + ":f"} // its grants and fence (reserve.go)
+	holder := ""
 	if s.reserve != nil {
+		holder = s.reserve.holder
 		if err := s.reserve.drop(ctx, key); err != nil {
 			return false, err
 		}
 	}
-	ctx = s.opCtx(ctx)
-	cmd, err := s.eval(ctx, s.scripts.reset, keys, s.nowArg(), s.slack, code, c.WindowMS)
-	if err != nil {
-		return false, err
-	}
-	n, err := cmd.Int64()
-	if err != nil {
-		return false, err
-	}
-	if n&2 != 0 {
-		// The counter has had a slice: instances that may hold one read the log and give
-		// it back (reserve.go).
-		if _, err := s.eval(ctx, s.scripts.resetLog, []string{s.keys.resetLog()}, s.nowArg(), key); err != nil {
-			s.log.Warn("redis store: logging a reset failed; other instances end their slices of the counter when idle", "err", err)
+	n, err := s.resetOnce(ctx, keys, code, c.WindowMS, holder, "fence")
+	if err == nil && n == 2 {
+		// Another instance has a grant of the counter: no new slice is granted now, and
+		// once no slice taken before the reset can decide, it is cleared (spec §4.13).
+		if err = s.fence(ctx, key); err == nil {
+			n, err = s.resetOnce(ctx, keys, code, c.WindowMS, holder, "clear")
 		}
 	}
-	return n&1 == 1, nil
+	if err != nil {
+		return false, err
+	}
+	return n == 1, nil
+}
+
+// resetOnce runs lua/reset.lua once, in phase ("fence" or "clear").
+func (s *Store) resetOnce(ctx context.Context, keys []string, code string, windowMS int64, holder, phase string) (int64, error) {
+	cmd, err := s.eval(s.opCtx(ctx), s.scripts.reset, keys, s.nowArg(), s.slack, code, windowMS, holder, phase)
+	if err != nil {
+		return 0, err
+	}
+	return cmd.Int64()
 }

@@ -146,10 +146,13 @@ func (k keys) usageSeen(account, batchID string) string {
 // the version bump are one atomic script.
 func (k keys) rulesTag() string { return "{" + k.prefix + ":r}" }
 
-// resetLog returns "{P:x}:resets", the counters reset in the last minute (sorted set,
-// member the counter's key, score the Redis instant in ms): instances holding a slice of
-// one give it back (reserve.go).
-func (k keys) resetLog() string { return "{" + k.prefix + ":x}:resets" }
+// fenceLog returns "{P:x}:fences", the last 4,096 fences on counters (sorted set, member
+// "seq:counter key", score the seq): instances holding a slice of one stop deciding from it
+// (reserve.go).
+func (k keys) fenceLog() string { return "{" + k.prefix + ":x}:fences" }
+
+// fenceSeq returns "{P:x}:fences:n", the fence log's last seq.
+func (k keys) fenceSeq() string { return "{" + k.prefix + ":x}:fences:n" }
 
 func (k keys) rules(account, namespace string) string {
 	var b strings.Builder

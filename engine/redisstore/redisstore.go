@@ -195,10 +195,6 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 	}()
 	if !opts.Reserve.Off {
 		s.reserve = newReservations(s, opts.Reserve)
-		// Resets from now on end this instance's slices (the reset log, reserve.go).
-		if now, err := s.NowMS(ctx); err == nil {
-			s.reserve.resetsSeen = now
-		}
 		s.wg.Add(1)
 		go func() {
 			defer s.wg.Done()

@@ -2,9 +2,11 @@ package redisstore
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"hash/maphash"
-	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -16,24 +18,42 @@ import (
 	"github.com/leashd/leash/engine/redisstore/respipe"
 )
 
-// Reservations (spec §4.13, docs/redis.md "Reservations"): a counter that this instance
-// spends on again and again (hot: ReserveOptions.Hits requests, each within
+// Reservations (spec §4.13, docs/redis.md "Reservations"): a window counter that this
+// instance spends on again and again (hot: ReserveOptions.Hits requests, each within
 // reserveHotWithin of the one before) takes, with a request Redis allows, a slice of what
-// is left (lua/reserve.lua: at most 1/Share of the remaining, none below From). Later
-// requests are decided here, by engine/algo on the counter's state as Redis returned it,
-// while the slice covers them: a window counter's units in the slice's window; a token
-// bucket's stretch of TAT (the slots of its units, each W/L ms: a request fits while the
-// bucket's TAT after it stays in the stretch, so no unit is used before its slot, and the
-// slots of units not used in time pass unused, as in Redis). A request the slice cannot
-// cover goes to Redis with the unspent part given back, in the same call. So nothing is
-// admitted that Redis did not count, and on one instance every verdict, remaining and
-// reset is the one Redis would give; other instances see the unspent slices as spent (at
-// most a slice per instance and counter, given back within Idle of the last request, or
-// when the window or stretch ends).
+// is left (lua/reserve.lua: at most 1/Share of the remaining and 1/Part of the limit,
+// none below From), counted in Redis at once and recorded there as this instance's grant.
+// Later requests are decided here, by engine/algo on the counter's state as Redis returned
+// it, while the slice covers them, so nothing is admitted that Redis did not count.
 //
-// A counter's calls to Redis are one at a time while it holds a slice (requests wait for
-// the call in flight, then decide on its slice); a counter without one is spent the usual
-// way (Spend's merged call), so a cold or nearly spent counter costs nothing more.
+// A slice is held, not owned, and each rule below is what keeps a verdict from it the one
+// Redis would give:
+//   - Alive only while Redis is: it decides only within reserveValid of the sending of a
+//     call Redis answered, the one that granted it or a later heartbeat (beat: every
+//     reserveBeat, the fence log's read, and on a Cluster a ping of every master), and
+//     while its connection is up.
+//   - Fenced: a reset, or an overdraft denied, while another instance has a grant of the
+//     counter logs a fence (lua/fence_add.lua) and answers only reserveFenceWait later:
+//     by then every holder has either read the fence and stopped deciding from its slice,
+//     or gone past reserveValid since its last answered call. A reset also stops new
+//     grants until it is done (the counter's fence key), and deletes the grants, so nothing
+//     taken before it is given back after it.
+//   - Settled by the holder: every call reports the last grant the holder read and what it
+//     spent of it (seq, ack, used): Redis takes the unspent part off, or all of a grant
+//     whose reply the holder never read (timed out, cut). A call that reaches Redis after
+//     its caller stopped waiting (its deadline, in Redis's clock) decides and grants
+//     nothing.
+//   - Given back when idle: a slice not spent from for ReserveOptions.Idle goes back
+//     (sweep), and all of them at Close; a killed instance strands only its last grants,
+//     each at most 1 % of its counter's limit.
+//
+// Token buckets are decided in Redis: a bucket refills continuously up to its size, so a
+// slice of it held here would be refilled a second time in Redis; the exact form, units in
+// their own time slots, strands the slots of a slice once another instance spent after it.
+//
+// A counter's calls to Redis are one at a time while it is followed (requests wait for the
+// call in flight, then decide on its slice); a counter without one is spent the usual way
+// (Spend's merged call), so a cold or nearly spent counter costs nothing more.
 
 // ReserveOptions tune reservations; the zero value is the production setting.
 type ReserveOptions struct {
@@ -44,22 +64,30 @@ type ReserveOptions struct {
 	From int64
 	// Share: a slice is at most 1/Share of what is left; default 16.
 	Share int64
+	// Part: a slice is at most 1/Part of the limit; default 100, so that an instance
+	// killed while holding slices strands at most 1 % of each counter's budget.
+	Part int64
 	// Hits is how many requests in a row, each within reserveHotWithin of the last, make a
 	// counter hot; default 2 (the second request reserves).
 	Hits int
 	// Idle is how long after a counter's last request its unspent slice goes back;
-	// default 10 s.
+	// default 1 s.
 	Idle time.Duration
 }
 
 const (
 	// A counter is followed while it is spent on at least every reserveHotWithin; its
-	// slice goes back ReserveOptions.Idle (reserveIdle) after the last request. Both are long enough for a
-	// counter spent on every few seconds (3,000/s over 10,000 keys: every 3.3 s) to keep
-	// one, and a slice held while idle costs other instances at most 1/Share of what was
-	// left.
-	reserveHotWithin  = 10 * time.Second
-	reserveIdle       = 10 * time.Second
+	// slice goes back ReserveOptions.Idle (reserveIdle) after the last request, so the
+	// unspent budget of an idle instance is the others' again within about 1.25 s.
+	reserveHotWithin = time.Second
+	reserveIdle      = time.Second
+	// reserveValid bounds how long a slice decides after the sending of the last call
+	// Redis answered for it (spec §4.13), reserveBeat is how often the heartbeat renews
+	// it, and reserveFenceWait how long a fence waits: reserveValid and a margin for the
+	// clocks' rates and the fence log's write.
+	reserveValid      = 100 * time.Millisecond
+	reserveBeat       = 20 * time.Millisecond
+	reserveFenceWait  = reserveValid + 20*time.Millisecond
 	reserveQuick      = time.Second // a slice spent faster than this makes the next one twice as big
 	reserveSweepEvery = 250 * time.Millisecond
 	reserveFirstWant  = 32      // the first slice asked for, in costs
@@ -76,12 +104,24 @@ type reservations struct {
 	seed   maphash.Seed
 	shards [reserveShards]resShard
 	n      atomic.Int64 // counters followed, over all shards
-	// The reset log read so far (run's goroutine only): the last instant read (at first,
-	// when the store opened), and the counters reset at that instant.
-	resetsSeen   int64
-	resetsAtSeen map[string]bool
-	local        atomic.Int64 // requests decided from a slice
-	calls        atomic.Int64 // reserve calls (give-backs included)
+	holder string       // this instance's name in the counters' grants
+	seq    atomic.Int64 // the last call's seq
+
+	epoch  time.Time    // the monotonic base of the instants below (ns since epoch)
+	polled atomic.Int64 // when the last fence-log read Redis answered was sent
+	// When the fence log was first read since the beat last started: a read renews only
+	// the slices granted by calls sent since then (earlier ones may precede fences that
+	// read skipped).
+	baseline atomic.Int64
+	nodes  sync.Map     // Cluster: master address -> *atomic.Int64, when its last answered ping was sent
+	// Redis's clock: tms (TIME, ms) was read no later than at (ns since epoch).
+	clockMu sync.Mutex
+	clockMS int64
+	clockAt int64
+
+	fenceSeen int64 // the fence log read so far (the beat's goroutine only); -1: not since the beat started
+	local     atomic.Int64
+	calls     atomic.Int64
 }
 
 // ReserveStats counts, since Open, the requests decided from a slice and the calls to
@@ -103,15 +143,18 @@ type resShard struct {
 type resEntry struct {
 	limit, windowMS int64
 	alg             engine.Algorithm
-	// The slice: units reserved (0: none held) and, for a window counter, units spent
-	// from it, of window win; curr and prev are the counter's state without the unspent
-	// units. A token bucket's slice is the stretch of TAT from the state after the request
-	// that took it to end (endMS + endRem/limit): curr and prev hold the instance's own
-	// TAT (ms, remainder), which only its requests have moved. gen is the counter's
-	// generation.
-	slice, used, win, gen, curr, prev int64
-	endMS, endRem                     int64
-	pipe                              *respipe.Pipe // the connection to the node the slice came from
+	// The slice: units granted (0: none that decides) and units spent from it, of window
+	// win; curr and prev are the counter's state without the unspent units.
+	slice, used, win, curr, prev int64
+	// The grant to settle with the next call: the seq of the last grant read (0: none),
+	// with used; unsure when a call's reply was not read (it may have granted).
+	gseq   int64
+	unsure bool
+	fenced bool          // a fence on the counter was read: the slice no longer decides
+	fences int64         // fences read on the counter: a grant sent before one never decides
+	pipe   *respipe.Pipe // the connection the slice came by
+	addr   string        // its node
+	sent   int64         // when the call that granted the slice was sent (ns since epoch)
 	// The store's clock: baseMS at base, at most latMS old when it arrived (test clock:
 	// unused).
 	baseMS, latMS int64
@@ -120,7 +163,7 @@ type resEntry struct {
 	hits int
 	seen time.Time // the last request
 	// The last call reserved nothing for lack of budget: none is asked for before lowUntil
-	// (store clock, ms): the next window, or a second on for a bucket.
+	// (store clock, ms): the next window.
 	lowUntil int64
 	want     int64         // the next slice asked for, in units
 	busy     chan struct{} // closed when the call in flight ends; nil when none is
@@ -134,13 +177,20 @@ func newReservations(s *Store, o ReserveOptions) *reservations {
 	if o.Share <= 0 {
 		o.Share = 16
 	}
+	if o.Part <= 0 {
+		o.Part = 100
+	}
 	if o.Hits <= 0 {
 		o.Hits = 2
 	}
 	if o.Idle <= 0 {
 		o.Idle = reserveIdle
 	}
-	r := &reservations{s: s, opts: o, seed: maphash.MakeSeed(), resetsAtSeen: map[string]bool{}}
+	var id [8]byte
+	_, _ = rand.Read(id[:])
+	r := &reservations{s: s, opts: o, seed: maphash.MakeSeed(), holder: hex.EncodeToString(id[:]), epoch: time.Now(), fenceSeen: -1}
+	r.polled.Store(-int64(time.Hour))
+	r.baseline.Store(-int64(time.Hour))
 	for i := range r.shards {
 		r.shards[i].m = make(map[string]*resEntry)
 	}
@@ -150,6 +200,9 @@ func newReservations(s *Store, o ReserveOptions) *reservations {
 func (r *reservations) shard(key string) *resShard {
 	return &r.shards[maphash.String(r.seed, key)%reserveShards]
 }
+
+// mono is the monotonic clock, in ns since r.epoch.
+func (r *reservations) mono() int64 { return int64(time.Since(r.epoch)) }
 
 // nowMS is the store's clock for a local decision on e: the test clock, or the reply's
 // clock advanced by the time since, plus the call's latency, so it is never behind Redis.
@@ -163,7 +216,12 @@ func (r *reservations) nowMS(e *resEntry, now time.Time) int64 {
 // spend decides sp on counter key: ok false means Spend's usual call is to decide it.
 func (r *reservations) spend(ctx context.Context, sp *engine.Spend, key string) (d engine.Decision, ok bool, err error) {
 	alg := sp.Counter.Algorithm
-	eligible := !sp.Overdraft
+	if alg == engine.TokenBucket {
+		return engine.Decision{}, false, nil
+	}
+	if sp.Overdraft {
+		return r.overdraft(ctx, sp, key)
+	}
 	sh, e, err := r.settled(ctx, key)
 	if err != nil {
 		return engine.Decision{}, false, err
@@ -171,16 +229,15 @@ func (r *reservations) spend(ctx context.Context, sp *engine.Spend, key string) 
 	now := time.Now()
 	if e == nil {
 		// A counter followed: one that could ever reserve (a limit From above the cost).
-		if eligible && sp.Limit-sp.Cost >= r.opts.From && r.n.Load() < reserveMaxEntries {
+		if sp.Limit-sp.Cost >= r.opts.From && r.n.Load() < reserveMaxEntries {
 			r.n.Add(1)
 			sh.m[key] = &resEntry{hits: 1, seen: now, windowMS: sp.Counter.WindowMS, alg: alg}
 		}
 		sh.mu.Unlock()
 		return engine.Decision{}, false, nil
 	}
-	if eligible && e.slice > 0 && e.limit == sp.Limit && (alg == engine.TokenBucket || e.used+sp.Cost <= e.slice) && r.live(e) {
-		nowMS := r.nowMS(e, now)
-		if d, ok := e.local(sp, nowMS); ok {
+	if e.slice > 0 && e.limit == sp.Limit && e.used+sp.Cost <= e.slice && r.live(e) {
+		if d, ok := e.local(sp, r.nowMS(e, now)); ok {
 			e.seen = now
 			sh.mu.Unlock()
 			r.local.Add(1)
@@ -193,12 +250,11 @@ func (r *reservations) spend(ctx context.Context, sp *engine.Spend, key string) 
 		e.hits = 1
 	}
 	e.seen = now
-	reserve := eligible && sp.Cost > 0 && sp.Limit-sp.Cost >= r.opts.From && e.hits >= r.opts.Hits
+	reserve := sp.Cost > 0 && sp.Limit-sp.Cost >= r.opts.From && e.hits >= r.opts.Hits
 	if reserve && e.lowUntil > 0 && r.estimateMS(e, now) < e.lowUntil {
 		reserve = false
 	}
-	call, back := e.giveBack()
-	if !back && !reserve {
+	if !reserve && !e.owes() {
 		sh.mu.Unlock()
 		return engine.Decision{}, false, nil
 	}
@@ -206,35 +262,126 @@ func (r *reservations) spend(ctx context.Context, sp *engine.Spend, key string) 
 	if reserve {
 		want = e.nextWant(sp, now)
 	}
-	call.want = want
-	e.slice, e.used = 0, 0
+	rep, err := r.call(ctx, sh, e, key, sp, want)
+	if err != nil {
+		return engine.Decision{}, false, err
+	}
+	return rep.decision(sp), true, nil
+}
+
+// owes reports whether e has a grant to settle in Redis: one read, or one whose reply was
+// not read.
+func (e *resEntry) owes() bool { return e.gseq != 0 || e.unsure }
+
+// call sends one reserve call for e (locked in sh, which call unlocks): it settles e's
+// last grant, decides sp and asks for want units. Requests for the counter wait for it.
+func (r *reservations) call(ctx context.Context, sh *resShard, e *resEntry, key string, sp *engine.Spend, want int64) (resReply, error) {
+	c := resCall{seq: r.seq.Add(1), ack: e.gseq, used: e.used, want: want}
+	e.slice = 0 // it decides nothing more: what it left is settled by this call
+	fences := e.fences
 	ch := make(chan struct{})
 	e.busy = ch
 	sh.mu.Unlock()
 
+	sent := r.mono()
 	t0 := time.Now()
-	rep, err := r.s.reserveCall(ctx, key, sp, call)
+	rep, err := r.s.reserveCall(ctx, key, sp, c)
 	t1 := time.Now()
 
 	sh.mu.Lock()
 	e.busy = nil
 	close(ch)
-	if err == nil {
-		e.granted(sp, rep, want, t1, t1.Sub(t0))
+	if err == nil && rep.verdict >= 0 {
+		e.granted(sp, rep, c, want, sent, t1, t1.Sub(t0))
+		if e.fences != fences {
+			// A fence was read while the call was out: its grant may be from before the
+			// fence, so it decides nothing (the next call settles it).
+			e.fenced, e.slice = true, 0
+		}
+	} else {
+		// The call may have run without its reply read: the next call settles its grant
+		// (Redis knows it as newer than the one acked).
+		e.unsure = true
 	}
 	sh.mu.Unlock()
+	if err == nil && rep.verdict < 0 {
+		err = errReserveLate
+	}
+	return rep, err
+}
+
+// errReserveLate is a reserve call that Redis ran after its caller's deadline, or after a
+// later call of the same instance: it decided nothing.
+var errReserveLate = errors.New("redisstore: reserve: the call reached Redis too late")
+
+// overdraft decides an overdraft spend (spec §4.12) in Redis, with this instance's slice
+// of the counter settled first; when it is denied (and so counted over the limit) while
+// another instance has a grant of the counter, it answers only once no slice taken before
+// it can decide (fence).
+func (r *reservations) overdraft(ctx context.Context, sp *engine.Spend, key string) (engine.Decision, bool, error) {
+	sh, e, err := r.settled(ctx, key)
 	if err != nil {
 		return engine.Decision{}, false, err
 	}
-	return engine.Decision{Allowed: rep.allowed, Limit: sp.Limit, Remaining: rep.remaining, ResetMS: rep.resetMS, NowMS: rep.nowMS}, true, nil
+	var rep resReply
+	if e != nil {
+		rep, err = r.call(ctx, sh, e, key, sp, 0)
+	} else {
+		sh.mu.Unlock()
+		rep, err = r.s.reserveCall(ctx, key, sp, resCall{seq: r.seq.Add(1)})
+		if err == nil && rep.verdict < 0 {
+			err = errReserveLate
+		}
+	}
+	if err != nil {
+		return engine.Decision{}, false, err
+	}
+	if !rep.allowed() && rep.others > 0 {
+		if err := r.s.fence(ctx, key); err != nil {
+			return engine.Decision{}, false, err
+		}
+	}
+	return rep.decision(sp), true, nil
 }
 
-// live reports whether e's slice may decide: only while Redis answers, so that a Redis
-// that is down or frozen stops every decision (spec §3.8), as it stops those it is asked:
-// the connection the slice came by is up (a killed Redis closes it at once) and the last
-// call to Redis, or ping, succeeded (a frozen one fails them by their timeout).
+// fence logs a fence on the counter key and waits reserveFenceWait: then no instance
+// decides from a slice of it taken before the fence (each one's beat reads the log; one
+// that could not read it has gone past reserveValid). Any instance may need it, with
+// reservations on or off: another may hold a slice.
+func (s *Store) fence(ctx context.Context, key string) error {
+	if _, err := s.eval(s.opCtx(ctx), s.scripts.fenceAdd, []string{s.keys.fenceLog(), s.keys.fenceSeq()}, key); err != nil {
+		return err
+	}
+	t := time.NewTimer(reserveFenceWait)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// live reports whether e's slice may decide now: it was not fenced, its connection is up,
+// the last call to Redis succeeded (spec §3.8), and Redis answered a call sent within
+// reserveValid: the grant's own, or the beat's (the fence log's read, and on a Cluster a
+// ping of the slice's master).
 func (r *reservations) live(e *resEntry) bool {
-	return r.s.answering() && (e.pipe == nil || e.pipe.Open())
+	if e.fenced || !r.s.answering() || (e.pipe != nil && !e.pipe.Open()) {
+		return false
+	}
+	since := e.sent
+	if e.sent >= r.baseline.Load() {
+		since = max(since, r.polled.Load())
+	}
+	if r.s.cluster != nil {
+		node := int64(-1 << 62)
+		if v, ok := r.nodes.Load(e.addr); ok {
+			node = v.(*atomic.Int64).Load()
+		}
+		since = min(since, max(e.sent, node))
+	}
+	return r.mono() < since+int64(reserveValid)
 }
 
 // estimateMS is nowMS for an entry that may hold no clock yet (then: Redis's last known
@@ -246,83 +393,43 @@ func (r *reservations) estimateMS(e *resEntry, now time.Time) int64 {
 	return r.nowMS(e, now)
 }
 
-// local decides sp from e's slice at nowMS, when the slice covers it: a window counter's
-// in its window, a token bucket's when the bucket's TAT after it is still in the slice.
+// local decides sp from e's slice at nowMS, when the slice covers it in its window.
 func (e *resEntry) local(sp *engine.Spend, nowMS int64) (engine.Decision, bool) {
+	if floorDiv(nowMS, e.windowMS) != e.win {
+		return engine.Decision{}, false
+	}
 	var res algo.Result
-	switch e.alg {
-	case engine.SlidingWindow:
-		if floorDiv(nowMS, e.windowMS) != e.win {
-			return engine.Decision{}, false
-		}
+	if e.alg == engine.SlidingWindow {
 		var st algo.SlidingState
 		st, res = algo.SlidingWindow(algo.SlidingState{Window: e.win, Curr: e.curr, Prev: e.prev}, nowMS, sp.Limit, e.windowMS, sp.Cost)
 		if !res.Allowed {
 			return engine.Decision{}, false
 		}
 		e.curr = st.Curr
-	case engine.FixedWindow:
-		if floorDiv(nowMS, e.windowMS) != e.win {
-			return engine.Decision{}, false
-		}
+	} else {
 		var st algo.FixedState
 		st, res = algo.FixedWindow(algo.FixedState{Window: e.win, Count: e.curr}, nowMS, sp.Limit, e.windowMS, sp.Cost)
 		if !res.Allowed {
 			return engine.Decision{}, false
 		}
 		e.curr = st.Count
-	default:
-		var st algo.BucketState
-		st, res = algo.TokenBucket(algo.BucketState{TatMS: e.curr, TatRem: e.prev, Limit: sp.Limit}, nowMS, sp.Limit, e.windowMS, sp.Cost)
-		if !res.Allowed || st.TatMS > e.endMS || (st.TatMS == e.endMS && st.TatRem > e.endRem) {
-			return engine.Decision{}, false
-		}
-		e.curr, e.prev = st.TatMS, st.TatRem
 	}
 	e.used += sp.Cost
 	return engine.Decision{Allowed: true, Limit: sp.Limit, Remaining: res.Remaining, ResetMS: res.ResetMS, NowMS: nowMS}, true
 }
 
-// giveBack is the part of a reserve call that gives back e's slice, and whether there is
-// anything to give back.
-func (e *resEntry) giveBack() (resCall, bool) {
-	c := resCall{gen: e.gen}
-	if e.slice <= 0 {
-		return c, false
-	}
-	if e.alg == engine.TokenBucket {
-		c.b1, c.b2, c.b3, c.b4, c.b5 = e.endMS, e.endRem, e.curr, e.prev, e.limit
-		return c, true
-	}
-	if back := e.slice - e.used; back > 0 {
-		c.b1, c.b2 = back, e.win
-		return c, true
-	}
-	return c, false
-}
-
 // backSpend is the request of a give-back call: nothing spent, the slice's counter and limit.
 func (e *resEntry) backSpend() engine.Spend {
-	return engine.Spend{Counter: engine.Counter{Algorithm: e.alg, WindowMS: e.windowMS}, Limit: e.limit}
+	return engine.Spend{Counter: engine.Counter{Algorithm: e.alg, WindowMS: e.windowMS}, Limit: max(e.limit, 1)}
 }
 
-// ended reports whether e's slice can no longer cover a request at nowMS: a window
-// counter's window has passed, a token bucket's stretch of TAT is behind.
-func (e *resEntry) ended(nowMS int64) bool {
-	if e.alg == engine.TokenBucket {
-		return nowMS >= e.endMS
-	}
-	return floorDiv(nowMS, e.windowMS) != e.win
-}
+// ended reports whether e's slice can no longer cover a request at nowMS: its window has
+// passed.
+func (e *resEntry) ended(nowMS int64) bool { return floorDiv(nowMS, e.windowMS) != e.win }
 
 // nextWant is the slice to ask for: reserveFirstWant costs at first, twice the last when
 // that lasted under reserveQuick, at most reserveMaxWant units (and never below the cost).
 func (e *resEntry) nextWant(sp *engine.Spend, now time.Time) int64 {
-	if e.alg == engine.TokenBucket {
-		// A bucket's slice is cut by time, not by count: units whose slots have passed
-		// are of no use, so only the share bounds it.
-		return sp.Limit
-	}
 	cost := sp.Cost
 	switch {
 	case e.want == 0:
@@ -334,46 +441,43 @@ func (e *resEntry) nextWant(sp *engine.Spend, now time.Time) int64 {
 	return e.want
 }
 
-// granted records a reserve call's reply on e.
-func (e *resEntry) granted(sp *engine.Spend, rep resReply, want int64, at time.Time, took time.Duration) {
+// granted records on e the reply to call c, sent at sent: its grant, if any, is the one to
+// settle next.
+func (e *resEntry) granted(sp *engine.Spend, rep resReply, c resCall, want, sent int64, at time.Time, took time.Duration) {
 	e.baseMS, e.base, e.latMS = rep.nowMS, at, (took.Nanoseconds()+999_999)/1_000_000
+	e.unsure, e.fenced = false, false
+	e.gseq, e.used, e.slice = 0, 0, 0
 	e.lowUntil = 0
 	if want > 0 && rep.slice == 0 {
-		if e.alg == engine.TokenBucket {
-			e.lowUntil = rep.nowMS + reserveQuick.Milliseconds()
-		} else {
-			e.lowUntil = (floorDiv(rep.nowMS, e.windowMS) + 1) * e.windowMS
-		}
+		e.lowUntil = (floorDiv(rep.nowMS, e.windowMS) + 1) * e.windowMS
 	}
 	if rep.slice > 0 {
-		e.limit, e.slice, e.used, e.pipe = sp.Limit, rep.slice, 0, rep.pipe
-		e.win, e.curr, e.prev, e.gen = rep.window, rep.count, rep.prev, rep.gen
+		e.gseq, e.limit, e.slice, e.pipe, e.addr, e.sent = c.seq, sp.Limit, rep.slice, rep.pipe, rep.addr, sent
+		e.win, e.curr, e.prev = rep.window, rep.count, rep.prev
 		e.reserved = at
-		if e.alg == engine.TokenBucket {
-			// The state is the TAT (ms, remainder); the stretch ends slice·W/L ms after it
-			// (algo's addCost, exactly).
-			e.win, e.curr, e.prev = 0, rep.window, rep.count
-			q, rem := algo.MulDiv(rep.slice, sp.Counter.WindowMS, sp.Limit)
-			e.endMS, e.endRem = rep.window+q, rep.count+rem
-			if e.endRem >= sp.Limit {
-				e.endMS, e.endRem = e.endMS+1, e.endRem-sp.Limit
-			}
-		}
 	}
 }
 
-// resCall is what a reserve call gives back and asks for, besides the request: the
-// counter's generation, the slice wanted, and the give-back's b1..b5 (reserve.lua).
+// resCall is what a reserve call settles and asks for, besides the request: its seq, the
+// grant it settles (ack, 0 for none) with the units spent of it, and the slice wanted.
 type resCall struct {
-	gen, want, b1, b2, b3, b4, b5 int64
+	seq, ack, used, want int64
 }
 
 // resReply is reserve.lua's answer to one request.
 type resReply struct {
-	pipe                            *respipe.Pipe // the node's connection
-	allowed                         bool
-	remaining, resetMS, nowMS       int64
-	slice, window, count, prev, gen int64
+	pipe                       *respipe.Pipe // the node's connection
+	addr                       string
+	verdict                    int64 // 1 allowed, 0 denied, -1 stale, -2 late
+	remaining, resetMS, nowMS  int64
+	slice, window, count, prev int64
+	others                     int64 // other instances with a grant of the counter
+}
+
+func (rep resReply) allowed() bool { return rep.verdict == 1 }
+
+func (rep resReply) decision(sp *engine.Spend) engine.Decision {
+	return engine.Decision{Allowed: rep.allowed(), Limit: sp.Limit, Remaining: rep.remaining, ResetMS: rep.resetMS, NowMS: rep.nowMS}
 }
 
 // floorDiv is floor(a/b) for b > 0.
@@ -385,30 +489,62 @@ func floorDiv(a, b int64) int64 {
 	return q
 }
 
-// reserveCall runs one request of lua/reserve.lua: give back, decide sp, reserve.
+// reserveCall runs one request of lua/reserve.lua: settle, decide sp, reserve.
 func (s *Store) reserveCall(ctx context.Context, key string, sp *engine.Spend, c resCall) (resReply, error) {
-	s.reserve.calls.Add(1)
-	var buf [9]int64
-	args := [...]arg{strArg(s.nowArg()), intArg(s.slack), intArg(s.reserve.opts.From), intArg(s.reserve.opts.Share),
+	r := s.reserve
+	r.calls.Add(1)
+	ctx = s.opCtx(ctx)
+	var buf [10]int64
+	args := [...]arg{strArg(s.nowArg()), intArg(s.slack), intArg(r.opts.From), intArg(r.opts.Share), intArg(r.opts.Part), strArg(r.holder),
 		strArg(spendCode(sp)), intArg(sp.Limit), intArg(sp.Counter.WindowMS), intArg(sp.Cost),
-		intArg(c.gen), intArg(c.want), intArg(c.b1), intArg(c.b2), intArg(c.b3), intArg(c.b4), intArg(c.b5)}
-	r, err := s.runHot(ctx, s.scripts.reserve, buf[:0], []string{key}, args[:]...)
+		intArg(c.seq), intArg(c.ack), intArg(c.used), intArg(c.want), intArg(r.deadline(ctx))}
+	res, err := s.runHot(ctx, s.scripts.reserve, buf[:0], []string{key}, args[:]...)
 	if err != nil {
 		return resReply{}, err
 	}
-	if len(r) != 9 {
+	if len(res) != 10 {
 		return resReply{}, errors.New("redisstore: reserve: malformed script reply")
 	}
-	rep := resReply{allowed: r[0] == 1, remaining: r[1], resetMS: r[2], nowMS: r[3],
-		slice: r[4], window: r[5], count: r[6], prev: r[7], gen: r[8]}
+	r.sawClock(res[9])
+	rep := resReply{verdict: res[0], remaining: res[1], resetMS: res[2], nowMS: res[3],
+		slice: res[4], window: res[5], count: res[6], prev: res[7], others: res[8]}
 	if rep.slice > 0 {
 		rep.pipe, _ = s.pipeFor(ctx, key) // the node that answered: the key's, as the call was routed
+		if rep.pipe != nil {
+			rep.addr = rep.pipe.Addr()
+		}
 	}
 	return rep, nil
 }
 
-// giveBack returns e's unspent slice to Redis (a reserve call that decides nothing) and
-// lets the counter go; it waits for any call in flight first. The caller holds no lock.
+// sawClock notes Redis's clock, tms (TIME, ms), read by a call whose reply arrived now.
+func (r *reservations) sawClock(tms int64) {
+	at := r.mono()
+	r.clockMu.Lock()
+	r.clockMS, r.clockAt = tms, at
+	r.clockMu.Unlock()
+}
+
+// deadline is the instant, on Redis's clock, after which a call made now with ctx would
+// no longer have its reply read: ctx's deadline, less a tenth of the time left (at least
+// 2 ms) for the reply's way back; 0 (none) before Redis's clock was read.
+func (r *reservations) deadline(ctx context.Context) int64 {
+	dl, ok := ctx.Deadline()
+	r.clockMu.Lock()
+	tms, at := r.clockMS, r.clockAt
+	r.clockMu.Unlock()
+	if !ok || tms == 0 {
+		return 0
+	}
+	now := r.mono()
+	left := time.Until(dl)
+	left -= max(left/10, 2*time.Millisecond)
+	// Redis's clock now is at least tms plus the time since it was read.
+	return tms + (now-at)/int64(time.Millisecond) + max(left.Milliseconds(), 0)
+}
+
+// giveBack settles key's grant in Redis and lets the counter go; it waits for any call in
+// flight first. The caller holds no lock.
 func (r *reservations) giveBack(ctx context.Context, key string) error {
 	sh, e, err := r.settled(ctx, key)
 	if err != nil {
@@ -418,46 +554,26 @@ func (r *reservations) giveBack(ctx context.Context, key string) error {
 		sh.mu.Unlock()
 		return nil
 	}
-	delete(sh.m, key)
-	r.n.Add(-1)
-	c, back := e.giveBack()
-	sh.mu.Unlock()
-	if !back {
+	if !e.owes() {
+		delete(sh.m, key)
+		r.n.Add(-1)
+		sh.mu.Unlock()
 		return nil
 	}
 	sp := e.backSpend()
-	_, err = r.s.reserveCall(ctx, key, &sp, c)
-	return err
+	if _, err := r.call(ctx, sh, e, key, &sp, 0); err != nil {
+		return err
+	}
+	sh.mu.Lock()
+	if cur := sh.m[key]; cur == e && e.busy == nil && !e.owes() {
+		delete(sh.m, key)
+		r.n.Add(-1)
+	}
+	sh.mu.Unlock()
+	return nil
 }
 
-// pollResets reads the resets made since the last poll, on any instance (the reset log,
-// Store.Reset), and gives back the slices of the counters they cleared: a reset made
-// elsewhere ends this instance's slice of the counter within a poll.
-func (r *reservations) pollResets(ctx context.Context) {
-	pctx, cancel := context.WithTimeout(ctx, r.s.opTimeout)
-	defer cancel()
-	min := strconv.FormatInt(r.resetsSeen, 10) // the last instant again: resets may share it
-	log, err := r.s.client.ZRangeByScoreWithScores(pctx, r.s.keys.resetLog(), &redis.ZRangeBy{Min: min, Max: "+inf"}).Result()
-	if err != nil {
-		if ctx.Err() == nil {
-			r.s.log.Debug("redis store: reading the reset log failed", "err", err)
-		}
-		return
-	}
-	for _, z := range log {
-		at, key := int64(z.Score), z.Member.(string)
-		if at == r.resetsSeen && r.resetsAtSeen[key] {
-			continue
-		}
-		_ = r.giveBack(pctx, key)
-		if at > r.resetsSeen {
-			r.resetsSeen, r.resetsAtSeen = at, map[string]bool{}
-		}
-		r.resetsAtSeen[key] = true
-	}
-}
-
-// drop lets the counter go without giving anything back (Reset clears it in Redis).
+// drop lets the counter go without settling anything (Reset deletes its grants in Redis).
 func (r *reservations) drop(ctx context.Context, key string) error {
 	sh, e, err := r.settled(ctx, key)
 	if err != nil {
@@ -491,17 +607,99 @@ func (r *reservations) settled(ctx context.Context, key string) (*resShard, *res
 	return sh, e, nil
 }
 
-// sweep gives back the slices idle for ReserveOptions.Idle or whose window has ended (a fixed
-// window's are dropped: its count no longer matters), and forgets counters not spent on
-// for reserveHotWithin. all gives back every slice (Close).
+// beat reads the fence log (and, on a Cluster, pings every master) and renews the slices'
+// life by what Redis answered: a fence read stops this instance's slice of its counter
+// before the renewal counts. Entries lost from the log stop every slice.
+func (r *reservations) beat(ctx context.Context) {
+	ctx, cancel := context.WithTimeout(ctx, reserveValid)
+	defer cancel()
+	var wg sync.WaitGroup
+	if r.s.cluster != nil && r.n.Load() > 0 {
+		wg.Go(func() {
+			_ = r.s.cluster.ForEachMaster(ctx, func(ctx context.Context, c *redis.Client) error {
+				sent := r.mono()
+				if err := c.Ping(ctx).Err(); err != nil {
+					return err
+				}
+				v, _ := r.nodes.LoadOrStore(c.Options().Addr, new(atomic.Int64))
+				v.(*atomic.Int64).Store(sent)
+				return nil
+			})
+		})
+	}
+	defer wg.Wait()
+	sent := r.mono()
+	seen := r.fenceSeen
+	res, err := r.s.eval(ctx, r.s.scripts.fencePoll, []string{r.s.keys.fenceLog(), r.s.keys.fenceSeq()}, seen)
+	if err != nil {
+		return
+	}
+	vals, err := res.Slice()
+	if err != nil || len(vals) < 3 {
+		return
+	}
+	last, _ := vals[0].(int64)
+	missed, _ := vals[1].(int64)
+	if tms, ok := vals[2].(int64); ok {
+		r.sawClock(tms)
+	}
+	switch {
+	case seen < 0:
+		// The first read since the beat started: it skips the fences logged before, so it
+		// renews only the slices granted from now on.
+		r.baseline.Store(sent)
+	case missed != 0:
+		r.fenceAll()
+	default:
+		for _, v := range vals[3:] {
+			if m, ok := v.(string); ok {
+				if _, key, ok := strings.Cut(m, ":"); ok {
+					r.fenceOne(key)
+				}
+			}
+		}
+	}
+	r.fenceSeen = last
+	r.polled.Store(sent)
+}
+
+// fenceOne stops this instance's slice of counter key; its grant is settled by the
+// counter's next call, or the next sweep.
+func (r *reservations) fenceOne(key string) {
+	sh := r.shard(key)
+	sh.mu.Lock()
+	if e := sh.m[key]; e != nil {
+		e.fenced, e.slice = true, 0
+		e.fences++
+	}
+	sh.mu.Unlock()
+}
+
+// fenceAll stops every slice (fences were missed).
+func (r *reservations) fenceAll() {
+	for i := range r.shards {
+		sh := &r.shards[i]
+		sh.mu.Lock()
+		for _, e := range sh.m {
+			e.fenced, e.slice = true, 0
+			e.fences++
+		}
+		sh.mu.Unlock()
+	}
+}
+
+// sweep settles the grants of counters idle for ReserveOptions.Idle, fenced, or whose
+// reply was not read, and forgets counters not spent on for reserveHotWithin. A slice whose
+// window has ended decides nothing more: a fixed window's has nothing to give back; a
+// sliding window's, of the window just ended, still weighs on the next one and goes back
+// with the counter's next call or once idle (not every hot counter's at once at the
+// window's end, where the give-backs would hold up the requests behind them: a p99 of
+// 135 ms at 3,000/s over 10,000 counters, docs/performance.md). all settles every grant
+// (Close).
 func (r *reservations) sweep(ctx context.Context, all bool) {
 	type ret struct {
 		key string
-		sp  engine.Spend
-		c   resCall
-		e   *resEntry
 		sh  *resShard
-		ch  chan struct{}
 	}
 	var rets []ret
 	now := time.Now()
@@ -513,30 +711,14 @@ func (r *reservations) sweep(ctx context.Context, all bool) {
 				continue
 			}
 			idle := now.Sub(e.seen)
-			if e.slice > 0 {
-				nowMS := r.nowMS(e, now)
-				ended := e.ended(nowMS)
-				// An ended slice of a fixed window or a bucket has nothing left to give: the
-				// window's count no longer matters, the bucket's slots have passed. A sliding
-				// window's, of the window just ended, still weighs on the next one; it goes
-				// back with the counter's next call, which goes to Redis anyway, or once idle:
-				// not all at once at the window's end, where every hot counter's give-back
-				// would hold up the requests behind it (a p99 of 135 ms at 3,000/s over
-				// 10,000 counters, docs/performance.md).
-				weighs := !ended || (e.alg == engine.SlidingWindow && floorDiv(nowMS, e.windowMS) == e.win+1)
-				if !all && weighs && idle < r.opts.Idle {
-					continue
-				}
-				if c, back := e.giveBack(); back && weighs {
-					ch := make(chan struct{})
-					e.busy = ch // the counter's next call waits for the give-back
-					rets = append(rets, ret{key: key, sp: e.backSpend(), c: c, e: e, sh: sh, ch: ch})
-				}
-				e.slice, e.used = 0, 0
-				e.want = max(e.want/2, 0)
+			if e.slice > 0 && e.alg == engine.FixedWindow && e.ended(r.nowMS(e, now)) {
+				e.slice = 0 // nothing to give back: its window's count no longer matters
+			}
+			if e.owes() && (all || e.fenced || e.unsure || idle >= r.opts.Idle) {
+				rets = append(rets, ret{key: key, sh: sh})
 				continue
 			}
-			if all || idle > reserveHotWithin {
+			if !e.owes() && (all || idle > reserveHotWithin) {
 				delete(sh.m, key)
 				r.n.Add(-1)
 			}
@@ -548,36 +730,48 @@ func (r *reservations) sweep(ctx context.Context, all bool) {
 	}
 	sem := make(chan struct{}, reserveGiveBacks)
 	var wg sync.WaitGroup
-	for i := range rets {
+	for _, rt := range rets {
 		sem <- struct{}{}
-		wg.Add(1)
-		go func(rt *ret) {
-			defer func() { <-sem; wg.Done() }()
-			defer func() {
-				rt.sh.mu.Lock()
-				rt.e.busy = nil
-				close(rt.ch)
-				rt.sh.mu.Unlock()
-			}()
-			if _, err := r.s.reserveCall(ctx, rt.key, &rt.sp, rt.c); err != nil && ctx.Err() == nil {
-				r.s.log.Debug("redis store: giving back a slice failed; it is spent", "err", err)
+		wg.Go(func() {
+			defer func() { <-sem }()
+			if err := r.giveBack(ctx, rt.key); err != nil && ctx.Err() == nil {
+				r.s.log.Debug("redis store: giving back a slice failed; it is settled by the next call", "err", err)
 			}
-		}(&rets[i])
+		})
 	}
 	wg.Wait()
 }
 
-// run sweeps every reserveSweepEvery until ctx ends.
+// run beats every reserveBeat while counters are followed, and sweeps every
+// reserveSweepEvery, until ctx ends. While none is followed there is no beat: the next one
+// starts reading the fence log afresh.
 func (r *reservations) run(ctx context.Context) {
-	t := time.NewTicker(reserveSweepEvery)
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	wg.Go(func() {
+		t := time.NewTicker(reserveSweepEvery)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				r.sweep(ctx, false)
+			}
+		}
+	})
+	t := time.NewTicker(reserveBeat)
 	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
-			r.pollResets(ctx)
-			r.sweep(ctx, false)
+			if r.n.Load() == 0 {
+				r.fenceSeen = -1
+				continue
+			}
+			r.beat(ctx)
 		}
 	}
 }

@@ -26,8 +26,10 @@ var (
 	luaSpend string
 	//go:embed lua/spend_x.lua
 	luaSpendX string
-	//go:embed lua/reset_log.lua
-	luaResetLog string
+	//go:embed lua/fence_add.lua
+	luaFenceAdd string
+	//go:embed lua/fence_poll.lua
+	luaFencePoll string
 	//go:embed lua/reserve.lua
 	luaReserve string
 	//go:embed lua/spend_all.lua
@@ -87,11 +89,12 @@ const maxMerged = 64
 type scriptSet struct {
 	// spendX is spend's form for merging across the slots of a Redis 7 Cluster master
 	// (hotpath.go: crossSlotMerge); not in all(): it is loaded only there.
-	spendX                                                                                                     *script
-	resetLog, reserve, spend, spendAll, reset, acquire, release, renew, rulesGet, rulesPut, rulesDel, usageAdd *script
-	outboxEnqueue, outboxClaim, outboxAck, outboxRetry                                                         *script
-	demandReport, demandDrop                                                                                   *script
-	accounts, rulesNamespaces, leasesHeld                                                                      *script
+	spendX                                                                                                      *script
+	fenceAdd, fencePoll, reserve, spend, spendAll, reset, acquire, release, renew, rulesGet, rulesPut, rulesDel *script
+	usageAdd                                                                                                    *script
+	outboxEnqueue, outboxClaim, outboxAck, outboxRetry                                                          *script
+	demandReport, demandDrop                                                                                    *script
+	accounts, rulesNamespaces, leasesHeld                                                                       *script
 }
 
 func newScriptSet() *scriptSet {
@@ -100,21 +103,22 @@ func newScriptSet() *scriptSet {
 	spendX := newScript(crossSlotFlag + luaPrelude + luaDecide + luaSpendCore + luaSpendX)
 	spendX.merge = &respipe.Merge{Sha: spendX.Hash(), Head: 2, Width: 4, Reply: 4, Max: maxMerged, ArgKeys: true}
 	reserve := newScript(luaPrelude + luaDecide + luaReserve)
-	reserve.merge = &respipe.Merge{Sha: reserve.Hash(), Head: 4, Width: 11, Reply: 9, Max: maxMerged}
+	reserve.merge = &respipe.Merge{Sha: reserve.Hash(), Head: 6, Width: 9, Reply: 10, Max: maxMerged}
 	return &scriptSet{
-		reserve:  reserve,
-		resetLog: newScript(luaPrelude + luaResetLog),
-		spendX:   spendX,
-		spend:    spend,
-		spendAll: newScript(luaPrelude + luaDecide + luaSpendAll),
-		reset:    newScript(luaPrelude + luaReset),
-		acquire:  newScript(luaPrelude + luaLeasePrelude + luaAcquire),
-		release:  newScript(luaPrelude + luaLeasePrelude + luaRelease),
-		renew:    newScript(luaPrelude + luaLeasePrelude + luaRenew),
-		rulesGet: newScript(luaRulesGet),
-		rulesPut: newScript(luaRulesPut),
-		rulesDel: newScript(luaRulesDel),
-		usageAdd: newScript(luaPrelude + luaUsageAdd),
+		reserve:   reserve,
+		fenceAdd:  newScript(luaFenceAdd),
+		fencePoll: newScript(luaFencePoll),
+		spendX:    spendX,
+		spend:     spend,
+		spendAll:  newScript(luaPrelude + luaDecide + luaSpendAll),
+		reset:     newScript(luaPrelude + luaReset),
+		acquire:   newScript(luaPrelude + luaLeasePrelude + luaAcquire),
+		release:   newScript(luaPrelude + luaLeasePrelude + luaRelease),
+		renew:     newScript(luaPrelude + luaLeasePrelude + luaRenew),
+		rulesGet:  newScript(luaRulesGet),
+		rulesPut:  newScript(luaRulesPut),
+		rulesDel:  newScript(luaRulesDel),
+		usageAdd:  newScript(luaPrelude + luaUsageAdd),
 
 		outboxEnqueue: newScript(luaPrelude + luaOutboxEnqueue),
 		outboxClaim:   newScript(luaPrelude + luaOutboxClaim),
@@ -131,7 +135,7 @@ func newScriptSet() *scriptSet {
 }
 
 func (s *scriptSet) all() []*script {
-	return []*script{s.resetLog, s.reserve, s.spend, s.spendAll, s.reset, s.acquire, s.release, s.renew, s.rulesGet, s.rulesPut, s.rulesDel, s.usageAdd,
+	return []*script{s.fenceAdd, s.fencePoll, s.reserve, s.spend, s.spendAll, s.reset, s.acquire, s.release, s.renew, s.rulesGet, s.rulesPut, s.rulesDel, s.usageAdd,
 		s.outboxEnqueue, s.outboxClaim, s.outboxAck, s.outboxRetry, s.demandReport, s.demandDrop, s.accounts, s.rulesNamespaces, s.leasesHeld}
 }
 

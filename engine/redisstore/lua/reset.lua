@@ -1,32 +1,33 @@
 -- reset: clear one counter (POST /v1/limit/reset).
 --
--- KEYS[1]  the counter key; KEYS[2] its generation (reserve.lua: present while a slice of
---          the counter may be held somewhere)
--- ARGV     now ('t' = TIME), slack ms, algorithm ('f', 's', 't'), window W
--- returns  1 if the counter held unexpired state, else 0; plus 2 if it has a generation
---          (the reset is then logged for the instances that may hold a slice)
+-- KEYS[1]  the counter key; KEYS[2] its grants (reserve.lua: one field per instance that
+--          may hold a slice of it); KEYS[3] its fence (while set, no slice is granted)
+-- ARGV     now ('t' = TIME), slack ms, algorithm ('f', 's', 't'), window W, the calling
+--          instance, and 'fence' or 'clear'
+-- returns  1 if the counter held unexpired state, else 0; or 2, changing nothing but the
+--          fence, when ARGV[6] is 'fence' and another instance has a grant of the counter:
+--          the caller then logs the fence for those instances, waits until none of them
+--          can still decide from its slice, and calls again with 'clear' (reserve.go)
 --
 -- State is unexpired while now is before the instant engine/algo gives as its expiry:
 -- fixed_window (window+1)*W, sliding_window (window+2)*W, token_bucket ceil(TAT).
 local now = now_ms(ARGV[1])
 local alg = ARGV[3]
 local W = tonumber(ARGV[4])
-local gen = 0
-local old = redis.call('GET', KEYS[2])
-if old then
-  -- A new generation: a slice reserved before this reset is never given back to the
-  -- counts after it. Instants only grow, so a generation is never seen again once gone;
-  -- it outlives every slice of the cleared windows (2 W).
-  local g = tonumber(old) + 1
-  if g < now then
-    g = now
+if ARGV[6] == 'fence' then
+  local others = redis.call('HLEN', KEYS[2])
+  if redis.call('HEXISTS', KEYS[2], ARGV[5]) == 1 then
+    others = others - 1
   end
-  redis.call('SET', KEYS[2], int(g), 'PX', int(2 * W + 1000 + tonumber(ARGV[2])))
-  gen = 2
+  if others > 0 then
+    redis.call('SET', KEYS[3], '1', 'PX', 5000)
+    return 2
+  end
 end
+redis.call('DEL', KEYS[2], KEYS[3])
 local v = redis.call('GET', KEYS[1])
 if not v then
-  return gen
+  return 0
 end
 redis.call('DEL', KEYS[1])
 local expires = nil
@@ -50,6 +51,6 @@ elseif alg == 't' then
   end
 end
 if expires and now < expires then
-  return 1 + gen
+  return 1
 end
-return gen
+return 0
