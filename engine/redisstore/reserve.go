@@ -113,7 +113,7 @@ type reservations struct {
 	// the slices granted by calls sent since then (earlier ones may precede fences that
 	// read skipped).
 	baseline atomic.Int64
-	nodes  sync.Map     // Cluster: master address -> *atomic.Int64, when its last answered ping was sent
+	nodes    sync.Map // Cluster: master address -> *atomic.Int64, when its last answered ping was sent
 	// Redis's clock: tms (TIME, ms) was read no later than at (ns since epoch).
 	clockMu sync.Mutex
 	clockMS int64
