@@ -471,7 +471,7 @@ func (e *Engine) spend(ctx context.Context, a *Account, ns string, it *Item, r *
 	if c := e.cache; c != nil && cost > 0 && it.Report == nil {
 		t0 = time.Now()
 		for i, l := range limits {
-			if left, ok := c.denied(cacheKey{counter(l), l.Limit}, cost, t0); ok {
+			if left, ok := c.Denied(counter(l), l.Limit, cost, t0); ok {
 				if it.Source == Given {
 					r.Index, r.Limit = i, l
 				}
@@ -511,7 +511,7 @@ func (e *Engine) spend(ctx context.Context, a *Account, ns string, it *Item, r *
 		if l.Limit < it.Cost {
 			ds[i].Allowed = false
 		} else if !ds[i].Allowed && e.cache != nil && cost > 0 && it.Report == nil {
-			e.cache.add(cacheKey{counter(l), l.Limit}, cost, ds[i].ResetMS, t0)
+			e.cache.Add(counter(l), l.Limit, cost, ds[i].ResetMS, t0)
 		}
 		denied = denied || !ds[i].Allowed
 	}

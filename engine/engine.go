@@ -6,6 +6,8 @@ import (
 	"log/slog"
 	"sync/atomic"
 	"time"
+
+	"github.com/leashd/leash/engine/hotpath/overlimit"
 )
 
 // ResetRequest clears one counter (POST /v1/limit/reset), resolved like a check.
@@ -108,11 +110,11 @@ type Engine struct {
 	log           *slog.Logger
 	webhooks      WebhookOptions
 	observer      Observer
-	cache         *overLimitCache   // nil when off
-	clock         storeClock        // the store's clock between operations, for cached answers
-	accounts      AccountStore      // nil: configured accounts only
-	acct          accountState      // the accounts last loaded from it
-	onAdmin       func(AdminAction) // OnAdminChange
+	cache         *overlimit.Cache[Counter] // the hot path's denials (spec §9.13); nil when off
+	clock         storeClock                // the store's clock between operations, for cached answers
+	accounts      AccountStore              // nil: configured accounts only
+	acct          accountState              // the accounts last loaded from it
+	onAdmin       func(AdminAction)         // OnAdminChange
 }
 
 // New returns an engine over the store roles serving the accounts of dir; every role is
@@ -128,7 +130,7 @@ func New(store Roles, dir *Directory, opts Options) *Engine {
 		opts.Logger = slog.Default()
 	}
 	e := &Engine{store: store, tally: newUsageTally(), flushInterval: opts.FlushInterval, log: opts.Logger, webhooks: opts.Webhooks,
-		cache: newOverLimitCache(opts.LocalCacheMaxEntries), clock: storeClock{start: time.Now()}, observer: opts.Observer,
+		cache: overlimit.New[Counter](opts.LocalCacheMaxEntries), clock: storeClock{start: time.Now()}, observer: opts.Observer,
 		accounts: opts.Accounts, onAdmin: opts.OnAdminChange}
 	e.directory.Store(dir)
 	return e
@@ -170,11 +172,11 @@ func (e *Engine) Reset(ctx context.Context, a *Account, r *ResetRequest) error {
 	}
 	c := Counter{Account: a.ID, Namespace: r.Namespace, Key: r.Key, Algorithm: l.Algorithm, WindowMS: l.WindowMS}
 	if e.cache != nil {
-		e.cache.forget(c) // before the store: a denial cached meanwhile would outlive the reset
+		e.cache.Forget(c) // before the store: a denial cached meanwhile would outlive the reset
 	}
 	existed, err := e.store.Decider.Reset(ctx, c)
 	if e.cache != nil {
-		e.cache.forget(c) // and after: a denial decided before the reset may land meanwhile
+		e.cache.Forget(c) // and after: a denial decided before the reset may land meanwhile
 	}
 	if err != nil {
 		return unavailable(err)
@@ -442,5 +444,5 @@ func (e *Engine) LocalCacheHits() int64 {
 	if e.cache == nil {
 		return 0
 	}
-	return e.cache.hits.Load()
+	return e.cache.Hits()
 }

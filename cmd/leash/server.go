@@ -19,6 +19,7 @@ import (
 	"github.com/leashd/leash/config"
 	"github.com/leashd/leash/console"
 	"github.com/leashd/leash/engine"
+	"github.com/leashd/leash/engine/hotpath"
 	"github.com/leashd/leash/httpapi"
 	"github.com/leashd/leash/internal/setup"
 	"github.com/leashd/leash/metrics"
@@ -42,6 +43,7 @@ type server struct {
 	metrics     *metrics.Metrics
 	tracing     *tracing.Tracing           // nil when tracing.exporter is none
 	store       engine.Store               // the store as opened; closed last
+	hot         *hotpath.Reservations      // the hot path above a Redis store (spec §4.13); nil when off
 	measured    *metrics.InstrumentedStore // the store timed (and traced): what everything uses
 	engine      *engine.Engine
 	guard       *engine.AuthGuard // failed authentication per client address (spec §15.7)
@@ -140,12 +142,28 @@ func (s *server) openStore(ctx context.Context) error {
 	}
 	s.store = store
 	s.undo.push(func() { _ = store.Close() })
+	var decided engine.Store = store
+	if s.hot = reserving(s.cfg, store, s.metrics, s.log); s.hot != nil {
+		s.undo.push(func() { s.closeHotPath() })
+		decided = hotpath.Over(store, s.hot)
+	}
 	var tracer trace.Tracer
 	if s.tracing != nil {
 		tracer = s.tracing.Tracer()
 	}
-	s.measured = s.metrics.InstrumentTraced(store, tracer)
+	s.measured = s.metrics.InstrumentTraced(decided, tracer)
 	return nil
+}
+
+// closeHotPath gives every slice the hot path holds back to Redis, before the store
+// closes.
+func (s *server) closeHotPath() {
+	if s.hot == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	s.hot.Close(ctx)
 }
 
 // newEngine builds the engine on the store; a queued webhook event wakes the deliverer.
@@ -457,6 +475,7 @@ func (s *server) shutdown(code int) int {
 	s.serving.Wait()
 	s.stopWatchers()
 	s.accounts.stop()
+	s.closeHotPath()
 	if err := s.store.Close(); err != nil {
 		s.log.Error("store close", "err", err)
 	}

@@ -7,6 +7,7 @@ import (
 
 	"github.com/leashd/leash/config"
 	"github.com/leashd/leash/engine"
+	"github.com/leashd/leash/engine/hotpath"
 	"github.com/leashd/leash/engine/memstore"
 	"github.com/leashd/leash/engine/redisstore"
 	"github.com/leashd/leash/internal/setup"
@@ -52,7 +53,6 @@ func openRedisStore(ctx context.Context, redisCfg config.Redis, registry *metric
 	}
 	opts := redisstore.Options{
 		Prefix: redisCfg.Prefix, Username: redisCfg.Username, Password: redisCfg.Password, WaitReplicas: redisCfg.WaitReplicas,
-		Reserve:     redisstore.ReserveOptions{Off: !redisCfg.Reservations},
 		DialTimeout: redisCfg.DialTimeout, ReadTimeout: redisCfg.ReadTimeout, WriteTimeout: redisCfg.WriteTimeout,
 		PoolSize: redisCfg.PoolSize, Logger: log, TLS: tlsCfg,
 	}
@@ -82,14 +82,27 @@ func openRedisStore(ctx context.Context, redisCfg config.Redis, registry *metric
 			Name: "leash_redis_pool_timeouts_total",
 			Help: "Waits for a free Redis connection that timed out.",
 		}, func() float64 { return float64(s.PoolStats().Timeouts) }),
+	)
+	return s, nil
+}
+
+// reserving puts the hot path (spec §4.13) above store when it can reserve (Redis) and
+// store.redis.reservations is on, and registers its counters; nil otherwise.
+func reserving(cfg *config.Config, store engine.Store, registry *metrics.Metrics, log *slog.Logger) *hotpath.Reservations {
+	p, ok := store.(hotpath.Port)
+	if !ok || cfg.Store.Backend != "redis" || !cfg.Store.Redis.Reservations {
+		return nil
+	}
+	h := hotpath.New(store, p, hotpath.Options{Logger: log})
+	registry.MustRegister(
 		prometheus.NewCounterFunc(prometheus.CounterOpts{
 			Name: "leash_redis_reserved_decisions_total",
 			Help: "Requests decided from a slice this instance reserved, without a call to Redis (spec §4.13).",
-		}, func() float64 { local, _ := s.ReserveStats(); return float64(local) }),
+		}, func() float64 { local, _ := h.Stats(); return float64(local) }),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{
 			Name: "leash_redis_reserve_calls_total",
 			Help: "Calls to Redis that reserved a slice or gave one back (spec §4.13).",
-		}, func() float64 { _, calls := s.ReserveStats(); return float64(calls) }),
+		}, func() float64 { _, calls := h.Stats(); return float64(calls) }),
 	)
-	return s, nil
+	return h
 }

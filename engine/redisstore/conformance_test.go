@@ -14,7 +14,7 @@ func TestConformanceSingle(t *testing.T) {
 	t.Parallel()
 	url := singleURL(t)
 	storetest.Run(t, func(t *testing.T, clock engine.Clock) engine.Store {
-		return openStore(t, Options{URL: url, Clock: clock, Reserve: ReserveOptions{Off: true}})
+		return openStore(t, Options{URL: url, Clock: clock})
 	})
 }
 
@@ -24,7 +24,7 @@ func TestConformanceCluster(t *testing.T) {
 	t.Parallel()
 	c := sharedCluster(t)
 	storetest.Run(t, func(t *testing.T, clock engine.Clock) engine.Store {
-		return openStore(t, Options{ClusterAddrs: c.Addrs(), Clock: clock, Reserve: ReserveOptions{Off: true}})
+		return openStore(t, Options{ClusterAddrs: c.Addrs(), Clock: clock})
 	})
 }
 
@@ -37,7 +37,7 @@ func TestConformanceSingleReserving(t *testing.T) {
 	t.Parallel()
 	url := singleURL(t)
 	storetest.Run(t, func(t *testing.T, clock engine.Clock) engine.Store {
-		return openStore(t, Options{URL: url, Clock: clock, Reserve: eager})
+		return openReserving(t, Options{URL: url, Clock: clock}, eager)
 	})
 }
 
@@ -47,6 +47,6 @@ func TestConformanceClusterReserving(t *testing.T) {
 	t.Parallel()
 	c := sharedCluster(t)
 	storetest.Run(t, func(t *testing.T, clock engine.Clock) engine.Store {
-		return openStore(t, Options{ClusterAddrs: c.Addrs(), Clock: clock, Reserve: eager})
+		return openReserving(t, Options{ClusterAddrs: c.Addrs(), Clock: clock}, eager)
 	})
 }

@@ -16,11 +16,6 @@ func (s *Store) Spend(ctx context.Context, sp engine.Spend) (engine.Decision, er
 		return engine.Decision{}, fmt.Errorf("redisstore: spend: %w", err)
 	}
 	key := s.keys.counter(sp.Counter)
-	if s.reserve != nil {
-		if d, ok, err := s.reserve.spend(ctx, &sp, key); ok || err != nil {
-			return d, err
-		}
-	}
 	code := spendCode(&sp)
 	var buf [4]int64 // the reply, without a heap allocation
 	keys := []string{key}
@@ -52,14 +47,6 @@ func (s *Store) SpendAll(ctx context.Context, spends []engine.Spend, out []engin
 		return fmt.Errorf("redisstore: spend all: %w", err)
 	}
 	n := len(spends)
-	if s.reserve != nil {
-		// A slice's unspent units go back first, so the call sees the counts as they are.
-		for i := range spends {
-			if err := s.reserve.giveBack(ctx, s.keys.counter(spends[i].Counter)); err != nil {
-				return err
-			}
-		}
-	}
 	keys := make([]string, n)
 	args := make([]arg, 0, 2+4*n)
 	args = append(args, strArg(s.nowArg()), intArg(s.slack))
@@ -103,19 +90,13 @@ func (s *Store) Reset(ctx context.Context, c engine.Counter) (bool, error) {
 	code := algCode(c.Algorithm)
 	key := s.keys.counter(c)
 	keys := []string{key, key + ":h", key + ":f"} // its grants and fence (reserve.go)
-	holder := ""
-	if s.reserve != nil {
-		holder = s.reserve.holder
-		if err := s.reserve.drop(ctx, key); err != nil {
-			return false, err
-		}
-	}
-	n, err := s.resetOnce(ctx, keys, code, c.WindowMS, holder, "fence")
+	n, err := s.resetOnce(ctx, keys, code, c.WindowMS, "fence")
 	if err == nil && n == 2 {
-		// Another instance has a grant of the counter: no new slice is granted now, and
-		// once no slice taken before the reset can decide, it is cleared (spec §4.13).
-		if err = s.fence(ctx, key); err == nil {
-			n, err = s.resetOnce(ctx, keys, code, c.WindowMS, holder, "clear")
+		// An instance has a grant of the counter (the hot path settles this instance's
+		// first): no new slice is granted now, and once no slice taken before the reset can
+		// decide, it is cleared (spec §4.13).
+		if err = s.Fence(ctx, key); err == nil {
+			n, err = s.resetOnce(ctx, keys, code, c.WindowMS, "clear")
 		}
 	}
 	if err != nil {
@@ -125,8 +106,8 @@ func (s *Store) Reset(ctx context.Context, c engine.Counter) (bool, error) {
 }
 
 // resetOnce runs lua/reset.lua once, in phase ("fence" or "clear").
-func (s *Store) resetOnce(ctx context.Context, keys []string, code string, windowMS int64, holder, phase string) (int64, error) {
-	cmd, err := s.eval(s.opCtx(ctx), s.scripts.reset, keys, s.nowArg(), s.slack, code, windowMS, holder, phase)
+func (s *Store) resetOnce(ctx context.Context, keys []string, code string, windowMS int64, phase string) (int64, error) {
+	cmd, err := s.eval(s.opCtx(ctx), s.scripts.reset, keys, s.nowArg(), s.slack, code, windowMS, phase)
 	if err != nil {
 		return 0, err
 	}

@@ -61,7 +61,7 @@ func (m *model) spend(alg engine.Algorithm, now, limit, window, cost int64, over
 func TestScriptsMatchAlgo(t *testing.T) {
 	t.Parallel()
 	clock := testkit.NewFakeClock(time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC))
-	matchAlgo(t, clock, openStore(t, Options{URL: singleURL(t), Clock: clock, Reserve: ReserveOptions{Off: true}}))
+	matchAlgo(t, clock, rstore{Store: openStore(t, Options{URL: singleURL(t), Clock: clock})})
 }
 
 // TestReservedMatchAlgo: the same sequences with eager reservations (reserve.go): a
@@ -70,7 +70,7 @@ func TestScriptsMatchAlgo(t *testing.T) {
 func TestReservedMatchAlgo(t *testing.T) {
 	t.Parallel()
 	clock := testkit.NewFakeClock(time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC))
-	s := openStore(t, Options{URL: singleURL(t), Clock: clock, Reserve: eager})
+	s := openReserving(t, Options{URL: singleURL(t), Clock: clock}, eager)
 	matchAlgo(t, clock, s)
 	// Traffic a slice covers: small costs, limits with room, time moving in small steps,
 	// now and then a window's end, a new limit, an overdraft or a reset.
@@ -121,7 +121,7 @@ func TestReservedMatchAlgo(t *testing.T) {
 	}
 }
 
-func matchAlgo(t *testing.T, clock *testkit.FakeClock, s *Store) {
+func matchAlgo(t *testing.T, clock *testkit.FakeClock, s rstore) {
 	ctx := context.Background()
 	rng := rand.New(rand.NewPCG(1, 2))
 

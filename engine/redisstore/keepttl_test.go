@@ -69,7 +69,7 @@ func TestCounterTTLFollowsWindow(t *testing.T) {
 // (Redis TIME), its expiry stays between ceil(TAT) and ceil(TAT) + 1 s.
 func TestBucketTTLWithinSlack(t *testing.T) {
 	t.Parallel()
-	s := openStore(t, Options{URL: singleURL(t), Prefix: uniquePrefix(), Reserve: ReserveOptions{Off: true}})
+	s := openStore(t, Options{URL: singleURL(t), Prefix: uniquePrefix()})
 	ctx := context.Background()
 	sp := engine.Spend{Counter: engine.Counter{Account: "a", Namespace: "ns", Key: "k", Algorithm: engine.TokenBucket, WindowMS: 3_600_000}, Limit: 1_000_000, Cost: 10}
 	key := s.keys.counter(sp.Counter)

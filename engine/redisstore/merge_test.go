@@ -28,7 +28,7 @@ const mirrors = 7
 // difference. (Only where the suite itself spends on one counter from one goroutine at a
 // time: concurrent spends on one counter are decided in an order of their own.)
 type mirrored struct {
-	*Store
+	rstore
 	t      *testing.T
 	mu     *sync.Mutex // guards active
 	active map[engine.Counter]*overlap
@@ -87,7 +87,7 @@ func (m mirrored) Spend(ctx context.Context, sp engine.Spend) (engine.Decision, 
 		}
 		wg.Go(func() {
 			<-start
-			ds[i], errs[i] = m.Store.Spend(ctx, s)
+			ds[i], errs[i] = m.rstore.Spend(ctx, s)
 		})
 	}
 	close(start)
@@ -109,43 +109,43 @@ func (m mirrored) Spend(ctx context.Context, sp engine.Spend) (engine.Decision, 
 // SpendAll and Reset do the same to the copies, one after the other, so their history stays
 // the same.
 func (m mirrored) SpendAll(ctx context.Context, spends []engine.Spend, out []engine.Decision) error {
-	err := m.Store.SpendAll(ctx, spends, out)
+	err := m.rstore.SpendAll(ctx, spends, out)
 	for i := 1; i <= mirrors; i++ {
 		cs := make([]engine.Spend, len(spends))
 		for j, sp := range spends {
 			cs[j] = sp
 			cs[j].Counter = mirrorOf(sp.Counter, i)
 		}
-		_ = m.Store.SpendAll(ctx, cs, make([]engine.Decision, len(out)))
+		_ = m.rstore.SpendAll(ctx, cs, make([]engine.Decision, len(out)))
 	}
 	return err
 }
 
 func (m mirrored) Reset(ctx context.Context, c engine.Counter) (bool, error) {
-	existed, err := m.Store.Reset(ctx, c)
+	existed, err := m.rstore.Reset(ctx, c)
 	for i := 1; i <= mirrors; i++ {
-		_, _ = m.Store.Reset(ctx, mirrorOf(c, i))
+		_, _ = m.rstore.Reset(ctx, mirrorOf(c, i))
 	}
 	return existed, err
 }
 
 // runMerged runs the conformance suite on mirrored stores opened with o (then changed by
 // each of tweak), and returns how many Spend calls went to Redis and in how many commands.
-func runMerged(t *testing.T, o Options, tweak ...func(*Store)) (calls, commands int64) {
+func runMerged(t *testing.T, o Options, ro ReserveOptions, tweak ...func(*Store)) (calls, commands int64) {
 	var nCalls, nCommands atomic.Int64
 	storetest.Run(t, func(t *testing.T, clock engine.Clock) engine.Store {
 		o := o
 		o.Clock = clock
-		s := openStore(t, o)
+		s := openReserving(t, o, ro)
 		for _, f := range tweak {
-			f(s)
+			f(s.Store)
 		}
 		t.Cleanup(func() {
 			st := s.pipes.Stats()
 			nCalls.Add(st.Calls)
 			nCommands.Add(st.Commands)
 		})
-		return mirrored{Store: s, t: t, mu: new(sync.Mutex), active: make(map[engine.Counter]*overlap)}
+		return mirrored{rstore: s, t: t, mu: new(sync.Mutex), active: make(map[engine.Counter]*overlap)}
 	})
 	return nCalls.Load(), nCommands.Load()
 }
@@ -154,7 +154,7 @@ func runMerged(t *testing.T, o Options, tweak ...func(*Store)) (calls, commands 
 // with its copies on one node.
 func TestConformanceMergedSingle(t *testing.T) {
 	t.Parallel()
-	calls, commands := runMerged(t, Options{URL: singleURL(t), Reserve: ReserveOptions{Off: true}})
+	calls, commands := runMerged(t, Options{URL: singleURL(t)}, ReserveOptions{Off: true})
 	t.Logf("%d calls in %d commands", calls, commands)
 	if commands*2 > calls {
 		t.Fatalf("%d calls in %d commands: Spend requests sent together were not merged", calls, commands)
@@ -173,7 +173,7 @@ func TestConformanceMergedCluster(t *testing.T) {
 			t.Fatal("a Redis 7 Cluster: Spend does not merge across slots")
 		}
 	}
-	calls, commands := runMerged(t, Options{ClusterAddrs: c.Addrs(), Reserve: ReserveOptions{Off: true}}, crossSlot)
+	calls, commands := runMerged(t, Options{ClusterAddrs: c.Addrs()}, ReserveOptions{Off: true}, crossSlot)
 	t.Logf("%d calls in %d commands", calls, commands)
 	// A request and its 7 copies fall on 3 masters: at most about 8/3 calls to a command,
 	// and how many are written together depends on timing (2.3 here, 2.0 in CI). Merged
@@ -190,7 +190,7 @@ func TestConformanceMergedCluster(t *testing.T) {
 func TestConformanceMergedClusterPerSlot(t *testing.T) {
 	t.Parallel()
 	c := sharedCluster(t)
-	calls, commands := runMerged(t, Options{ClusterAddrs: c.Addrs(), Reserve: ReserveOptions{Off: true}}, func(s *Store) { s.crossSlot = false })
+	calls, commands := runMerged(t, Options{ClusterAddrs: c.Addrs()}, ReserveOptions{Off: true}, func(s *Store) { s.crossSlot = false })
 	t.Logf("%d calls in %d commands", calls, commands)
 }
 
@@ -198,7 +198,7 @@ func TestConformanceMergedClusterPerSlot(t *testing.T) {
 // spend_x.lua, the Cluster's cross-slot form (its keys are arguments).
 func TestConformanceMergedSingleArgKeys(t *testing.T) {
 	t.Parallel()
-	calls, commands := runMerged(t, Options{URL: singleURL(t), Reserve: ReserveOptions{Off: true}}, func(s *Store) { s.crossSlot = true })
+	calls, commands := runMerged(t, Options{URL: singleURL(t)}, ReserveOptions{Off: true}, func(s *Store) { s.crossSlot = true })
 	t.Logf("%d calls in %d commands", calls, commands)
 	if commands*2 > calls {
 		t.Fatalf("%d calls in %d commands: Spend requests sent together were not merged", calls, commands)
@@ -210,7 +210,7 @@ func TestConformanceMergedSingleArgKeys(t *testing.T) {
 // decided from slices of their own.
 func TestConformanceMergedSingleReserving(t *testing.T) {
 	t.Parallel()
-	calls, commands := runMerged(t, Options{URL: singleURL(t), Reserve: eager})
+	calls, commands := runMerged(t, Options{URL: singleURL(t)}, eager)
 	t.Logf("%d calls in %d commands", calls, commands)
 	if commands*2 > calls {
 		t.Fatalf("%d calls in %d commands: reserve calls sent together were not merged", calls, commands)
@@ -221,7 +221,7 @@ func TestConformanceMergedSingleReserving(t *testing.T) {
 func TestConformanceMergedClusterReserving(t *testing.T) {
 	t.Parallel()
 	c := sharedCluster(t)
-	calls, commands := runMerged(t, Options{ClusterAddrs: c.Addrs(), Reserve: eager})
+	calls, commands := runMerged(t, Options{ClusterAddrs: c.Addrs()}, eager)
 	t.Logf("%d calls in %d commands", calls, commands)
 }
 

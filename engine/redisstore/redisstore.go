@@ -47,9 +47,10 @@ type Store struct {
 	sentinel     bool          // Sentinel: the pipe dials whichever node the sentinels name master
 	crossSlot    bool          // Cluster of Redis >= 7.0: Spend merges across slots (hotpath.go)
 	undecided    atomic.Int64  // Spend requests a cross-slot call left undecided, sent again (counters.go)
-	reserve      *reservations // hot counters' slices (reserve.go); nil when ReserveOptions.Off
+	redisTime    redisClock    // Redis's clock as last read, for reserve calls' deadlines (reserve.go)
 	// When a decision call or a ping last succeeded, and last failed for want of Redis
-	// (Unix ns): slices decide only while the last outcome is a success (reserve.go).
+	// (Unix ns): the hot path's slices decide only while the last outcome is a success
+	// (Answering).
 	lastOK, lastDown atomic.Int64
 	closed           atomic.Bool
 
@@ -110,10 +111,6 @@ type Options struct {
 
 	// Logger receives start-up progress and warnings; default slog.Default().
 	Logger *slog.Logger
-
-	// Reserve tunes the local reservations of hot counters (reserve.go); the zero value
-	// is the production setting, and Reserve.Off turns them off.
-	Reserve ReserveOptions
 
 	// Clock is FOR TESTS ONLY. When nil (always, in production) every script takes the
 	// time from Redis TIME, so all instances share one clock whatever their own clocks
@@ -193,14 +190,6 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 		defer s.wg.Done()
 		s.rules.poll(bg)
 	}()
-	if !opts.Reserve.Off {
-		s.reserve = newReservations(s, opts.Reserve)
-		s.wg.Add(1)
-		go func() {
-			defer s.wg.Done()
-			s.reserve.run(bg)
-		}()
-	}
 	return s, nil
 }
 
@@ -452,12 +441,6 @@ func (s *Store) ping(ctx context.Context) error {
 // Close stops the rule-cache poller and closes the connections. It is idempotent.
 func (s *Store) Close() error {
 	s.closeOnce.Do(func() {
-		if s.reserve != nil {
-			// Every unspent slice goes back while the pipes are still open.
-			ctx, cancel := context.WithTimeout(context.Background(), s.opTimeout)
-			s.reserve.sweep(ctx, true)
-			cancel()
-		}
 		s.closed.Store(true)
 		if s.stop != nil {
 			s.stop()

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/leashd/leash/engine"
+	"github.com/leashd/leash/engine/hotpath"
 	"github.com/leashd/leash/testkit"
 	"github.com/leashd/leash/testkit/redistest"
 )
@@ -36,7 +37,7 @@ func topoOptions(t *testing.T, topo string) Options {
 
 // hammer spends cost 1 on c from workers goroutines on each store until asked requests
 // were made, and returns how many were admitted.
-func hammer(t *testing.T, stores []*Store, c engine.Counter, limit, asked int64, workers int) int64 {
+func hammer(t *testing.T, stores []rstore, c engine.Counter, limit, asked int64, workers int) int64 {
 	t.Helper()
 	var admitted, n atomic.Int64
 	var wg sync.WaitGroup
@@ -70,11 +71,10 @@ func TestReservationResetIsLinearizable(t *testing.T) {
 			t.Run(topo+"/"+alg.String(), func(t *testing.T) {
 				t.Parallel()
 				o := topoOptions(t, topo)
-				o.Reserve = hotOpts
-				stores := []*Store{openStore(t, o), openStore(t, o), openStore(t, o)}
+				stores := []rstore{openReserving(t, o, hotOpts), openReserving(t, o, hotOpts), openReserving(t, o, hotOpts)}
 				c := engine.Counter{Account: "a", Namespace: "ns", Key: "reset-hot", Algorithm: alg, WindowMS: 3_600_000}
 				const limit = 5000
-				hammer(t, []*Store{stores[0], stores[2]}, c, limit, 400, 4)
+				hammer(t, []rstore{stores[0], stores[2]}, c, limit, 400, 4)
 				if local, _ := stores[0].ReserveStats(); local == 0 {
 					t.Fatal("A decided nothing from a slice before the reset")
 				}
@@ -108,12 +108,11 @@ func TestReservationOverdraftFences(t *testing.T) {
 			t.Run(topo+"/"+alg.String(), func(t *testing.T) {
 				t.Parallel()
 				o := topoOptions(t, topo)
-				o.Reserve = hotOpts
-				a, b := openStore(t, o), openStore(t, o)
+				a, b := openReserving(t, o, hotOpts), openReserving(t, o, hotOpts)
 				ctx := context.Background()
 				c := engine.Counter{Account: "a", Namespace: "ns", Key: "overdraft", Algorithm: alg, WindowMS: 3_600_000}
 				const limit = 2000
-				hammer(t, []*Store{a}, c, limit, 100, 1)
+				hammer(t, []rstore{a}, c, limit, 100, 1)
 				if local, _ := a.ReserveStats(); local == 0 {
 					t.Fatal("A decided nothing from a slice")
 				}
@@ -134,7 +133,7 @@ func TestReservationOverdraftFences(t *testing.T) {
 }
 
 // TestReservationFrozenRedis: Redis frozen (SIGSTOP) while A holds a slice: A decides from
-// it only within reserveValid of Redis's last answer; every request sent later fails, as
+// it only within hotpath.Valid of Redis's last answer; every request sent later fails, as
 // without reservations (spec §3.8). The calls queued meanwhile run when Redis resumes, past
 // their deadline: they grant and spend nothing, and the slice comes back, so Redis counts
 // what A admitted.
@@ -159,17 +158,16 @@ func TestReservationFrozenRedis(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			o.Reserve = hotOpts
-			a := openStore(t, o)
+			a := openReserving(t, o, hotOpts)
 			const limit = 5000
-			admitted := hammer(t, []*Store{a}, c, limit, 300, 2)
+			admitted := hammer(t, []rstore{a}, c, limit, 300, 2)
 			if local, _ := a.ReserveStats(); local == 0 {
 				t.Fatal("nothing decided from a slice before the freeze")
 			}
 			srv.Signal(syscall.SIGSTOP)
 			frozen := time.Now()
 			t.Cleanup(func() { srv.Signal(syscall.SIGCONT) })
-			bound := reserveValid + 30*time.Millisecond // and a margin for this machine's scheduling
+			bound := hotpath.Valid + 30*time.Millisecond // and a margin for this machine's scheduling
 			var late int
 			for time.Since(frozen) < bound+400*time.Millisecond {
 				sent := time.Since(frozen)
@@ -203,8 +201,8 @@ func TestReservationLostReplyComesBack(t *testing.T) {
 	t.Parallel()
 	srv := redistest.StartServer(t, false)
 	px := redistest.StartProxy(t, srv.Addr())
-	o := Options{URL: px.URL(), Prefix: uniquePrefix(), Reserve: eager}
-	s := openStore(t, o)
+	o := Options{URL: px.URL(), Prefix: uniquePrefix()}
+	s := openReserving(t, o, eager)
 	direct := Options{URL: srv.URL(), Prefix: o.Prefix}
 	ctx := context.Background()
 	const limit = 1000
@@ -234,11 +232,11 @@ func TestReservationLostReplyComesBack(t *testing.T) {
 // slice; within 2 s B can spend all the other 3,000.
 func TestReservationIdleHolderWithin2s(t *testing.T) {
 	t.Parallel()
-	o := Options{URL: singleURL(t), Prefix: uniquePrefix(), Reserve: hotOpts}
-	a := openStore(t, o)
+	o := Options{URL: singleURL(t), Prefix: uniquePrefix()}
+	a := openReserving(t, o, hotOpts)
 	c := engine.Counter{Account: "a", Namespace: "ns", Key: "idle-holder", Algorithm: engine.FixedWindow, WindowMS: 3_600_000}
 	const limit = 5000
-	if n := hammer(t, []*Store{a}, c, limit, 2000, 2); n != 2000 {
+	if n := hammer(t, []rstore{a}, c, limit, 2000, 2); n != 2000 {
 		t.Fatalf("%d of 2000 admitted", n)
 	}
 	if counted(t, o, c, limit) == 2000 {
@@ -256,8 +254,8 @@ func TestBucketsExactOverInstances(t *testing.T) {
 	clock := testkit.NewFakeClock(time.UnixMilli(1_700_000_000_000))
 	costs := []int64{1, 3, 5, 2, 11, 1, 64}
 	run := func(r ReserveOptions) (admitted int64, local int64) {
-		o := Options{URL: singleURL(t), Prefix: uniquePrefix(), Clock: clock, Reserve: r}
-		stores := []*Store{openStore(t, o), openStore(t, o), openStore(t, o)}
+		o := Options{URL: singleURL(t), Prefix: uniquePrefix(), Clock: clock}
+		stores := []rstore{openReserving(t, o, r), openReserving(t, o, r), openReserving(t, o, r)}
 		c := engine.Counter{Account: "a", Namespace: "ns", Key: "bucket", Algorithm: engine.TokenBucket, WindowMS: 60_000}
 		var total atomic.Int64
 		var wg sync.WaitGroup

@@ -23,7 +23,6 @@ import (
 // decides everything in Redis: limit minus the remaining of a cost-0 look.
 func counted(t *testing.T, o Options, c engine.Counter, limit int64) int64 {
 	t.Helper()
-	o.Reserve = ReserveOptions{Off: true}
 	s := openStore(t, o)
 	d, err := s.Spend(context.Background(), engine.Spend{Counter: c, Limit: limit})
 	if err != nil {
@@ -54,9 +53,9 @@ func TestReservationsNeverOverAdmit(t *testing.T) {
 				var admitted, asked atomic.Int64
 				var wg sync.WaitGroup
 				start := time.Now()
-				stores := make([]*Store, instances)
+				stores := make([]rstore, instances)
 				for i := range stores {
-					s, err := Open(context.Background(), withLogger(o))
+					s, err := openReservingUnmanaged(context.Background(), o, ReserveOptions{}) // production settings
 					if err != nil {
 						t.Fatal(err)
 					}
@@ -123,7 +122,7 @@ func withLogger(o Options) Options {
 func TestReservationIdleGivenBack(t *testing.T) {
 	t.Parallel()
 	o := Options{URL: singleURL(t), Prefix: uniquePrefix()}
-	a := openStore(t, Options{URL: o.URL, Prefix: o.Prefix, Reserve: ReserveOptions{From: 1, Share: 2, Hits: 2, Idle: 300 * time.Millisecond}})
+	a := openReserving(t, Options{URL: o.URL, Prefix: o.Prefix}, ReserveOptions{From: 1, Share: 2, Hits: 2, Idle: 300 * time.Millisecond})
 	c := engine.Counter{Account: "a", Namespace: "ns", Key: "idle", Algorithm: engine.SlidingWindow, WindowMS: 3_600_000}
 	const limit = 1000
 	for range 3 {
@@ -149,11 +148,11 @@ func TestReservationResetElsewhere(t *testing.T) {
 			t.Parallel()
 			o := Options{URL: singleURL(t), Prefix: uniquePrefix()}
 			ctx := context.Background()
-			a, err := Open(ctx, withLogger(Options{URL: o.URL, Prefix: o.Prefix, Reserve: eager}))
+			a, err := openReservingUnmanaged(ctx, Options{URL: o.URL, Prefix: o.Prefix}, eager)
 			if err != nil {
 				t.Fatal(err)
 			}
-			b := openStore(t, Options{URL: o.URL, Prefix: o.Prefix, Reserve: ReserveOptions{Off: true}})
+			b := openStore(t, Options{URL: o.URL, Prefix: o.Prefix})
 			c := engine.Counter{Account: "a", Namespace: "ns", Key: "reset", Algorithm: alg, WindowMS: 3_600_000}
 			const limit = 100
 			for range 2 {
@@ -190,7 +189,7 @@ func TestReserveCallsCut(t *testing.T) {
 	srv := redistest.StartServer(t, false)
 	px := redistest.StartProxy(t, srv.Addr())
 	o := Options{URL: px.URL(), Prefix: uniquePrefix()}
-	s := openStore(t, Options{URL: o.URL, Prefix: o.Prefix, Reserve: eager})
+	s := openReserving(t, Options{URL: o.URL, Prefix: o.Prefix}, eager)
 	ctx := context.Background()
 	const callers, limit, rounds = 24, 1000, 6
 	counter := func(attempt, i int) engine.Counter {
@@ -258,7 +257,7 @@ func TestReserveCallsCut(t *testing.T) {
 // calls, and each is exact.
 func TestReservationLowBudgetGoesPlain(t *testing.T) {
 	t.Parallel()
-	s := openStore(t, Options{URL: singleURL(t), Prefix: uniquePrefix()}) // production settings
+	s := openReserving(t, Options{URL: singleURL(t), Prefix: uniquePrefix()}, ReserveOptions{}) // production settings
 	c := engine.Counter{Account: "a", Namespace: "ns", Key: "low", Algorithm: engine.FixedWindow, WindowMS: 3_600_000}
 	const limit = 1100
 	ctx := context.Background()
@@ -299,7 +298,7 @@ func TestReservationsStopWithRedis(t *testing.T) {
 		t.Run(fault, func(t *testing.T) {
 			t.Parallel()
 			srv := redistest.StartServer(t, false)
-			s := openStore(t, Options{URL: srv.URL(), Reserve: eager, ReadTimeout: 200 * time.Millisecond})
+			s := openReserving(t, Options{URL: srv.URL(), ReadTimeout: 200 * time.Millisecond}, eager)
 			ctx := context.Background()
 			hot := engine.Spend{Counter: engine.Counter{Account: "a", Namespace: "ns", Key: "hot", Algorithm: engine.FixedWindow, WindowMS: 3_600_000}, Limit: 1_000_000, Cost: 1}
 			for range 3 {
@@ -356,8 +355,8 @@ func TestReservationEndsOnResetElsewhere(t *testing.T) {
 		t.Run(alg.String(), func(t *testing.T) {
 			t.Parallel()
 			url, prefix := singleURL(t), uniquePrefix()
-			a := openStore(t, Options{URL: url, Prefix: prefix, Reserve: eager})
-			b := openStore(t, Options{URL: url, Prefix: prefix, Reserve: ReserveOptions{Off: true}})
+			a := openReserving(t, Options{URL: url, Prefix: prefix}, eager)
+			b := openStore(t, Options{URL: url, Prefix: prefix})
 			ctx := context.Background()
 			c := engine.Counter{Account: "a", Namespace: "ns", Key: "reset-seen", Algorithm: alg, WindowMS: 3_600_000}
 			const limit = 1000
@@ -392,7 +391,7 @@ func TestReservationEndsOnResetElsewhere(t *testing.T) {
 func TestResetLeavesNoKeyWithoutSlices(t *testing.T) {
 	t.Parallel()
 	prefix := uniquePrefix()
-	s := openStore(t, Options{URL: singleURL(t), Prefix: prefix}) // production settings
+	s := openReserving(t, Options{URL: singleURL(t), Prefix: prefix}, ReserveOptions{}) // production settings
 	ctx := context.Background()
 	keysLeft := func() []string {
 		t.Helper()
@@ -438,8 +437,8 @@ func TestReservationSlidingWindowEndGivesBackLater(t *testing.T) {
 	t.Parallel()
 	const w, limit = 60_000, 10_000
 	clock := testkit.NewFakeClock(time.UnixMilli(1_000*w + 1_000))
-	s := openStore(t, Options{URL: singleURL(t), Prefix: uniquePrefix(), Clock: clock,
-		Reserve: ReserveOptions{From: 1, Share: 2, Hits: 2, Idle: 4 * time.Second}})
+	s := openReserving(t, Options{URL: singleURL(t), Prefix: uniquePrefix(), Clock: clock},
+		ReserveOptions{From: 1, Share: 2, Hits: 2, Idle: 4 * time.Second})
 	ctx := context.Background()
 	busy := engine.Counter{Account: "a", Namespace: "ns", Key: "busy", Algorithm: engine.SlidingWindow, WindowMS: w}
 	quiet := busy
@@ -472,7 +471,7 @@ func TestReservationSlidingWindowEndGivesBackLater(t *testing.T) {
 		t.Fatalf("%d decided from slices, want 2 (each counter's third request)", local)
 	}
 	clock.Advance(w * time.Millisecond) // the next window
-	time.Sleep(3 * reserveSweepEvery)
+	time.Sleep(750 * time.Millisecond)  // three of the sweeper's rounds
 	if _, after := s.ReserveStats(); after != calls {
 		t.Fatalf("%d calls to Redis at the window's end with no request: the slices went back at once", after-calls)
 	}

@@ -244,7 +244,7 @@ func TestSentinelPipeFollowsTheMaster(t *testing.T) {
 func TestSentinelPipeRedialsOnReadOnly(t *testing.T) {
 	t.Parallel()
 	a, b := redistest.StartServer(t, false), redistest.StartServer(t, false)
-	s := openStore(t, Options{URL: a.URL(), Reserve: ReserveOptions{Off: true}}) // the plain road: its failover is the subject
+	s := openStore(t, Options{URL: a.URL()}) // the plain road: its failover is the subject
 	s.sentinel = true
 	var master atomic.Value
 	master.Store(a.Addr())

@@ -2,10 +2,10 @@
 --
 -- KEYS[1]  the counter key; KEYS[2] its grants (reserve.lua: one field per instance that
 --          may hold a slice of it); KEYS[3] its fence (while set, no slice is granted)
--- ARGV     now ('t' = TIME), slack ms, algorithm ('f', 's', 't'), window W, the calling
---          instance, and 'fence' or 'clear'
+-- ARGV     now ('t' = TIME), slack ms, algorithm ('f', 's', 't'), window W, and 'fence' or
+--          'clear'
 -- returns  1 if the counter held unexpired state, else 0; or 2, changing nothing but the
---          fence, when ARGV[6] is 'fence' and another instance has a grant of the counter:
+--          fence, when ARGV[5] is 'fence' and an instance has a grant of the counter:
 --          the caller then logs the fence for those instances, waits until none of them
 --          can still decide from its slice, and calls again with 'clear' (reserve.go)
 --
@@ -14,12 +14,8 @@
 local now = now_ms(ARGV[1])
 local alg = ARGV[3]
 local W = tonumber(ARGV[4])
-if ARGV[6] == 'fence' then
-  local others = redis.call('HLEN', KEYS[2])
-  if redis.call('HEXISTS', KEYS[2], ARGV[5]) == 1 then
-    others = others - 1
-  end
-  if others > 0 then
+if ARGV[5] == 'fence' then
+  if redis.call('EXISTS', KEYS[2]) == 1 then
     redis.call('SET', KEYS[3], '1', 'PX', 5000)
     return 2
   end
