@@ -232,61 +232,72 @@ func TestReservationLostReplyComesBack(t *testing.T) {
 // slice; within 2 s B can spend all the other 3,000.
 func TestReservationIdleHolderWithin2s(t *testing.T) {
 	t.Parallel()
-	o := Options{URL: singleURL(t), Prefix: uniquePrefix()}
-	a := openReserving(t, o, hotOpts)
-	c := engine.Counter{Account: "a", Namespace: "ns", Key: "idle-holder", Algorithm: engine.FixedWindow, WindowMS: 3_600_000}
-	const limit = 5000
-	if n := hammer(t, []rstore{a}, c, limit, 2000, 2); n != 2000 {
-		t.Fatalf("%d of 2000 admitted", n)
+	for _, topo := range []string{"single", "cluster"} {
+		t.Run(topo, func(t *testing.T) {
+			t.Parallel()
+			o := topoOptions(t, topo)
+			a := openReserving(t, o, hotOpts)
+			c := engine.Counter{Account: "a", Namespace: "ns", Key: "idle-holder", Algorithm: engine.FixedWindow, WindowMS: 3_600_000}
+			const limit = 5000
+			if n := hammer(t, []rstore{a}, c, limit, 2000, 2); n != 2000 {
+				t.Fatalf("%d of 2000 admitted", n)
+			}
+			if counted(t, o, c, limit) == 2000 {
+				t.Fatal("A holds no slice")
+			}
+			idle := time.Now()
+			testkit.Eventually(t, "A's unspent slice back in Redis", 2*time.Second, func() bool { return counted(t, o, c, limit) == 2000 })
+			t.Logf("given back after %v", time.Since(idle))
+		})
 	}
-	if counted(t, o, c, limit) == 2000 {
-		t.Fatal("A holds no slice")
-	}
-	idle := time.Now()
-	testkit.Eventually(t, "A's unspent slice back in Redis", 2*time.Second, func() bool { return counted(t, o, c, limit) == 2000 })
-	t.Logf("given back after %v", time.Since(idle))
 }
 
 // TestBucketsExactOverInstances: token buckets with mixed costs over 3 instances admit
 // exactly what the same run admits with reservations off (buckets are decided in Redis).
 func TestBucketsExactOverInstances(t *testing.T) {
 	t.Parallel()
-	clock := testkit.NewFakeClock(time.UnixMilli(1_700_000_000_000))
-	costs := []int64{1, 3, 5, 2, 11, 1, 64}
-	run := func(r ReserveOptions) (admitted int64, local int64) {
-		o := Options{URL: singleURL(t), Prefix: uniquePrefix(), Clock: clock}
-		stores := []rstore{openReserving(t, o, r), openReserving(t, o, r), openReserving(t, o, r)}
-		c := engine.Counter{Account: "a", Namespace: "ns", Key: "bucket", Algorithm: engine.TokenBucket, WindowMS: 60_000}
-		var total atomic.Int64
-		var wg sync.WaitGroup
-		for i, s := range stores {
-			wg.Go(func() {
-				for j := range 400 {
-					cost := costs[(i+j)%len(costs)]
-					d, err := s.Spend(context.Background(), engine.Spend{Counter: c, Limit: 5000, Cost: cost})
-					if err != nil {
-						t.Error(err)
-						return
-					}
-					if d.Allowed {
-						total.Add(cost)
-					}
+	for _, topo := range []string{"single", "cluster"} {
+		t.Run(topo, func(t *testing.T) {
+			t.Parallel()
+			clock := testkit.NewFakeClock(time.UnixMilli(1_700_000_000_000))
+			costs := []int64{1, 3, 5, 2, 11, 1, 64}
+			run := func(r ReserveOptions) (admitted int64, local int64) {
+				o := topoOptions(t, topo)
+				o.Clock = clock
+				stores := []rstore{openReserving(t, o, r), openReserving(t, o, r), openReserving(t, o, r)}
+				c := engine.Counter{Account: "a", Namespace: "ns", Key: "bucket", Algorithm: engine.TokenBucket, WindowMS: 60_000}
+				var total atomic.Int64
+				var wg sync.WaitGroup
+				for i, s := range stores {
+					wg.Go(func() {
+						for j := range 400 {
+							cost := costs[(i+j)%len(costs)]
+							d, err := s.Spend(context.Background(), engine.Spend{Counter: c, Limit: 5000, Cost: cost})
+							if err != nil {
+								t.Error(err)
+								return
+							}
+							if d.Allowed {
+								total.Add(cost)
+							}
+						}
+					})
 				}
-			})
-		}
-		wg.Wait()
-		for _, s := range stores {
-			l, _ := s.ReserveStats()
-			local += l
-		}
-		return total.Load(), local
-	}
-	on, local := run(hotOpts)
-	off, _ := run(ReserveOptions{Off: true})
-	if on != off || on != 5000 {
-		t.Fatalf("units admitted: %d with reservations on, %d off; want both the bucket's 5000", on, off)
-	}
-	if local != 0 {
-		t.Fatalf("%d bucket requests decided from slices", local)
+				wg.Wait()
+				for _, s := range stores {
+					l, _ := s.ReserveStats()
+					local += l
+				}
+				return total.Load(), local
+			}
+			on, local := run(hotOpts)
+			off, _ := run(ReserveOptions{Off: true})
+			if on != off || on != 5000 {
+				t.Fatalf("units admitted: %d with reservations on, %d off; want both the bucket's 5000", on, off)
+			}
+			if local != 0 {
+				t.Fatalf("%d bucket requests decided from slices", local)
+			}
+		})
 	}
 }
