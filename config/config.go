@@ -9,9 +9,10 @@
 //   - Every scalar or list key can be overridden by the environment: LEASH_ and the key path
 //     in upper case with "_" for "." (LEASH_STORE_REDIS_URL, LEASH_SHUTDOWN_DRAIN_DELAY).
 //     Lists are comma-separated (LEASH_STORE_REDIS_CLUSTER_ADDRS=a:6379,b:6379). plans,
-//     accounts and envoy.domains come from files only. LEASH_DEV_API_KEY is reserved (the
-//     dev account's key, read by the caller) and LEASH_TEST_* is left to tests; any other
-//     LEASH_ variable that names no key is an error.
+//     accounts and envoy.domains come from files only. LEASH_DEV_API_KEY and
+//     LEASH_DEV_OPERATOR_KEY are reserved (the dev keys, read by the caller), LEASH_TEST_* is
+//     left to tests and CLIVariables to the command line; any other LEASH_ variable that
+//     names no key is an error.
 //   - A YAML null means "absent" (the earlier file's value or the default stays), except
 //     plans.<name>.hard_cap, where null means "no cap".
 //   - Keys are case-sensitive and strict: an unknown key, a wrong type (quoted numbers,

@@ -626,3 +626,30 @@ operators:
 		t.Errorf("the directory's plans lack the configured one: %+v", d.Plans())
 	}
 }
+
+// The command line's own variables (and the README's LEASH_SRC) are no config keys: a
+// shell that exported them for the walkthrough still starts the service (spec §10.1).
+func TestCLIVariablesAreNotConfigKeys(t *testing.T) {
+	env := []string{"LEASH_URL=http://localhost:8080", "LEASH_API_KEY=lsh_x", "LEASH_OPERATOR_KEY=lsh_y", "LEASH_SRC=/src/leash"}
+	if _, err := Load(nil, env); err != nil {
+		t.Fatalf("Load with the command line's variables: %v", err)
+	}
+}
+
+// A LEASH_ variable that names no key, but nearly names one, says which (did you mean).
+func TestUnknownVariableSuggestsKey(t *testing.T) {
+	for _, tc := range []struct{ env, want string }{
+		{"LEASH_HTTP_ADRR=:1", "did you mean LEASH_HTTP_ADDR?"},
+		{"LEASH_STORE_BAKEND=redis", "did you mean LEASH_STORE_BACKEND?"},
+		{"LEASH_API_KY=x", "did you mean LEASH_API_KEY (the command line's key)?"},
+	} {
+		_, err := Load(nil, []string{tc.env})
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: error %v, want %q", tc.env, err, tc.want)
+		}
+	}
+	_, err := Load(nil, []string{"LEASH_NOTHING_LIKE_IT=1"})
+	if err == nil || strings.Contains(err.Error(), "did you mean") {
+		t.Errorf("a name like no key: %v", err)
+	}
+}
