@@ -24,3 +24,53 @@ func TestWalkthroughVariablesDoNotStopServe(t *testing.T) {
 		t.Fatalf("a mistyped variable: exit %d\n%s", code, errOut)
 	}
 }
+
+// Without a key the command line sends nothing: it names the variable and the flag that
+// give one, and exits 2 (spec §13.5). No server listens at the URL, so a request sent
+// would end as exit 3, "unavailable".
+func TestCLIRefusesToSendWithoutKey(t *testing.T) {
+	env := []string{"LEASH_URL=http://127.0.0.1:1"}
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"limit", "api", "u1"}, "no API key: set LEASH_API_KEY or pass --key"},
+		{[]string{"keys", "list"}, "no API key: set LEASH_API_KEY or pass --key"},
+		{[]string{"admin", "accounts", "list"}, "no operator key: set LEASH_OPERATOR_KEY or pass --key"},
+	} {
+		code, out, errOut := leashCLI(t, env, tc.args...)
+		if code != 2 || !strings.Contains(errOut, tc.want) || out != "" {
+			t.Errorf("%v: exit %d, stdout %q, stderr:\n%s", tc.args, code, out, errOut)
+		}
+	}
+	// An admin verb does not take the account's key, nor an account verb the operator's.
+	code, _, errOut := leashCLI(t, append(env, "LEASH_API_KEY=lsh_x"), "admin", "accounts", "list")
+	if code != 2 || !strings.Contains(errOut, "LEASH_OPERATOR_KEY") {
+		t.Errorf("admin verb with only LEASH_API_KEY: exit %d\n%s", code, errOut)
+	}
+}
+
+// Usage errors exit 2 and say what was probably meant: a mistyped verb, sub-verb, flag,
+// or algorithm (spec §13.5).
+func TestCLIUsageErrorsSuggest(t *testing.T) {
+	env := []string{"LEASH_URL=http://127.0.0.1:1", "LEASH_API_KEY=lsh_x"}
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"limts", "api", "u1"}, `unknown command "limts": did you mean "limit"?`},
+		{[]string{"sevre"}, `unknown command "sevre": did you mean "serve"?`},
+		{[]string{"rules", "lst", "api"}, `unknown command "rules lst": did you mean "rules list"?`},
+		{[]string{"limit", "api", "u1", "--algoritm", "token_bucket"}, "flag provided but not defined: -algoritm (did you mean --algorithm?)"},
+		{[]string{"limit", "api", "u1", "--algorithm", "fixed-window"}, `unknown algorithm "fixed-window": did you mean fixed_window?`},
+		{[]string{"reset", "api", "u1", "--algorithm", "leaky"}, `unknown algorithm "leaky" (fixed_window, sliding_window or token_bucket)`},
+		{[]string{"rules", "set", "api", "--algorithm", "concurrent-limit", "--limit", "1", "--window-ms", "1000"}, "did you mean concurrent_limit?"},
+		{[]string{"serve", "--confg", "x.yaml"}, "flag provided but not defined: -confg (did you mean --config?)"},
+		{[]string{"check-config", "--confg", "x.yaml"}, "flag provided but not defined: -confg (did you mean --config?)"},
+	} {
+		code, _, errOut := leashCLI(t, env, tc.args...)
+		if code != 2 || !strings.Contains(errOut, tc.want) {
+			t.Errorf("%v: exit %d, want 2 and %q in stderr:\n%s", tc.args, code, tc.want, errOut)
+		}
+	}
+}
