@@ -232,7 +232,7 @@ func TestBadInput(t *testing.T) {
 		{"bad addr", []string{"http: {addr: '8080'}\n"}, nil, []string{"http.addr: must be host:port"}},
 		{"tls half", []string{"http: {tls: {cert_file: c.pem}}\n"}, nil, []string{"http.tls: cert_file and key_file"}},
 		{"zero header timeout", []string{"http: {read_header_timeout: 0}\n"}, nil, []string{"http.read_header_timeout: must be more than 0"}},
-		{"negative idle timeout", nil, []string{"LEASH_HTTP_IDLE_TIMEOUT=-1s"}, []string{"http.idle_timeout: must be more than 0"}},
+		{"negative idle timeout", nil, []string{"LEASH_HTTP_IDLE_TIMEOUT=-1s"}, []string{"http.idle_timeout (environment variable LEASH_HTTP_IDLE_TIMEOUT): must be more than 0"}},
 		{"read below header timeout", []string{"http: {read_header_timeout: 5s, read_timeout: 1s}\n"}, nil, []string{"http.read_timeout: must be at least http.read_header_timeout"}},
 		{"bad account id", []string{"accounts: [{id: Acme, plan: pro}]\n"}, nil, []string{"accounts[0].id:", "must match"}},
 		{"missing account id", []string{"accounts: [{plan: pro}]\n"}, nil, []string{"accounts[0].id: is required"}},
@@ -305,7 +305,7 @@ func TestErrorNamesFileAndNeverTheSecret(t *testing.T) {
 		}
 	}
 	_, err = Load(writeFiles(t, "bogus: 1\n"), nil)
-	if err == nil || !strings.Contains(err.Error(), "configa.yaml: bogus: unknown key") {
+	if err == nil || !strings.Contains(err.Error(), "configa.yaml:1: bogus: unknown key") {
 		t.Fatalf("error should name the file and key, got %v", err)
 	}
 }

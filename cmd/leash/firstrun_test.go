@@ -74,3 +74,45 @@ func TestCLIUsageErrorsSuggest(t *testing.T) {
 		}
 	}
 }
+
+// check-config names every problem with its file and line, a YAML syntax error at the
+// line at fault and a bad value with the file that set it, and counts what it prints
+// (spec §9.16, §10.3).
+func TestCheckConfigEveryProblemWithFileAndLine(t *testing.T) {
+	dir := t.TempDir()
+	three := writeTestFile(t, dir, "three.yaml", "http:\n  addr: 5\nstore:\n  memory:\n    max_entries: 0\nlog:\n  level: loud\n")
+	syntax := writeTestFile(t, dir, "syntax.yaml", "http:\n  addr: \":1\"\n- oops\n")
+	first := writeTestFile(t, dir, "first.yaml", "http:\n  adr: \":1\"\n")
+	second := writeTestFile(t, dir, "second.yaml", "log:\n  format: json\n  level: 3\n")
+	timeout := writeTestFile(t, dir, "timeout.yaml", "log: {level: info}\nshutdown:\n  timeout: 1s\n")
+	for _, tc := range []struct {
+		name string
+		env  []string
+		args []string
+		want []string
+	}{
+		{"a type error and two bad values", nil, []string{"--config", three}, []string{
+			three + `:2: http.addr: expected a string, got the integer 5`,
+			three + `:5: store.memory.max_entries: must be 1 or more`,
+			three + `:7: log.level: must be debug, info, warn or error, got "loud"`,
+			"invalid (3 problems)\n"}},
+		{"a syntax error at its line", nil, []string{"--config", syntax}, []string{
+			syntax + ":3: did not find expected key", "invalid (1 problem)\n"}},
+		{"every file's problems", nil, []string{"--config", first, "--config", second}, []string{
+			first + ":2: http.adr: unknown key", second + ":3: log.level: expected a string", "invalid (2 problems)\n"}},
+		{"a default at fault: the key that made it so", nil, []string{"--config", timeout}, []string{
+			timeout + ":2: shutdown.drain_delay: must be below shutdown.timeout (1s)", "invalid (1 problem)\n"}},
+		{"a variable at fault", []string{"LEASH_STORE_MEMORY_MAX_ENTRIES=0"}, nil, []string{
+			"store.memory.max_entries (environment variable LEASH_STORE_MEMORY_MAX_ENTRIES): must be 1 or more", "invalid (1 problem)\n"}},
+	} {
+		code, out, errOut := leashCLI(t, tc.env, append([]string{"check-config"}, tc.args...)...)
+		if code != 1 {
+			t.Errorf("%s: exit %d\n%s%s", tc.name, code, out, errOut)
+		}
+		for _, w := range tc.want {
+			if !strings.Contains(errOut, w) {
+				t.Errorf("%s: stderr lacks %q:\n%s", tc.name, w, errOut)
+			}
+		}
+	}
+}
