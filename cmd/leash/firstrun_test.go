@@ -1,8 +1,14 @@
 package main
 
 import (
+	"bytes"
+	"context"
+	"errors"
+	"net"
+	"os/exec"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/leashd/leash/testkit/leashproc"
 )
@@ -112,6 +118,47 @@ func TestCheckConfigEveryProblemWithFileAndLine(t *testing.T) {
 		for _, w := range tc.want {
 			if !strings.Contains(errOut, w) {
 				t.Errorf("%s: stderr lacks %q:\n%s", tc.name, w, errOut)
+			}
+		}
+	}
+}
+
+// A taken port stops serve before it prints fresh dev keys (they would be dead at once),
+// with the setting that moves the listener (spec §12.1).
+func TestBusyPortNamesTheSetting(t *testing.T) {
+	taken, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer taken.Close()
+	for _, tc := range []struct{ env, setting, variable string }{
+		{"LEASH_HTTP_ADDR", "http.addr", "LEASH_HTTP_ADDR"},
+		{"LEASH_ADMIN_ADDR", "admin.addr", "LEASH_ADMIN_ADDR"},
+		{"LEASH_GRPC_ADDR", "grpc.addr", "LEASH_GRPC_ADDR"},
+	} {
+		env := map[string]string{"LEASH_HTTP_ADDR": "127.0.0.1:0", "LEASH_ADMIN_ADDR": "127.0.0.1:0", "LEASH_GRPC_ADDR": "127.0.0.1:0"}
+		env[tc.env] = taken.Addr().String()
+		var kv []string
+		for k, v := range env {
+			kv = append(kv, k+"="+v)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		cmd := exec.CommandContext(ctx, binary, "serve")
+		cmd.Env = append(leashproc.Environ(), kv...)
+		var out, errb bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &out, &errb
+		err := cmd.Run()
+		cancel()
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) || ee.ExitCode() != 1 {
+			t.Fatalf("%s taken: %v\n%s", tc.setting, err, errb.String())
+		}
+		if strings.Contains(out.String(), "lsh_") {
+			t.Errorf("%s taken: keys printed before failing:\n%s", tc.setting, out.String())
+		}
+		for _, want := range []string{`"setting":"` + tc.setting + `"`, tc.variable, "in use"} {
+			if !strings.Contains(errb.String(), want) {
+				t.Errorf("%s taken: stderr lacks %q:\n%s", tc.setting, want, errb.String())
 			}
 		}
 	}
