@@ -163,3 +163,26 @@ func TestBusyPortNamesTheSetting(t *testing.T) {
 		}
 	}
 }
+
+// A webhook URL refused for a rule that a setting relaxes for local trials names that
+// setting (spec §8.2).
+func TestWebhookRejectionNamesTheTrialSettings(t *testing.T) {
+	p := leashproc.Start(t, binary, nil, "LEASH_DEV_API_KEY=hook-key")
+	env := []string{"LEASH_URL=http://" + p.HTTP, "LEASH_API_KEY=hook-key"}
+	for _, tc := range []struct{ url, want string }{
+		{"http://127.0.0.1:9/hook", "webhooks.allow_http"},
+		{"https://localhost:9/hook", "webhooks.allow_private_targets"},
+		{"https://localhost:9/hook", "127.0.0.1"},
+		{"https://127.0.0.1:9/hook", "webhooks.allow_private_targets"},
+	} {
+		code, _, errOut := leashCLI(t, env, "webhook", "set", tc.url)
+		if code != 3 || !strings.Contains(errOut, "webhook_url_rejected") || !strings.Contains(errOut, tc.want) {
+			t.Errorf("webhook set %s: exit %d, want the rejection naming %q:\n%s", tc.url, code, tc.want, errOut)
+		}
+	}
+	// A URL no setting admits names none.
+	code, _, errOut := leashCLI(t, env, "webhook", "set", "https://169.254.169.254/hook")
+	if code != 3 || strings.Contains(errOut, "webhooks.") {
+		t.Errorf("a link-local address: exit %d:\n%s", code, errOut)
+	}
+}
