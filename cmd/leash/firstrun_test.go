@@ -6,11 +6,13 @@ import (
 	"errors"
 	"net"
 	"os/exec"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/leashd/leash/testkit/leashproc"
+	"github.com/leashd/leash/testkit/redistest"
 )
 
 // The variables README's walkthrough exports for the command line (and LEASH_SRC of its
@@ -184,5 +186,35 @@ func TestWebhookRejectionNamesTheTrialSettings(t *testing.T) {
 	code, _, errOut := leashCLI(t, env, "webhook", "set", "https://169.254.169.254/hook")
 	if code != 3 || strings.Contains(errOut, "webhooks.") {
 		t.Errorf("a link-local address: exit %d:\n%s", code, errOut)
+	}
+}
+
+// Instances on one Redis share accounts but not generated dev keys: each prints its own,
+// which the others refuse, and says how to share one (docs/redis.md); the same
+// LEASH_DEV_OPERATOR_KEY on both is accepted by both.
+func TestDevKeysOnSharedRedis(t *testing.T) {
+	r := redistest.StartServer(t, false)
+	store := []string{"LEASH_STORE_BACKEND=redis", "LEASH_STORE_REDIS_URL=" + r.URL()}
+	a := leashproc.Start(t, binary, nil, store...)
+	b := leashproc.Start(t, binary, nil, store...)
+	keyRE := regexp.MustCompile(`LEASH_OPERATOR_KEY=(lsh_[A-Za-z0-9_-]{43}) leash admin`)
+	ma, mb := keyRE.FindStringSubmatch(a.Stdout.String()), keyRE.FindStringSubmatch(b.Stdout.String())
+	if ma == nil || mb == nil || ma[1] == mb[1] {
+		t.Fatalf("each instance prints its own operator key:\n%s\n%s", a.Stdout.String(), b.Stdout.String())
+	}
+	for _, want := range []string{"this instance's own", "LEASH_DEV_OPERATOR_KEY", "LEASH_DEV_API_KEY"} {
+		if !strings.Contains(a.Stdout.String(), want) {
+			t.Errorf("the banner on Redis lacks %q:\n%s", want, a.Stdout.String())
+		}
+	}
+	if code, _ := leashproc.Call(t, "GET", "http://"+b.HTTP+"/v1/admin/accounts", ma[1], ""); code != 401 {
+		t.Errorf("the first instance's generated key on the second: %d, want 401", code)
+	}
+	shared := append(store, "LEASH_DEV_OPERATOR_KEY=lsh_shared_operator_key")
+	c, d := leashproc.Start(t, binary, nil, shared...), leashproc.Start(t, binary, nil, shared...)
+	for _, p := range []*leashproc.Proc{c, d} {
+		if code, _ := leashproc.Call(t, "GET", "http://"+p.HTTP+"/v1/admin/accounts", "lsh_shared_operator_key", ""); code != 200 {
+			t.Errorf("the shared operator key: %d", code)
+		}
 	}
 }

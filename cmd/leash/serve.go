@@ -172,7 +172,9 @@ func (k devKeys) print(w io.Writer, httpPort, backend string) {
 			k.api, k.api, httpPort)
 	}
 	if k.operator != "" {
-		lasts := "They are kept in Redis."
+		lasts := "They are kept in Redis.\n\nA dev key generated here is this instance's own: another instance on the same Redis\n" +
+			"refuses them. Give every instance the same LEASH_DEV_OPERATOR_KEY and LEASH_DEV_API_KEY\n" +
+			"(leash keys new prints one), or configure operators and accounts (docs/redis.md)."
 		if backend == "memory" {
 			lasts = "On the memory store they last as long as this process."
 		}
