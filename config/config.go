@@ -507,7 +507,7 @@ func load(files []file, environ []string) (*Config, error) {
 
 	env := applyEnv(v, root, environ, all)
 	for path := range env {
-		where[path] = envName(path)
+		where[path] = envWhere + envName(path)
 	}
 	if unread {
 		return nil, all.err()
@@ -671,14 +671,17 @@ func lineOf(lines map[string]int, path string) int {
 	return 0
 }
 
+// envWhere starts the place of a key set by an environment variable, before its name.
+const envWhere = "environment variable "
+
 // locate is where path, or the nearest key that encloses it, was last set: "file:line",
-// or the LEASH_ variable that set it; "" when nowhere (a default).
+// or envWhere and the LEASH_ variable that set it; "" when nowhere (a default).
 func locate(where map[string]string, path string) string {
 	if w, ok := where[path]; ok {
 		return w
 	}
 	for p := parentPath(path); p != ""; p = parentPath(p) {
-		if w, ok := where[p]; ok && !strings.HasPrefix(w, envPrefix) {
+		if w, ok := where[p]; ok && !strings.HasPrefix(w, envWhere) {
 			return w
 		}
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -651,5 +652,22 @@ func TestUnknownVariableSuggestsKey(t *testing.T) {
 	_, err := Load(nil, []string{"LEASH_NOTHING_LIKE_IT=1"})
 	if err == nil || strings.Contains(err.Error(), "did you mean") {
 		t.Errorf("a name like no key: %v", err)
+	}
+}
+
+// A problem that only follows from another is not reported: a bad variable leaves its key
+// at its default, and the key next to it is not checked against that default.
+func TestFollowingProblemNotReported(t *testing.T) {
+	paths := writeFiles(t, "shutdown:\n  drain_delay: 20s\n")
+	_, err := Load(paths, []string{"LEASH_SHUTDOWN_TIMEOUT=forever"})
+	var ce *Error
+	if !errors.As(err, &ce) || len(ce.Problems) != 1 || !strings.Contains(ce.Problems[0], "LEASH_SHUTDOWN_TIMEOUT") {
+		t.Fatalf("want only the variable's problem, got %v", err)
+	}
+	// Elsewhere, a bad value is still reported next to a type error.
+	paths = writeFiles(t, "http:\n  addr: 5\nlog:\n  level: loud\n")
+	_, err = Load(paths, nil)
+	if !errors.As(err, &ce) || len(ce.Problems) != 2 || !strings.Contains(ce.Problems[1], "configa.yaml:4: log.level") {
+		t.Fatalf("want both problems, the second with its file and line, got %v", err)
 	}
 }

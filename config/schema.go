@@ -543,7 +543,7 @@ func describe(v any) string {
 
 // errList gathers errors, each naming a key path and, through locate, where it was set.
 type errList struct {
-	// locate says where a key path was set: "file:line", a LEASH_ variable, or "".
+	// locate says where a key path was set: "file:line", envWhere and a variable, or "".
 	locate  func(path string) string
 	entries []entry
 }
@@ -561,13 +561,16 @@ func (e *errList) add(path, format string, args ...any) {
 	}
 	msg := path + ": " + text
 	switch {
-	case strings.HasPrefix(where, envPrefix):
-		msg = fmt.Sprintf("%s (environment variable %s): %s", path, where, text)
+	case strings.HasPrefix(where, envWhere):
+		msg = fmt.Sprintf("%s (%s): %s", path, where, text)
 	case where != "":
 		msg = where + ": " + msg
 	}
 	e.entries = append(e.entries, entry{path: path, msg: msg})
 }
+
+// addAt records msg, a whole line, as a problem of the key path.
+func (e *errList) addAt(path, msg string) { e.entries = append(e.entries, entry{path: path, msg: msg}) }
 
 func (e *errList) addRaw(msg string) { e.entries = append(e.entries, entry{msg: msg}) }
 

@@ -53,7 +53,7 @@ func applyEnv(v *viper.Viper, root *node, environ []string, errs *errList) map[s
 		}
 		val, err := parseEnv(value, kinds[path].kind)
 		if err != nil {
-			errs.addRaw(fmt.Sprintf("%s (environment variable %s): %v", path, name, err))
+			errs.addAt(path, fmt.Sprintf("%s (environment variable %s): %v", path, name, err))
 			continue
 		}
 		v.Set(viperKey(path), val)
