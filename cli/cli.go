@@ -85,7 +85,8 @@ func Run(ctx context.Context, args []string, env Env, stdout, stderr io.Writer) 
 	verb := cmd.verb
 	spec, ok := verbs[verb]
 	if !ok {
-		return cmd.usage("unknown command %q%s", verb, didYouMean(verb, order))
+		// "keys new" is the binary's own (cmd/leash), a near miss all the same.
+		return cmd.usage("unknown command %q%s", verb, didYouMean(verb, append(slices.Clone(order), "keys new")))
 	}
 	fs := flag.NewFlagSet("leash "+verb, flag.ContinueOnError)
 	fs.SetOutput(io.Discard)

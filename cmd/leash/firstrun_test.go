@@ -69,6 +69,7 @@ func TestCLIUsageErrorsSuggest(t *testing.T) {
 		{[]string{"limts", "api", "u1"}, `unknown command "limts": did you mean "limit"?`},
 		{[]string{"sevre"}, `unknown command "sevre": did you mean "serve"?`},
 		{[]string{"rules", "lst", "api"}, `unknown command "rules lst": did you mean "rules list"?`},
+		{[]string{"keys", "neww"}, `unknown command "keys neww": did you mean "keys new"?`},
 		{[]string{"limit", "api", "u1", "--algoritm", "token_bucket"}, "flag provided but not defined: -algoritm (did you mean --algorithm?)"},
 		{[]string{"limit", "api", "u1", "--algorithm", "fixed-window"}, `unknown algorithm "fixed-window": did you mean fixed_window?`},
 		{[]string{"reset", "api", "u1", "--algorithm", "leaky"}, `unknown algorithm "leaky" (fixed_window, sliding_window or token_bucket)`},
