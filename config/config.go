@@ -521,7 +521,8 @@ func load(files []file, environ []string) (*Config, error) {
 		c.WeaklyTypedInput = false
 		c.DecodeHook = mapstructure.StringToTimeDurationHookFunc()
 	}); err != nil {
-		return nil, fmt.Errorf("config: %w", err)
+		all.addRaw(err.Error())
+		return nil, all.err()
 	}
 
 	cfg := &Config{
