@@ -10,12 +10,14 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
 
 	"github.com/leashd/leash/client"
+	"github.com/leashd/leash/internal/suggest"
 )
 
 // Exit statuses (spec §13.5).
@@ -76,38 +78,24 @@ func Run(ctx context.Context, args []string, env Env, stdout, stderr io.Writer) 
 		return ExitUsage
 	}
 	cmd := &command{verb: args[0], stdout: stdout, stderr: stderr}
-	verb := args[0]
-	rest := args[1:]
-	groups := 0
-	switch verb {
-	case "lease", "rules", "webhook", "keys":
-		groups = 1
-	case "admin":
-		groups = 2 // admin accounts VERB, admin keys VERB
+	rest, code, done := cmd.subverb(args[1:])
+	if done {
+		return code
 	}
-	for range groups {
-		if len(rest) > 0 && isHelp(rest[0]) {
-			fmt.Fprint(stdout, groupHelp(verb))
-			return ExitOK
-		}
-		if len(rest) == 0 || strings.HasPrefix(rest[0], "-") {
-			return cmd.usage("%s needs a subcommand", verb)
-		}
-		verb, rest = verb+" "+rest[0], rest[1:]
-		cmd.verb = verb
-	}
+	verb := cmd.verb
 	spec, ok := verbs[verb]
 	if !ok {
-		return cmd.usage("unknown command %q", verb)
+		// "keys new" is the binary's own (cmd/leash), a near miss all the same.
+		return cmd.usage("unknown command %q%s", verb, didYouMean(verb, append(slices.Clone(order), "keys new")))
 	}
 	fs := flag.NewFlagSet("leash "+verb, flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	url := fs.String("url", "", "Leash base URL (default $LEASH_URL or "+client.DefaultBaseURL+")")
-	keyEnv := "LEASH_API_KEY"
+	keyEnv, keyWhat := "LEASH_API_KEY", "API key"
 	if strings.HasPrefix(verb, "admin ") {
-		keyEnv = "LEASH_OPERATOR_KEY"
+		keyEnv, keyWhat = "LEASH_OPERATOR_KEY", "operator key"
 	}
-	key := fs.String("key", "", "API key (default $"+keyEnv+")")
+	key := fs.String("key", "", keyWhat+" (default $"+keyEnv+")")
 	fs.BoolVar(&cmd.json, "json", false, "print the API's JSON")
 	timeout := fs.Duration("timeout", 10*time.Second, "bound on the whole command")
 	f := &flags{}
@@ -118,7 +106,7 @@ func Run(ctx context.Context, args []string, env Env, stdout, stderr io.Writer) 
 		return ExitOK
 	}
 	if err != nil {
-		return cmd.usage("%v", err)
+		return cmd.usage("%s", FlagError(fs, err))
 	}
 	f.set = map[string]bool{}
 	fs.Visit(func(fl *flag.Flag) { f.set[fl.Name] = true })
@@ -126,11 +114,18 @@ func Run(ctx context.Context, args []string, env Env, stdout, stderr io.Writer) 
 	if len(pos) < spec.min || len(pos) > spec.max {
 		return cmd.usage("%s takes %s", verb, spec.args)
 	}
+	if msg := checkAlgorithm(verb, f); msg != "" {
+		return cmd.usage("%s", msg)
+	}
 	if *url == "" {
 		*url = env("LEASH_URL")
 	}
 	if *key == "" {
 		*key = env(keyEnv)
+	}
+	if *key == "" { // sending it would only be refused (401), and count as a failed try
+		fmt.Fprintf(stderr, "leash %s: no %s: set %s or pass --key\n", verb, keyWhat, keyEnv)
+		return ExitUsage
 	}
 	c, err := client.New(client.Options{BaseURL: *url, APIKey: *key})
 	if err != nil {
@@ -143,6 +138,77 @@ func Run(ctx context.Context, args []string, env Env, stdout, stderr io.Writer) 
 		defer cancel()
 	}
 	return spec.run(ctx, cmd, pos, f)
+}
+
+// subverb reads the sub-verbs of a group (lease, rules, webhook, keys: one; admin: two)
+// into c.verb and returns the arguments left; done with the exit status when it has
+// answered (a group's --help, a missing sub-verb).
+func (c *command) subverb(rest []string) (left []string, code int, done bool) {
+	groups := 0
+	switch c.verb {
+	case "lease", "rules", "webhook", "keys":
+		groups = 1
+	case "admin":
+		groups = 2 // admin accounts VERB, admin keys VERB
+	}
+	for range groups {
+		if len(rest) > 0 && isHelp(rest[0]) {
+			fmt.Fprint(c.stdout, groupHelp(c.verb))
+			return nil, ExitOK, true
+		}
+		if len(rest) == 0 || strings.HasPrefix(rest[0], "-") {
+			return nil, c.usage("%s needs a subcommand", c.verb), true
+		}
+		c.verb, rest = c.verb+" "+rest[0], rest[1:]
+	}
+	return rest, 0, false
+}
+
+// didYouMean is `: did you mean "X"?` when word nearly spells one of names, else "".
+func didYouMean(word string, names []string) string {
+	if near := suggest.Closest(word, names); near != "" {
+		return fmt.Sprintf(": did you mean %q?", near)
+	}
+	return ""
+}
+
+// FlagError is the message of err, an error of fs.Parse, with the flag it nearly spells
+// when the flag is unknown: "flag provided but not defined: -confg (did you mean
+// --config?)". cmd/leash words its own commands' flag errors with it.
+func FlagError(fs *flag.FlagSet, err error) string {
+	msg := err.Error()
+	name, unknown := strings.CutPrefix(msg, "flag provided but not defined: -")
+	if !unknown {
+		return msg
+	}
+	var names []string
+	fs.VisitAll(func(fl *flag.Flag) { names = append(names, fl.Name) })
+	if near := suggest.Closest(strings.TrimLeft(name, "-"), names); near != "" {
+		msg += " (did you mean --" + near + "?)"
+	}
+	return msg
+}
+
+// checkAlgorithm is the usage error of an --algorithm the verb does not know, naming the
+// one it nearly spells; "" when the flag is absent or known. rules set also takes
+// concurrent_limit.
+func checkAlgorithm(verb string, f *flags) string {
+	if !f.set["algorithm"] {
+		return ""
+	}
+	known := []string{client.FixedWindow, client.SlidingWindow, client.TokenBucket}
+	list := "fixed_window, sliding_window or token_bucket"
+	if verb == "rules set" {
+		known = append(known, client.ConcurrentLimit)
+		list = "fixed_window, sliding_window, token_bucket or concurrent_limit"
+	}
+	if slices.Contains(known, f.algorithm) {
+		return ""
+	}
+	if near := suggest.Closest(f.algorithm, known); near != "" {
+		return fmt.Sprintf("unknown algorithm %q: did you mean %s?", f.algorithm, near)
+	}
+	return fmt.Sprintf("unknown algorithm %q (%s)", f.algorithm, list)
 }
 
 // flags are the verbs' own flags; set records which were given.

@@ -158,8 +158,11 @@ func TestHelp(t *testing.T) {
 	out.Reset()
 	errb.Reset()
 	closed := func(k string) string { // a loopback port nothing listens on
-		if k == "LEASH_URL" {
+		switch k {
+		case "LEASH_URL":
 			return "http://127.0.0.1:1"
+		case "LEASH_API_KEY":
+			return "lsh_x"
 		}
 		return ""
 	}

@@ -9,14 +9,16 @@
 //   - Every scalar or list key can be overridden by the environment: LEASH_ and the key path
 //     in upper case with "_" for "." (LEASH_STORE_REDIS_URL, LEASH_SHUTDOWN_DRAIN_DELAY).
 //     Lists are comma-separated (LEASH_STORE_REDIS_CLUSTER_ADDRS=a:6379,b:6379). plans,
-//     accounts and envoy.domains come from files only. LEASH_DEV_API_KEY is reserved (the
-//     dev account's key, read by the caller) and LEASH_TEST_* is left to tests; any other
-//     LEASH_ variable that names no key is an error.
+//     accounts and envoy.domains come from files only. LEASH_DEV_API_KEY and
+//     LEASH_DEV_OPERATOR_KEY are reserved (the dev keys, read by the caller), LEASH_TEST_* is
+//     left to tests and CLIVariables to the command line; any other LEASH_ variable that
+//     names no key is an error.
 //   - A YAML null means "absent" (the earlier file's value or the default stays), except
 //     plans.<name>.hard_cap, where null means "no cap".
 //   - Keys are case-sensitive and strict: an unknown key, a wrong type (quoted numbers,
 //     floats for integers, "yes" for booleans) or an inconsistent combination is an error
-//     naming the key path, e.g. "config: store.memory.max_entries: expected an integer".
+//     naming the file, line and key path, e.g. "config: leash.yaml:3: store.memory.max_entries:
+//     expected an integer"; every file is checked, and the values merged from them.
 //   - Durations are Go duration strings ("500ms", "2s", "5m"); 0 may be written bare.
 //
 // Further keys (all optional; spec §10.2 lists every key):
@@ -39,12 +41,17 @@ package config
 import (
 	_ "embed"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"os"
+	"slices"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/go-viper/mapstructure/v2"
 	"github.com/leashd/leash/engine"
+	"github.com/leashd/leash/internal/yamlline"
 	"github.com/spf13/viper"
 	"go.yaml.in/yaml/v3"
 )
@@ -483,38 +490,39 @@ func load(files []file, environ []string) (*Config, error) {
 
 	all := &errList{}
 	st := newFileState(all)
+	where := map[string]string{} // key path → where it was last set: "file:line" or a variable
+	unread := false              // a file could not be read as YAML: the rest is not validated
 	for _, f := range files {
-		if f.err != nil {
-			return nil, fmt.Errorf("config: %w", f.err)
+		cleaned, ok := loadFile(f, root, st, all, where)
+		if !ok {
+			unread = true
+			continue
 		}
-		raw, err := parseYAML(f.data)
-		if err != nil {
-			return nil, fmt.Errorf("config: %s: %w", f.path, err)
-		}
-		errs := &errList{prefix: f.path + ": "}
-		st.errs = errs
-		cleaned, _ := st.check("", raw, root)
-		st.record(raw)
-		if err := errs.err(); err != nil {
-			return nil, err
-		}
-		if err := v.MergeConfigMap(cleaned.(map[string]any)); err != nil {
-			return nil, fmt.Errorf("config: %s: %w", f.path, err)
+		if err := v.MergeConfigMap(cleaned); err != nil {
+			all.addRaw(fmt.Sprintf("%s: %v", f.path, err))
+			unread = true
 		}
 	}
 	st.errs = all
 
 	env := applyEnv(v, root, environ, all)
-	if err := all.err(); err != nil {
-		return nil, err
+	for path := range env {
+		where[path] = envWhere + envName(path)
 	}
-
+	if unread {
+		return nil, all.err()
+	}
+	// Problems found so far leave their keys at earlier values; what validation says of
+	// keys next to them follows from that, and is not reported (spec §9.16).
+	all.locate = func(path string) string { return locate(where, path) }
+	firstCheck := len(all.entries)
 	var doc document
 	if err := v.UnmarshalExact(&doc, func(c *mapstructure.DecoderConfig) {
 		c.WeaklyTypedInput = false
 		c.DecodeHook = mapstructure.StringToTimeDurationHookFunc()
 	}); err != nil {
-		return nil, fmt.Errorf("config: %w", err)
+		all.addRaw(err.Error())
+		return nil, all.err()
 	}
 
 	cfg := &Config{
@@ -539,6 +547,7 @@ func load(files []file, environ []string) (*Config, error) {
 	explicit := func(path string) bool { return st.set[path] || env[path] }
 	cfg.Plans = mergePlans(doc.Plans, st, all)
 	validate(cfg, explicit, all)
+	all.dropFollowing(firstCheck)
 	if err := all.err(); err != nil {
 		return nil, err
 	}
@@ -585,11 +594,121 @@ func viperKey(path string) string {
 	return string(out)
 }
 
+// loadFile checks one file against the schema and returns its content cleaned for viper,
+// recording the problems in all, each with the file and line, and the line of every key
+// in where. ok is false when the file cannot be read as YAML (or at all).
+func loadFile(f file, root *node, st *fileState, all *errList, where map[string]string) (cleaned map[string]any, ok bool) {
+	if f.err != nil {
+		all.addRaw(f.err.Error())
+		return nil, false
+	}
+	raw, err := parseYAML(f.data)
+	var se *syntaxError
+	switch {
+	case errors.As(err, &se):
+		for _, p := range yamlline.Locate(f.data, se.err) {
+			all.addRaw(at(f.path, p.Line) + ": " + p.Msg)
+		}
+		return nil, false
+	case err != nil:
+		all.addRaw(f.path + ": " + err.Error())
+		return nil, false
+	}
+	lines := map[string]int{}
+	var doc yaml.Node
+	if yaml.Unmarshal(f.data, &doc) == nil {
+		keyLines(&doc, "", lines)
+	}
+	st.errs = &errList{locate: func(path string) string { return at(f.path, lineOf(lines, path)) }}
+	out, _ := st.check("", raw, root)
+	st.record(raw)
+	slices.SortStableFunc(st.errs.entries, func(a, b entry) int { return lineOf(lines, a.path) - lineOf(lines, b.path) })
+	all.entries = append(all.entries, st.errs.entries...)
+	for path, line := range lines {
+		where[path] = at(f.path, line)
+	}
+	return out.(map[string]any), true
+}
+
+// at is "file:line", or "file" when the line is unknown.
+func at(file string, line int) string {
+	if line <= 0 {
+		return file
+	}
+	return file + ":" + strconv.Itoa(line)
+}
+
+// keyLines records the line of every key path of a YAML document in lines: a mapping
+// key's line, a list item's own. Aliases are not followed.
+func keyLines(n *yaml.Node, path string, lines map[string]int) {
+	switch n.Kind {
+	case yaml.DocumentNode:
+		for _, c := range n.Content {
+			keyLines(c, path, lines)
+		}
+	case yaml.MappingNode:
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			k := n.Content[i]
+			p := join(path, k.Value)
+			lines[p] = k.Line
+			keyLines(n.Content[i+1], p, lines)
+		}
+	case yaml.SequenceNode:
+		for i, c := range n.Content {
+			p := index(path, i)
+			lines[p] = c.Line
+			keyLines(c, p, lines)
+		}
+	}
+}
+
+// lineOf is the line of path, or of the nearest key that encloses it; 0 when none.
+func lineOf(lines map[string]int, path string) int {
+	for p := path; p != ""; p = parentPath(p) {
+		if l, ok := lines[p]; ok {
+			return l
+		}
+	}
+	return 0
+}
+
+// envWhere starts the place of a key set by an environment variable, before its name.
+const envWhere = "environment variable "
+
+// locate is where path, or the nearest key that encloses it, was last set: "file:line",
+// or envWhere and the LEASH_ variable that set it; "" when nowhere (a default).
+func locate(where map[string]string, path string) string {
+	if w, ok := where[path]; ok {
+		return w
+	}
+	for p := parentPath(path); p != ""; p = parentPath(p) {
+		if w, ok := where[p]; ok && !strings.HasPrefix(w, envWhere) {
+			return w
+		}
+	}
+	return ""
+}
+
+// parentPath is the key path that encloses path: "a.b" for "a.b.c" and for "a.b[2]"; ""
+// for a top-level key.
+func parentPath(path string) string {
+	if i := strings.LastIndexAny(path, ".["); i > 0 {
+		return path[:i]
+	}
+	return ""
+}
+
+// syntaxError is a file that is not YAML.
+type syntaxError struct{ err error }
+
+func (e *syntaxError) Error() string { return e.err.Error() }
+
 // parseYAML decodes one file into a case-preserving map; an empty file is an empty map.
+// A file that is not YAML is a *syntaxError.
 func parseYAML(data []byte) (map[string]any, error) {
 	var raw any
 	if err := yaml.Unmarshal(data, &raw); err != nil {
-		return nil, err
+		return nil, &syntaxError{err}
 	}
 	switch m := raw.(type) {
 	case nil:

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -232,7 +233,7 @@ func TestBadInput(t *testing.T) {
 		{"bad addr", []string{"http: {addr: '8080'}\n"}, nil, []string{"http.addr: must be host:port"}},
 		{"tls half", []string{"http: {tls: {cert_file: c.pem}}\n"}, nil, []string{"http.tls: cert_file and key_file"}},
 		{"zero header timeout", []string{"http: {read_header_timeout: 0}\n"}, nil, []string{"http.read_header_timeout: must be more than 0"}},
-		{"negative idle timeout", nil, []string{"LEASH_HTTP_IDLE_TIMEOUT=-1s"}, []string{"http.idle_timeout: must be more than 0"}},
+		{"negative idle timeout", nil, []string{"LEASH_HTTP_IDLE_TIMEOUT=-1s"}, []string{"http.idle_timeout (environment variable LEASH_HTTP_IDLE_TIMEOUT): must be more than 0"}},
 		{"read below header timeout", []string{"http: {read_header_timeout: 5s, read_timeout: 1s}\n"}, nil, []string{"http.read_timeout: must be at least http.read_header_timeout"}},
 		{"bad account id", []string{"accounts: [{id: Acme, plan: pro}]\n"}, nil, []string{"accounts[0].id:", "must match"}},
 		{"missing account id", []string{"accounts: [{plan: pro}]\n"}, nil, []string{"accounts[0].id: is required"}},
@@ -305,7 +306,7 @@ func TestErrorNamesFileAndNeverTheSecret(t *testing.T) {
 		}
 	}
 	_, err = Load(writeFiles(t, "bogus: 1\n"), nil)
-	if err == nil || !strings.Contains(err.Error(), "configa.yaml: bogus: unknown key") {
+	if err == nil || !strings.Contains(err.Error(), "configa.yaml:1: bogus: unknown key") {
 		t.Fatalf("error should name the file and key, got %v", err)
 	}
 }
@@ -624,5 +625,49 @@ operators:
 	}
 	if p, ok := d.Plans()["gold"]; !ok || p.MonthlyQuota != 7 {
 		t.Errorf("the directory's plans lack the configured one: %+v", d.Plans())
+	}
+}
+
+// The command line's own variables (and the README's LEASH_SRC) are no config keys: a
+// shell that exported them for the walkthrough still starts the service (spec §10.1).
+func TestCLIVariablesAreNotConfigKeys(t *testing.T) {
+	env := []string{"LEASH_URL=http://localhost:8080", "LEASH_API_KEY=lsh_x", "LEASH_OPERATOR_KEY=lsh_y", "LEASH_SRC=/src/leash"}
+	if _, err := Load(nil, env); err != nil {
+		t.Fatalf("Load with the command line's variables: %v", err)
+	}
+}
+
+// A LEASH_ variable that names no key, but nearly names one, says which (did you mean).
+func TestUnknownVariableSuggestsKey(t *testing.T) {
+	for _, tc := range []struct{ env, want string }{
+		{"LEASH_HTTP_ADRR=:1", "did you mean LEASH_HTTP_ADDR?"},
+		{"LEASH_STORE_BAKEND=redis", "did you mean LEASH_STORE_BACKEND?"},
+		{"LEASH_API_KY=x", "did you mean LEASH_API_KEY (the command line's key)?"},
+	} {
+		_, err := Load(nil, []string{tc.env})
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: error %v, want %q", tc.env, err, tc.want)
+		}
+	}
+	_, err := Load(nil, []string{"LEASH_NOTHING_LIKE_IT=1"})
+	if err == nil || strings.Contains(err.Error(), "did you mean") {
+		t.Errorf("a name like no key: %v", err)
+	}
+}
+
+// A problem that only follows from another is not reported: a bad variable leaves its key
+// at its default, and the key next to it is not checked against that default.
+func TestFollowingProblemNotReported(t *testing.T) {
+	paths := writeFiles(t, "shutdown:\n  drain_delay: 20s\n")
+	_, err := Load(paths, []string{"LEASH_SHUTDOWN_TIMEOUT=forever"})
+	var ce *Error
+	if !errors.As(err, &ce) || len(ce.Problems) != 1 || !strings.Contains(ce.Problems[0], "LEASH_SHUTDOWN_TIMEOUT") {
+		t.Fatalf("want only the variable's problem, got %v", err)
+	}
+	// Elsewhere, a bad value is still reported next to a type error.
+	paths = writeFiles(t, "http:\n  addr: 5\nlog:\n  level: loud\n")
+	_, err = Load(paths, nil)
+	if !errors.As(err, &ce) || len(ce.Problems) != 2 || !strings.Contains(ce.Problems[1], "configa.yaml:4: log.level") {
+		t.Fatalf("want both problems, the second with its file and line, got %v", err)
 	}
 }

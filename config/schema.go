@@ -541,26 +541,87 @@ func describe(v any) string {
 	return fmt.Sprintf("a value of type %T", v)
 }
 
-// errList gathers errors, each naming a key path.
+// errList gathers errors, each naming a key path and, through locate, where it was set.
 type errList struct {
-	prefix string
-	msgs   []string
+	// locate says where a key path was set: "file:line", envWhere and a variable, or "".
+	locate  func(path string) string
+	entries []entry
+}
+
+// entry is one problem: its text, and the key path it is about ("" for addRaw's).
+type entry struct {
+	path, msg string
 }
 
 func (e *errList) add(path, format string, args ...any) {
-	e.msgs = append(e.msgs, path+": "+fmt.Sprintf(format, args...))
+	text := fmt.Sprintf(format, args...)
+	where := ""
+	if e.locate != nil {
+		where = e.locate(path)
+	}
+	msg := path + ": " + text
+	switch {
+	case strings.HasPrefix(where, envWhere):
+		msg = fmt.Sprintf("%s (%s): %s", path, where, text)
+	case where != "":
+		msg = where + ": " + msg
+	}
+	e.entries = append(e.entries, entry{path: path, msg: msg})
 }
 
-func (e *errList) addRaw(msg string) { e.msgs = append(e.msgs, msg) }
+// addAt records msg, a whole line, as a problem of the key path.
+func (e *errList) addAt(path, msg string) { e.entries = append(e.entries, entry{path: path, msg: msg}) }
+
+func (e *errList) addRaw(msg string) { e.entries = append(e.entries, entry{msg: msg}) }
+
+// dropFollowing removes the problems from the from-th on whose key is next to one an
+// earlier problem is about (same parent key, or one inside the other): with that key left
+// at its earlier value (its default, say), they follow from the first problem.
+func (e *errList) dropFollowing(from int) {
+	var first []string
+	for _, en := range e.entries[:from] {
+		if en.path != "" {
+			first = append(first, section(en.path))
+		}
+	}
+	if len(first) == 0 {
+		return
+	}
+	kept := e.entries[:from]
+	for _, en := range e.entries[from:] {
+		s := section(en.path)
+		if en.path == "" || !slices.ContainsFunc(first, func(f string) bool { return within(s, f) || within(f, s) }) {
+			kept = append(kept, en)
+		}
+	}
+	e.entries = kept
+}
+
+// section is the key that holds path ("http" for http.addr), or path for a top-level key.
+func section(path string) string {
+	if p := parentPath(path); p != "" {
+		return p
+	}
+	return path
+}
+
+// within reports whether path is prefix or a key inside it.
+func within(path, prefix string) bool {
+	return path == prefix || strings.HasPrefix(path, prefix+".") || strings.HasPrefix(path, prefix+"[")
+}
 
 // err returns nil, or one error listing every message, each on its own line starting
-// with "config: ".
+// with "config: " (at most 20, then how many more; Problems holds them all).
 func (e *errList) err() error {
-	if len(e.msgs) == 0 {
+	if len(e.entries) == 0 {
 		return nil
 	}
 	const limit = 20
-	msgs := e.msgs
+	all := make([]string, len(e.entries))
+	for i, en := range e.entries {
+		all[i] = en.msg
+	}
+	msgs := all
 	more := 0
 	if len(msgs) > limit {
 		more = len(msgs) - limit
@@ -568,19 +629,20 @@ func (e *errList) err() error {
 	}
 	lines := make([]string, 0, len(msgs)+1)
 	for _, m := range msgs {
-		lines = append(lines, "config: "+e.prefix+m)
+		lines = append(lines, "config: "+m)
 	}
 	if more > 0 {
-		lines = append(lines, fmt.Sprintf("config: %sand %d more errors", e.prefix, more))
+		lines = append(lines, fmt.Sprintf("config: and %d more problems", more))
 	}
-	return &Error{msg: strings.Join(lines, "\n"), Problems: slices.Clone(e.msgs)}
+	return &Error{msg: strings.Join(lines, "\n"), Problems: all}
 }
 
 // Error is a configuration error. Its text has one line per problem, each naming the key
 // (or environment variable) at fault.
 type Error struct {
 	msg string
-	// Problems lists each problem as "key.path: message" (file name not included).
+	// Problems lists every problem, "file:line: key.path: message" (the file and line
+	// when known), without the "config: " of the error's lines.
 	Problems []string
 }
 

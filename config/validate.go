@@ -13,6 +13,7 @@ import (
 	"unicode"
 
 	"github.com/leashd/leash/engine"
+	"github.com/leashd/leash/internal/suggest"
 	"github.com/spf13/viper"
 )
 
@@ -36,7 +37,7 @@ func applyEnv(v *viper.Viper, root *node, environ []string, errs *errList) map[s
 	set := map[string]bool{}
 	for _, name := range slices.Sorted(maps.Keys(values)) {
 		value := values[name]
-		if name == DevAPIKeyEnv || name == DevOperatorKeyEnv || strings.HasPrefix(name, envPrefix+"TEST_") {
+		if name == DevAPIKeyEnv || name == DevOperatorKeyEnv || slices.Contains(CLIVariables, name) || strings.HasPrefix(name, envPrefix+"TEST_") {
 			continue
 		}
 		path, ok := byEnv[name]
@@ -46,19 +47,51 @@ func applyEnv(v *viper.Viper, root *node, environ []string, errs *errList) map[s
 				strings.HasPrefix(rest, "ACCOUNTS_") || strings.HasPrefix(rest, "OPERATORS_") || strings.HasPrefix(rest, "ENVOY_DOMAINS") {
 				errs.addRaw(fmt.Sprintf("environment variable %s: plans, accounts, operators and envoy.domains can only be set in a config file", name))
 			} else {
-				errs.addRaw(fmt.Sprintf("environment variable %s names no config key (LEASH_ variables are the key path in upper case with _ for ., e.g. LEASH_STORE_REDIS_URL)", name))
+				errs.addRaw(fmt.Sprintf("environment variable %s names no config key%s (LEASH_ variables are the key path in upper case with _ for ., e.g. LEASH_STORE_REDIS_URL)", name, didYouMean(name, byEnv)))
 			}
 			continue
 		}
 		val, err := parseEnv(value, kinds[path].kind)
 		if err != nil {
-			errs.addRaw(fmt.Sprintf("%s (environment variable %s): %v", path, name, err))
+			errs.addAt(path, fmt.Sprintf("%s (environment variable %s): %v", path, name, err))
 			continue
 		}
 		v.Set(viperKey(path), val)
 		set[path] = true
 	}
 	return set
+}
+
+// CLIVariables are the LEASH_ variables of the command line and the README, not of the
+// service: the CLI's URL and keys (spec §13.5) and LEASH_SRC, a checkout of this
+// repository. The loader leaves them alone, so a shell that exported them still starts
+// leash serve (spec §10.1).
+var CLIVariables = []string{"LEASH_URL", "LEASH_API_KEY", "LEASH_OPERATOR_KEY", "LEASH_SRC"}
+
+// didYouMean is ", did you mean LEASH_X?" when an environment variable nearly names a key,
+// a reserved variable or one of the command line's, else "".
+func didYouMean(name string, byEnv map[string]string) string {
+	names := slices.Sorted(maps.Keys(byEnv))
+	reserved := append([]string{DevAPIKeyEnv, DevOperatorKeyEnv}, CLIVariables...)
+	switch near := suggest.Closest(name, append(names, reserved...)); {
+	case near == "":
+		return ""
+	case slices.Contains(CLIVariables, near):
+		return fmt.Sprintf(": did you mean %s (%s)?", near, cliVariableRole(near))
+	default:
+		return fmt.Sprintf(": did you mean %s?", near)
+	}
+}
+
+// cliVariableRole says what one of CLIVariables is for.
+func cliVariableRole(name string) string {
+	switch name {
+	case "LEASH_URL":
+		return "the command line's URL"
+	case "LEASH_SRC":
+		return "the README's checkout of Leash"
+	}
+	return "the command line's key"
 }
 
 func parseEnv(s string, k kind) (any, error) {

@@ -13,6 +13,7 @@ import (
 	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/leashd/leash/engine"
+	"github.com/leashd/leash/internal/yamlline"
 )
 
 const (
@@ -341,14 +342,15 @@ func parseFile(name string, data []byte, noLines bool) (*domain, []error) {
 	}
 	docs, err := decodeYAML(data)
 	if err != nil {
-		msg := strings.TrimPrefix(err.Error(), "yaml: ")
-		e := &Error{File: name, Msg: msg}
-		if at, rest, ok := strings.Cut(msg, ": "); ok && !noLines {
-			if l, err := strconv.Atoi(strings.TrimPrefix(at, "line ")); err == nil && strings.HasPrefix(at, "line ") {
-				e.Line, e.Msg = l, rest
+		var errs []error
+		for _, pr := range yamlline.Locate(data, err) { // the line at fault, not the library's
+			e := &Error{File: name, Line: pr.Line, Msg: pr.Msg}
+			if noLines {
+				e.Line = 0
 			}
+			errs = append(errs, e)
 		}
-		return nil, []error{e}
+		return nil, errs
 	}
 	var root *yaml.Node
 	if len(docs) > 0 && len(docs[0].Content) > 0 {

@@ -271,7 +271,7 @@ func TestErrorLines(t *testing.T) {
 		{"missing key", "domain: d\ndescriptors:\n  - key: a\n  - value: b\n", 4, "descriptors[1]"},
 		{"duplicate key", "domain: d\ndescriptors:\n  - key: a\n    key: b\n", 4, "descriptors[0].key"},
 		{"missing domain", "\n\ndescriptors: []\n", 3, "domain"},
-		{"YAML syntax", "domain: d\ndescriptors:\n  - key: a\n   - key: b\n", 2, ""},
+		{"YAML syntax", "domain: d\ndescriptors:\n  - key: a\n   - key: b\n", 4, ""}, // the line at fault (the YAML library says 2)
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := loadString(t, tc.yaml)

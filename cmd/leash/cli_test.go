@@ -174,7 +174,6 @@ func TestCLI(t *testing.T) {
 		code string
 	}{
 		{[]string{"limit", "api", "u1"}, "missing_limit"},
-		{[]string{"limit", "api", "u1", "--algorithm", "leaky", "--limit", "1", "--window-ms", "1"}, "unknown_algorithm"},
 		{[]string{"lease", "release", "nonsense"}, "invalid_lease_id"},
 		{[]string{"stats", "api", "--key", "wrong"}, "unauthorized"},
 		{[]string{"webhook", "get"}, "webhook_not_found"},

@@ -26,6 +26,7 @@ import (
 
 	"github.com/leashd/leash/cli"
 	"github.com/leashd/leash/internal/setup"
+	"github.com/leashd/leash/internal/suggest"
 )
 
 // version is set at build time with -ldflags "-X main.version=...".
@@ -91,31 +92,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	switch args[0] {
 	case "serve":
-		fs := flag.NewFlagSet("serve", flag.ContinueOnError)
-		fs.SetOutput(stderr)
-		fs.Usage = func() {}
-		var paths listFlag
-		fs.Var(&paths, "config", "config file (YAML); repeat to layer files, later ones win key by key")
-		peer := fs.Bool("peer-env", false, "also read envoyproxy/ratelimit's environment variables (spec §9.18)")
-		if err := fs.Parse(args[1:]); errors.Is(err, flag.ErrHelp) {
-			fmt.Fprint(stdout, serveHelp)
-			return 0
-		} else if err != nil {
-			return 2
-		}
-		if fs.NArg() > 0 {
-			fmt.Fprintf(stderr, "leash serve: unexpected argument %q\n", fs.Arg(0))
-			return 2
-		}
-		environ := os.Environ()
-		if *peer {
-			pe, ok := peerEnviron(environ, stderr)
-			if !ok {
-				return 1
-			}
-			environ, paths = pe.Environ, append(pe.ConfigFiles, paths...)
-		}
-		return serve(paths, environ, stdout, stderr)
+		return runServe(args[1:], stdout, stderr)
 	case "check-config":
 		paths, descs, err := parseCheckArgs(args[1:], stderr)
 		if errors.Is(err, flag.ErrHelp) {
@@ -146,20 +123,64 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprint(stdout, usageText)
 		return 0
 	}
-	fmt.Fprintf(stderr, "leash: unknown command %q\n%s", args[0], usageText)
+	fmt.Fprintf(stderr, "leash: unknown command %q%s\n%s", args[0], didYouMean(args[0]), usageText)
 	return 2
+}
+
+// commands are the binary's first words: its own commands and the /v1 verbs.
+var commands = []string{"serve", "check-config", "keys", "version", "help",
+	"limit", "reset", "lease", "rules", "stats", "webhook", "admin"}
+
+// didYouMean is `: did you mean "serve"?` for a word that nearly spells a command, else "".
+func didYouMean(word string) string {
+	if near := suggest.Closest(word, commands); near != "" {
+		return fmt.Sprintf(": did you mean %q?", near)
+	}
+	return ""
+}
+
+// runServe is `leash serve [--config FILE]... [--peer-env]`.
+func runServe(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	var paths listFlag
+	fs.Var(&paths, "config", "config file (YAML); repeat to layer files, later ones win key by key")
+	peer := fs.Bool("peer-env", false, "also read envoyproxy/ratelimit's environment variables (spec §9.18)")
+	if err := fs.Parse(args); errors.Is(err, flag.ErrHelp) {
+		fmt.Fprint(stdout, serveHelp)
+		return 0
+	} else if err != nil {
+		fmt.Fprintf(stderr, "leash serve: %s\n", cli.FlagError(fs, err))
+		return 2
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "leash serve: unexpected argument %q\n", fs.Arg(0))
+		return 2
+	}
+	environ := os.Environ()
+	if *peer {
+		pe, ok := peerEnviron(environ, stderr)
+		if !ok {
+			return 1
+		}
+		environ, paths = pe.Environ, append(pe.ConfigFiles, paths...)
+	}
+	return serve(paths, environ, stdout, stderr)
 }
 
 // parseCheckArgs reads check-config's arguments: --config flags and descriptor paths, in
 // any order ("--" ends the flags), as the /v1 verbs read theirs (cli.ParseInterleaved).
-// The error is flag.ErrHelp for -h or --help; the flag package has printed any other.
+// The error is flag.ErrHelp for -h or --help; any other is printed here, with the flag it
+// nearly spells.
 func parseCheckArgs(args []string, stderr io.Writer) (configs, descs []string, err error) {
 	fs := flag.NewFlagSet("check-config", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() {}
+	fs.SetOutput(io.Discard)
 	fs.Var((*listFlag)(&configs), "config", "Leash config file (YAML); repeat to layer files, as for serve")
 	descs, err = cli.ParseInterleaved(fs, args)
 	if err != nil {
+		if !errors.Is(err, flag.ErrHelp) {
+			fmt.Fprintf(stderr, "leash check-config: %s\n", cli.FlagError(fs, err))
+		}
 		return nil, nil, err
 	}
 	return configs, descs, nil

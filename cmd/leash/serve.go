@@ -121,19 +121,18 @@ func httpTimeouts(h config.HTTP) httpapi.Timeouts {
 }
 
 // directory builds the accounts: the config's, or with none the dev account on plan
-// scale whose key is $LEASH_DEV_API_KEY or generated and printed once; and the operators:
-// the config's, or with neither accounts nor operators configured the dev operator whose
-// key is $LEASH_DEV_OPERATOR_KEY or generated and printed once (spec §2.4, §15.1).
-func directory(cfg *config.Config, environ []string, stdout io.Writer, log *slog.Logger) (*engine.Directory, error) {
+// scale whose key is $LEASH_DEV_API_KEY or generated; and the operators: the config's, or
+// with neither accounts nor operators configured the dev operator whose key is
+// $LEASH_DEV_OPERATOR_KEY or generated (spec §2.4, §15.1). The keys it generated are
+// printed by newServer once every listener is bound, so a failed start prints no key.
+func directory(cfg *config.Config, environ []string, log *slog.Logger) (*engine.Directory, devKeys, error) {
 	var devKey [32]byte
+	var fresh devKeys
 	if !cfg.HasAccounts() {
 		key := lookupEnv(environ, config.DevAPIKeyEnv)
 		if key == "" {
 			key = newAPIKey()
-			fmt.Fprintf(stdout, "No accounts configured: account \"dev\" (plan scale) uses API key\n\n    %s\n\n"+
-				"  curl -H 'Authorization: Bearer %s' -H 'Content-Type: application/json' \\\n"+
-				"       -d '{\"namespace\":\"demo\",\"key\":\"user-1\",\"limit\":5,\"window_ms\":60000}' http://localhost%s/v1/limit\n\n",
-				key, key, portOf(cfg.HTTP.Addr))
+			fresh.api = key
 		} else {
 			log.Info("dev account uses the API key from " + config.DevAPIKeyEnv)
 		}
@@ -144,23 +143,46 @@ func directory(cfg *config.Config, environ []string, stdout io.Writer, log *slog
 		key := lookupEnv(environ, config.DevOperatorKeyEnv)
 		if key == "" {
 			key = newAPIKey()
-			lasts := "They are kept in Redis."
-			if cfg.Store.Backend == "memory" {
-				lasts = "On the memory store they last as long as this process."
-			}
-			fmt.Fprintf(stdout, "No operators configured: operator \"dev\" uses key\n\n    %s\n\n"+
-				"  LEASH_OPERATOR_KEY=%s leash admin accounts create acme --plan pro\n\n"+
-				"Accounts and keys created through the admin API are served at once. %s\n\n",
-				key, key, lasts)
+			fresh.operator = key
 		} else {
 			log.Info("dev operator uses the key from " + config.DevOperatorKeyEnv)
 		}
 		devOps = []engine.OperatorSpec{{ID: config.DevOperatorID, KeyHashes: [][32]byte{engine.HashKey(key)}}}
 	}
+	var dir *engine.Directory
+	var err error
 	if cfg.HasAccounts() {
-		return cfg.Directory(devOps...)
+		dir, err = cfg.Directory(devOps...)
+	} else {
+		dir, err = setup.DirectoryWith(cfg, devOps, devKey)
 	}
-	return setup.DirectoryWith(cfg, devOps, devKey)
+	return dir, fresh, err
+}
+
+// devKeys are the dev keys serve generated ("" for one from the environment or none).
+type devKeys struct{ api, operator string }
+
+// print shows the generated keys once, with a check on the /v1 listener's port and an
+// admin command.
+func (k devKeys) print(w io.Writer, httpPort, backend string) {
+	if k.api != "" {
+		fmt.Fprintf(w, "No accounts configured: account \"dev\" (plan scale) uses API key\n\n    %s\n\n"+
+			"  curl -H 'Authorization: Bearer %s' -H 'Content-Type: application/json' \\\n"+
+			"       -d '{\"namespace\":\"demo\",\"key\":\"user-1\",\"limit\":5,\"window_ms\":60000}' http://localhost%s/v1/limit\n\n",
+			k.api, k.api, httpPort)
+	}
+	if k.operator != "" {
+		lasts := "They are kept in Redis.\n\nA dev key generated here is this instance's own: another instance on the same Redis\n" +
+			"refuses them. Give every instance the same LEASH_DEV_OPERATOR_KEY and LEASH_DEV_API_KEY\n" +
+			"(leash keys new prints one), or configure operators and accounts (docs/redis.md)."
+		if backend == "memory" {
+			lasts = "On the memory store they last as long as this process."
+		}
+		fmt.Fprintf(w, "No operators configured: operator \"dev\" uses key\n\n    %s\n\n"+
+			"  LEASH_OPERATOR_KEY=%s leash admin accounts create acme --plan pro\n\n"+
+			"Accounts and keys created through the admin API are served at once. %s\n\n",
+			k.operator, k.operator, lasts)
+	}
 }
 
 // listen binds addr, with TLS when both files are set; the certificate is re-read when

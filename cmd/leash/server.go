@@ -3,12 +3,15 @@ package main
 import (
 	"context"
 	"crypto/tls"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"net"
 	"net/http"
+	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/leashd/leash/adapter/domains"
@@ -87,7 +90,7 @@ func newServer(ctx context.Context, cfg *config.Config, paths, environ []string,
 		}
 	}()
 	warnTestOnly(cfg, log)
-	dir, err := directory(cfg, environ, stdout, log)
+	dir, fresh, err := directory(cfg, environ, log)
 	if err != nil {
 		return nil, &startError{msg: "invalid accounts", err: err}
 	}
@@ -111,6 +114,7 @@ func newServer(ctx context.Context, cfg *config.Config, paths, environ []string,
 		}
 	}
 	s.newDeliverer()
+	fresh.print(stdout, portOf(s.httpLn.Addr().String()), cfg.Store.Backend)
 	if !cfg.HasAccounts() && cfg.Console.Enabled {
 		scheme := "http"
 		if cfg.HTTP.TLS.CertFile != "" {
@@ -234,10 +238,15 @@ func (s *server) newEnvoy(dir *engine.Directory) error {
 }
 
 // bound records a listener that start-up must close again if a later step fails, or the
-// error of binding it.
-func (s *server) bound(name, addr string, ln net.Listener, err error) (net.Listener, error) {
+// error of binding it, naming the setting (and variable) that moves the listener.
+func (s *server) bound(name, setting, addr string, ln net.Listener, err error) (net.Listener, error) {
 	if err != nil {
-		return nil, &startError{msg: "cannot listen", attrs: []any{"listener", name, "addr", addr}, err: err}
+		attrs := []any{"listener", name, "addr", addr, "setting", setting}
+		if errors.Is(err, syscall.EADDRINUSE) {
+			attrs = append(attrs, "hint", fmt.Sprintf("another process is listening on %s: stop it, or set %s (%s) to a free address",
+				addr, setting, "LEASH_"+strings.ToUpper(strings.ReplaceAll(setting, ".", "_"))))
+		}
+		return nil, &startError{msg: "cannot listen", attrs: attrs, err: err}
 	}
 	s.undo.push(func() { _ = ln.Close() })
 	return ln, nil
@@ -247,7 +256,7 @@ func (s *server) bound(name, addr string, ln net.Listener, err error) (net.Liste
 func (s *server) bindHTTP() (err error) {
 	httpCfg := s.cfg.HTTP
 	ln, err := listen(httpCfg.Addr, httpCfg.TLS.CertFile, httpCfg.TLS.KeyFile)
-	if s.httpLn, err = s.bound("http", httpCfg.Addr, ln, err); err != nil {
+	if s.httpLn, err = s.bound("http", "http.addr", httpCfg.Addr, ln, err); err != nil {
 		return err
 	}
 	s.guard = engine.NewAuthGuard(engine.AuthGuardOptions{})
@@ -267,7 +276,7 @@ func (s *server) bindHTTP() (err error) {
 func (s *server) bindAdmin() (err error) {
 	addr := s.cfg.Admin.Addr
 	ln, err := net.Listen("tcp", addr)
-	if s.adminLn, err = s.bound("admin", addr, ln, err); err != nil {
+	if s.adminLn, err = s.bound("admin", "admin.addr", addr, ln, err); err != nil {
 		return err
 	}
 	s.admin = admin.New(admin.Options{Ping: s.engine.Ping, Gatherer: s.metrics.Registry, Pprof: s.cfg.Admin.Pprof})
@@ -288,7 +297,7 @@ func (s *server) bindGRPC() (err error) {
 	if err == nil {
 		ln, err = net.Listen("tcp", grpcCfg.Addr)
 	}
-	if s.grpcLn, err = s.bound("grpc", grpcCfg.Addr, ln, err); err != nil {
+	if s.grpcLn, err = s.bound("grpc", "grpc.addr", grpcCfg.Addr, ln, err); err != nil {
 		return err
 	}
 	opts := append(s.metrics.GRPC().ServerOptions(), s.tracing.ServerOptions()...)
@@ -306,7 +315,7 @@ func (s *server) bindJSON() (err error) {
 		return nil
 	}
 	ln, err := net.Listen("tcp", addr)
-	if s.jsonLn, err = s.bound("json", addr, ln, err); err != nil {
+	if s.jsonLn, err = s.bound("json", "envoy.json_addr", addr, ln, err); err != nil {
 		return err
 	}
 	handler := rls.NewJSONHandler(s.rls, rls.JSONOptions{Logger: s.log, Healthy: s.healthy})

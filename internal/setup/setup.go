@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strings"
 
 	"github.com/leashd/leash/adapter/descriptors"
 	"github.com/leashd/leash/adapter/domains"
@@ -74,7 +73,7 @@ func Envoy(cfg *config.Config, extra ...string) (*domains.Config, error) {
 // Result is what Check found.
 type Result struct {
 	Errors   []error  // every problem, one line each; none when the configuration is valid
-	Problems int      // how many problems: len(Errors), or more when a long list was cut short
+	Problems int      // how many problems: len(Errors)
 	Accounts int      // accounts of the configuration (1, dev, without any)
 	Domains  []string // domains of the descriptor files, sorted
 	// Replaced are the envoy.config_paths left unchecked because descriptor paths were
@@ -102,7 +101,7 @@ func Check(configPaths, descriptorPaths, environ []string) Result {
 		add(err)
 		_, errs := loadEach(descriptorPaths)
 		add(errs...)
-		res.Problems = count(res.Errors, err)
+		res.Problems = len(res.Errors)
 		return res
 	}
 	dir, err := Directory(cfg)
@@ -126,17 +125,6 @@ func Check(configPaths, descriptorPaths, environ []string) Result {
 	}
 	res.Problems = len(res.Errors)
 	return res
-}
-
-// count is the number of problems in errs, the lines of cfgErr (a config.Load error)
-// among them: a config.Error lists at most 20 and says how many more there are.
-func count(errs []error, cfgErr error) int {
-	n := len(errs)
-	var ce *config.Error
-	if errors.As(cfgErr, &ce) && len(ce.Problems) > 0 {
-		n += len(ce.Problems) - len(split(cfgErr))
-	}
-	return n
 }
 
 // loadEach loads the descriptor files that paths name one file at a time: the files named,
@@ -182,10 +170,10 @@ func split(err error) []error {
 		return out
 	}
 	var ce *config.Error
-	if errors.As(err, &ce) {
-		var out []error
-		for l := range strings.Lines(err.Error()) {
-			out = append(out, errors.New(strings.TrimSuffix(l, "\n")))
+	if errors.As(err, &ce) { // every problem, not the first 20 of the error's text
+		out := make([]error, len(ce.Problems))
+		for i, p := range ce.Problems {
+			out[i] = errors.New("config: " + p)
 		}
 		return out
 	}

@@ -17,7 +17,7 @@ const module = "github.com/leashd/leash/"
 // of its own floor or of one below, never one above; the first prefix that matches a
 // package names its floor.
 var floors = [][]string{
-	{"engine/algo", "engine/redisstore/respipe", "internal/filewatch", "tracing", "webhook/signature"},
+	{"engine/algo", "engine/redisstore/respipe", "internal/filewatch", "internal/suggest", "internal/yamlline", "tracing", "webhook/signature"},
 	{"engine"}, // the engine and the stores inside it
 	{"config", "internal/peerenv", "metrics", "webhook", "adapter/descriptors", "adapter/domains"},
 	{"httpapi", "adapter", "admin", "client", "cli", "console", "internal/setup"},

@@ -88,11 +88,37 @@ type Resolver interface {
 
 // Error says why a URL or a connection was rejected. Reason is safe to show
 // to the API caller: it never includes resolved addresses.
-type Error struct{ Reason string }
+type Error struct {
+	Reason string
+	// Relax is what would admit the URL for a local trial: RelaxNone, or a Policy field.
+	Relax Relax
+}
+
+// Relax names what would admit a rejected URL for a local trial.
+type Relax uint8
+
+// What would admit a rejected URL.
+const (
+	RelaxNone        Relax = iota // nothing: the rule always holds
+	RelaxHTTP                     // Policy.AllowHTTP
+	RelaxPrivate                  // Policy.AllowPrivateTargets
+	RelaxNameAddress              // a local name: its address instead, with Policy.AllowPrivateTargets
+)
 
 func (e *Error) Error() string { return "ssrf: " + e.Reason }
 
 func reject(reason string) error { return &Error{Reason: reason} }
+
+// rejectRelaxed is a rejection that relax would lift.
+func rejectRelaxed(reason string, relax Relax) error { return &Error{Reason: reason, Relax: relax} }
+
+// relaxFor is RelaxPrivate when Policy.AllowPrivateTargets would admit a, which p refuses.
+func (p Policy) relaxFor(a netip.Addr) Relax {
+	if !p.AllowPrivateTargets && (Policy{AllowPrivateTargets: true}).AllowedAddr(a) {
+		return RelaxPrivate
+	}
+	return RelaxNone
+}
 
 // CheckURL parses raw and applies every rule of the package to it,
 // resolving a host name with r (net.DefaultResolver if r is nil): every
@@ -119,6 +145,9 @@ func (p Policy) CheckURL(ctx context.Context, raw string, r Resolver) (*url.URL,
 	case p.AllowHTTP:
 		return nil, reject("URL scheme must be https or http")
 	default:
+		if u.Scheme == "http" {
+			return nil, rejectRelaxed("URL scheme must be https", RelaxHTTP)
+		}
 		return nil, reject("URL scheme must be https")
 	}
 	if u.User != nil {
@@ -142,7 +171,7 @@ func (p Policy) CheckURL(ctx context.Context, raw string, r Resolver) (*url.URL,
 	}
 	if addr.IsValid() {
 		if !p.AllowedAddr(addr) {
-			return nil, reject("host address is not allowed")
+			return nil, rejectRelaxed("host address is not allowed", p.relaxFor(addr))
 		}
 		name = addr.String()
 		if addr.Is6() {
@@ -199,10 +228,10 @@ func (p Policy) parseHost(u *url.URL) (name string, addr netip.Addr, err error) 
 	}
 	if host == "localhost" || strings.HasSuffix(host, ".localhost") ||
 		strings.HasSuffix(host, ".local") || strings.HasSuffix(host, ".internal") {
-		return "", netip.Addr{}, reject("host is a local name")
+		return "", netip.Addr{}, rejectRelaxed("host is a local name", RelaxNameAddress)
 	}
 	if !strings.Contains(host, ".") && !p.AllowPrivateTargets {
-		return "", netip.Addr{}, reject("host must be a fully qualified domain name")
+		return "", netip.Addr{}, rejectRelaxed("host must be a fully qualified domain name", RelaxPrivate)
 	}
 	return host, netip.Addr{}, nil
 }
@@ -222,7 +251,7 @@ func (p Policy) checkResolved(ctx context.Context, name string, r Resolver) erro
 	}
 	for _, a := range addrs {
 		if !p.AllowedAddr(a) {
-			return reject("host resolves to an address that is not allowed")
+			return rejectRelaxed("host resolves to an address that is not allowed", p.relaxFor(a))
 		}
 	}
 	return nil
