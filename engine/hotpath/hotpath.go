@@ -431,10 +431,14 @@ func (r *Reservations) live(e *entry) bool {
 		since = max(since, r.polled.Load())
 	}
 	if r.p.MultiNode() {
+		// The slice's node answered since: a ping, or any call on its connection.
 		node := int64(-1 << 62)
 		if e.conn != nil {
 			if v, ok := r.nodes.Load(e.conn.Addr()); ok {
 				node = v.(*atomic.Int64).Load()
+			}
+			if at := e.conn.AnsweredAt(); !at.IsZero() {
+				node = max(node, int64(at.Sub(r.epoch)))
 			}
 		}
 		since = min(since, max(e.sent, node))

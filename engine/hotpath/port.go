@@ -2,6 +2,7 @@ package hotpath
 
 import (
 	"context"
+	"time"
 
 	"github.com/leashd/leash/engine"
 )
@@ -64,6 +65,8 @@ type Conn interface {
 	Open() bool
 	// Addr names the node.
 	Addr() string
+	// AnsweredAt is when the last call the node answered on it was sent (zero: none).
+	AnsweredAt() time.Time
 }
 
 // Fences is a read of the fence log.

@@ -23,6 +23,10 @@ type Pipe struct {
 	wg    *sync.WaitGroup // its Pool's: reader goroutines
 	stats *counts         // its Pool's
 
+	// answered is when the last call Redis answered was sent (ns since epoch): the node
+	// answered this process then (AnsweredAt).
+	answered atomic.Int64
+
 	mu       sync.Mutex // guards cur, retired, downTill, closed
 	cur      *pconn
 	live     atomic.Bool // cur != nil, for Open without the lock
@@ -372,6 +376,31 @@ func (p *Pipe) RedialAfter(c *Call) {
 	if current {
 		p.Redial()
 	}
+}
+
+// epoch is the base of Pipe.answered.
+var epoch = time.Now()
+
+// noteAnswered records that a call sent at sent was answered (read whole, a reply or an
+// error reply).
+func (p *Pipe) noteAnswered(sent time.Time) {
+	ns := int64(sent.Sub(epoch))
+	for {
+		old := p.answered.Load()
+		if ns <= old || p.answered.CompareAndSwap(old, ns) {
+			return
+		}
+	}
+}
+
+// AnsweredAt returns when the last call the node answered on this pipe was sent (the zero
+// time before any): the node was alive then, for this process.
+func (p *Pipe) AnsweredAt() time.Time {
+	ns := p.answered.Load()
+	if ns == 0 {
+		return time.Time{}
+	}
+	return epoch.Add(time.Duration(ns))
 }
 
 // Addr returns the address of the pipe's node.
@@ -794,6 +823,7 @@ func (pc *pconn) readLoop() {
 			c.answer(ErrDown)
 			return
 		}
+		pc.p.noteAnswered(c.sent)
 		c.answer(replyErr)
 		pc.unhold()
 		if pc.drained() {
