@@ -493,6 +493,15 @@ func (e *Engine) IssueKey(ctx context.Context, by Actor, account, name string) (
 	if err := checkAccountID(account); err != nil {
 		return IssuedKey{}, err
 	}
+	if by.Operator == nil {
+		// An account issuing itself a key while suspended could keep it past a resume
+		// (spec §15.6); its operator still can.
+		if a, ok := e.directory.Load().Account(account); ok {
+			if err := Active(a); err != nil {
+				return IssuedKey{}, err
+			}
+		}
+	}
 	if err := CheckKeyName(name); err != nil {
 		return IssuedKey{}, err
 	}
@@ -580,8 +589,8 @@ func (e *Engine) RevokeKey(ctx context.Context, by Actor, account, keyID string)
 	return nil
 }
 
-// Active refuses a suspended account's decisions, leases and rule writes with
-// account_suspended (spec §15.6).
+// Active refuses a suspended account's decisions, leases, rule writes, webhook writes and
+// tests, and the keys it would issue itself, with account_suspended (spec §15.6).
 func Active(a *Account) error {
 	if a.Suspended {
 		return newError(CodeAccountSuspended, "account "+a.ID+" is suspended")

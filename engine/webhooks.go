@@ -92,6 +92,9 @@ func (e *Engine) PutWebhook(ctx context.Context, a *Account, rawURL string) (Web
 	if err := WebhooksAllowed(a); err != nil {
 		return Webhook{}, err
 	}
+	if err := Active(a); err != nil {
+		return Webhook{}, err
+	}
 	if e.webhooks.Screen == nil {
 		return Webhook{}, errNoScreen
 	}
@@ -128,6 +131,9 @@ func (e *Engine) DeleteWebhook(ctx context.Context, a *Account) error {
 func (e *Engine) TestWebhook(ctx context.Context, a *Account) (string, error) {
 	if err := WebhooksAllowed(a); err != nil {
 		return "", err
+	}
+	if err := Active(a); err != nil {
+		return "", err // a test delivery is an outbound request made for the account
 	}
 	if _, ok, err := e.store.Webhooks.Webhook(ctx, a.ID); err != nil {
 		return "", unavailable(err)

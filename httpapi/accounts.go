@@ -315,7 +315,7 @@ type planLimits struct {
 	HardCap         *int64   `json:"hard_cap"`
 }
 
-// ownAccount serves GET /v1/account: {id, plan, plan_limits}.
+// ownAccount serves GET /v1/account: {id, plan, suspended, plan_limits}.
 func (a *API) ownAccount(x *exchange) {
 	p := &x.acct.Plan
 	lim := planLimits{Algorithms: []string{}, ConcurrentLimit: p.ConcurrentLimit, Webhooks: p.Webhooks,
@@ -328,8 +328,9 @@ func (a *API) ownAccount(x *exchange) {
 	a.reply(x, http.StatusOK, &struct {
 		ID         string     `json:"id"`
 		Plan       string     `json:"plan"`
+		Suspended  bool       `json:"suspended"`
 		PlanLimits planLimits `json:"plan_limits"`
-	}{x.acct.ID, p.Name, lim})
+	}{x.acct.ID, p.Name, x.acct.Suspended, lim})
 }
 
 // usageJSON is the body of GET /v1/usage and GET /v1/admin/accounts/{id}/usage.

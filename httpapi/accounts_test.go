@@ -337,3 +337,39 @@ func TestAccountReads(t *testing.T) {
 		t.Errorf("a re-created account's rules: %v", got)
 	}
 }
+
+// A suspended account cannot issue itself keys, set or test a webhook or change rules;
+// it can still read, revoke its keys and remove its webhook, and GET /v1/account says it
+// is suspended (spec §15.6).
+func TestSuspendedAccountCannotChangeItself(t *testing.T) {
+	e := newAdminEnv(t)
+	e.expect("POST", "/v1/admin/accounts", keyOperator, `{"id":"acme","plan":"pro"}`, 201, "")
+	k := e.expect("POST", "/v1/admin/accounts/acme/keys", keyOperator, "", 201, "")
+	key := k["key"].(string)
+	spare := e.expect("POST", "/v1/keys", key, `{"name":"spare"}`, 201, "")
+	if own := e.expect("GET", "/v1/account", key, "", 200, ""); own["suspended"] != false {
+		t.Fatalf("GET /v1/account of an active account = %v, want suspended false", own)
+	}
+	e.expect("PATCH", "/v1/admin/accounts/acme", keyOperator, `{"suspended":true}`, 200, "")
+
+	if own := e.expect("GET", "/v1/account", key, "", 200, ""); own["suspended"] != true {
+		t.Errorf("GET /v1/account of a suspended account = %v, want suspended true", own)
+	}
+	e.expect("POST", "/v1/keys", key, "", 403, "account_suspended")
+	e.expect("POST", "/v1/keys", key, `{"name":"x"}`, 403, "account_suspended")
+	e.expect("PUT", "/v1/webhook", key, `{"url":"https://example.com/hook"}`, 403, "account_suspended")
+	e.expect("POST", "/v1/webhook/test", key, "", 403, "account_suspended")
+	e.expect("POST", "/v1/namespaces/ns/rules", key, `{"algorithm":"fixed_window","limit":1,"window_ms":1000}`, 403, "account_suspended")
+	e.expect("DELETE", "/v1/namespaces/ns/rules/rate", key, "", 403, "account_suspended")
+	// Reads, revocation and removing the webhook stay allowed.
+	e.expect("GET", "/v1/keys", key, "", 200, "")
+	e.expect("GET", "/v1/namespaces/ns/rules", key, "", 200, "")
+	e.expect("DELETE", "/v1/webhook", key, "", 204, "")
+	e.expect("DELETE", "/v1/keys/"+spare["id"].(string), key, "", 204, "")
+	// The operator still manages the account's keys.
+	e.expect("POST", "/v1/admin/accounts/acme/keys", keyOperator, "", 201, "")
+
+	e.expect("PATCH", "/v1/admin/accounts/acme", keyOperator, `{"suspended":false}`, 200, "")
+	e.expect("POST", "/v1/keys", key, "", 201, "")
+}
+

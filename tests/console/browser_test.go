@@ -574,9 +574,18 @@ func TestConsoleInBrowser(t *testing.T) {
 	if code, out := api(t, p, "POST", "/v1/limit", betaKey, `{"namespace":"n","key":"k","limit":5,"window_ms":1000}`); code != 403 || out["code"] != "account_suspended" {
 		t.Fatalf("a suspended account's check: %d %v", code, out)
 	}
+	// Suspended: a banner above the quota banner, in the tenant's view and on the
+	// operator's page of the account; the tenant cannot issue itself a key.
+	const suspendedFirst = `(() => { const s = document.querySelector('#suspended-banner'), q = document.querySelector('#quota-banner'); return !!s && !!q && !!(s.compareDocumentPosition(q) & Node.DOCUMENT_POSITION_FOLLOWING); })()`
+	to.until("the operator's suspension banner", suspendedFirst)
 	to.shot("admin-account")
+	tb.open("#/overview")
+	tb.until("the tenant's suspension banner above the quota banner", `(document.querySelector('[data-testid="refresh"]').click(), `+suspendedFirst+`)`)
+	tb.shot("overview-suspended")
+	mustAPI(t, p, 403, "POST", "/v1/keys", betaKey, "")
 	to.press(".controls", "Resume account")
-	to.until("resumed", hasText(to, `[data-testid="suspended"]`, "Active"))
+	to.until("resumed", hasText(to, `[data-testid="suspended"]`, "Active")+` && !document.querySelector('#suspended-banner')`)
+	tb.until("the tenant's suspension banner gone", `(document.querySelector('[data-testid="refresh"]').click(), !document.querySelector('#suspended-banner') && !!document.querySelector('#quota-banner'))`)
 	mustAPI(t, p, 200, "POST", "/v1/limit", betaKey, `{"namespace":"n","key":"k","limit":5,"window_ms":1000}`)
 	// The tenant's markup in the operator's browser: acme's key names, as text.
 	to.open("#/admin/acme")

@@ -3,7 +3,7 @@
 import { h, fill, field, button, status, say, copyBox } from './dom.js';
 import { call, seg } from './api.js';
 import { num, pct, when } from './fmt.js';
-import { banner, quotaState } from './banner.js';
+import { banner, quotaState, suspendedBanner } from './banner.js';
 import { page, table } from './page.js';
 
 const BUILTIN_PLANS = ['free', 'pro', 'scale'];
@@ -192,6 +192,6 @@ export function account(main, id) {
     }
     const sig = `${d.a.plan}/${d.a.suspended}/${d.a.source}`;
     if (sig !== last) { last = sig; await drawControls(d.a); }
-  }, (d) => banner(d.usage.month, d.a.plan));
+  }, (d) => [suspendedBanner(d.a.suspended, 'operator'), banner(d.usage.month, d.a.plan)]);
   return view;
 }

@@ -3,7 +3,7 @@
 import { h, fill, field, select, button, status, say, copyBox, uid } from './dom.js';
 import { call, seg, session } from './api.js';
 import { num, ms, when } from './fmt.js';
-import { banner } from './banner.js';
+import { banner, suspendedBanner } from './banner.js';
 import { dayChart, spark } from './chart.js';
 import { page, table } from './page.js';
 
@@ -13,7 +13,7 @@ async function loadAccount() {
 }
 
 function tenantPage(main, title, render) {
-  return page(main, title, loadAccount, render, (d) => banner(d.usage.month, d.account.plan));
+  return page(main, title, loadAccount, render, (d) => [suspendedBanner(d.account.suspended, 'tenant'), banner(d.usage.month, d.account.plan)]);
 }
 
 /** overview: the account's 30 days and its namespaces. */
