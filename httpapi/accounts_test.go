@@ -373,3 +373,27 @@ func TestSuspendedAccountCannotChangeItself(t *testing.T) {
 	e.expect("POST", "/v1/keys", key, "", 201, "")
 }
 
+// Every /v1 answer is marked not to be stored by caches nor sniffed: some carry a secret
+// (an issued key, a webhook's secret), and an error answer is no less private (spec §3.6).
+func TestAnswersNotCachedNorSniffed(t *testing.T) {
+	e := newAdminEnv(t)
+	e.expect("POST", "/v1/admin/accounts", keyOperator, `{"id":"acme","plan":"pro"}`, 201, "")
+	k := e.expect("POST", "/v1/admin/accounts/acme/keys", keyOperator, "", 201, "")
+	key := k["key"].(string)
+	for _, c := range []struct{ method, path, key, body string }{
+		{"POST", "/v1/admin/accounts/acme/keys", keyOperator, ""},
+		{"POST", "/v1/keys", key, ""},
+		{"PUT", "/v1/webhook", key, `{"url":"https://example.com/hook"}`},
+		{"POST", "/v1/limit", key, limitBody},
+		{"GET", "/v1/account", key, ""},
+		{"GET", "/v1/account", "wrong", ""},
+		{"GET", "/v1/nowhere", key, ""},
+		{"PUT", "/v1/account", key, ""},
+	} {
+		_, _, h := e.call("", c.method, c.path, c.key, c.body)
+		if h.Get("Cache-Control") != "no-store" || h.Get("X-Content-Type-Options") != "nosniff" {
+			t.Errorf("%s %s: Cache-Control %q, X-Content-Type-Options %q; want no-store, nosniff", c.method, c.path,
+				h.Get("Cache-Control"), h.Get("X-Content-Type-Options"))
+		}
+	}
+}

@@ -175,6 +175,8 @@ type API struct {
 	hdrJSON   []string
 	hdrBearer []string
 	hdrRetry1 []string
+	// hdrNoStore and hdrNosniff go on every answer.
+	hdrNoStore, hdrNosniff []string
 }
 
 // New returns the API over opts.Engine.
@@ -188,17 +190,18 @@ func New(opts Options) *API {
 	var pfx [6]byte
 	_, _ = rand.Read(pfx[:]) // crypto/rand.Read never fails (Go 1.24+)
 	a := &API{
-		eng:       opts.Engine,
-		met:       opts.Metrics,
-		log:       opts.Logger,
-		tr:        opts.Tracing,
-		mux:       http.NewServeMux(),
-		idPrefix:  hex.EncodeToString(pfx[:]) + "-",
-		refusals:  newRefusalLog(opts.Logger, opts.Clock),
-		guard:     opts.AuthGuard,
-		hdrJSON:   []string{"application/json"},
-		hdrBearer: []string{"Bearer"},
-		hdrRetry1: []string{"1"},
+		eng:        opts.Engine,
+		met:        opts.Metrics,
+		log:        opts.Logger,
+		tr:         opts.Tracing,
+		mux:        http.NewServeMux(),
+		idPrefix:   hex.EncodeToString(pfx[:]) + "-",
+		refusals:   newRefusalLog(opts.Logger, opts.Clock),
+		guard:      opts.AuthGuard,
+		hdrJSON:    []string{"application/json"},
+		hdrBearer:  []string{"Bearer"},
+		hdrRetry1:  []string{"1"},
+		hdrNoStore: []string{"no-store"}, hdrNosniff: []string{"nosniff"},
 	}
 	if a.guard == nil {
 		a.guard = engine.NewAuthGuard(engine.AuthGuardOptions{})
@@ -247,6 +250,10 @@ func (a *API) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		x.idSeq = a.idSeq.Add(1) // the id's text is only built when needed
 	}
 	defer a.finish(x, start)
+	// Some answers carry a secret (an issued key, a webhook's secret): no /v1 answer is
+	// kept by a cache or sniffed as another type (spec §3.6).
+	h := w.Header()
+	h["Cache-Control"], h["X-Content-Type-Options"] = a.hdrNoStore, a.hdrNosniff
 	if headerBytes(r) > MaxHeaderBytes {
 		x.w.Header().Set("Connection", "close")
 		a.writeError(x, http.StatusRequestHeaderFieldsTooLarge, codeHeaderTooLarge, msgHeaderTooLarge)

@@ -183,7 +183,6 @@ func (a *API) routed(x *exchange) {
 	}
 	x.routed = true
 	h := x.w.Header()
-	delete(h, "X-Content-Type-Options") // set by the mux's plain-text error
 	delete(h, "Location")
 	if x.muxErr == http.StatusMethodNotAllowed {
 		a.writeError(x, http.StatusMethodNotAllowed, codeMethodNotAllowed, msgMethod)
