@@ -342,6 +342,9 @@ func (e *Engine) PutRule(ctx context.Context, a *Account, ns string, r *RuleRequ
 	if r.Name != nil && len(*r.Name) > MaxRuleName {
 		return NamespaceRule{}, false, Invalid("name must be at most 256 bytes")
 	}
+	if r.Name != nil && HasBidiControl(*r.Name) {
+		return NamespaceRule{}, false, Invalid(msgBidi)
+	}
 	if err := checkOverrideFields(r.Overrides); err != nil {
 		return NamespaceRule{}, false, err
 	}

@@ -397,3 +397,21 @@ func TestAnswersNotCachedNorSniffed(t *testing.T) {
 		}
 	}
 }
+
+// Names that people read (key names, rule names) refuse Unicode bidirectional controls,
+// which can make one name pass for another in a listing (spec §3.4).
+func TestNamesRefuseBidiControls(t *testing.T) {
+	e := newAdminEnv(t)
+	e.expect("POST", "/v1/admin/accounts", keyOperator, `{"id":"acme","plan":"pro"}`, 201, "")
+	k := e.expect("POST", "/v1/admin/accounts/acme/keys", keyOperator, "", 201, "")
+	key := k["key"].(string)
+	for _, bidi := range []string{`\u202e`, `\u202a`, `\u2066`, `\u2069`, `\u200f`, `\u061c`} {
+		name := `{"name":"ci` + bidi + `exe.txt"}`
+		e.expect("POST", "/v1/keys", key, name, 400, "invalid_request")
+		e.expect("POST", "/v1/admin/accounts/acme/keys", keyOperator, name, 400, "invalid_request")
+		e.expect("POST", "/v1/namespaces/ns/rules", key, `{"algorithm":"fixed_window","limit":1,"window_ms":1000,"name":"r`+bidi+`x"}`, 400, "invalid_request")
+	}
+	// Other scripts, right-to-left ones included, are names like any other.
+	e.expect("POST", "/v1/keys", key, `{"name":"מפתח ci"}`, 201, "")
+	e.expect("POST", "/v1/namespaces/ns/rules", key, `{"algorithm":"fixed_window","limit":1,"window_ms":1000,"name":"قاعدة"}`, 201, "")
+}
