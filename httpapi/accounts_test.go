@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"net/netip"
 	"strings"
 	"testing"
 	"time"
@@ -37,6 +38,12 @@ func newAdminEnv(t *testing.T) *adminEnv {
 // newAdminEnvAt is newAdminEnv whose AuthGuard reads now (nil: the system clock).
 func newAdminEnvAt(t *testing.T, now func() time.Time) *adminEnv {
 	t.Helper()
+	return newAdminEnvWith(t, now, nil)
+}
+
+// newAdminEnvWith is newAdminEnvAt whose API trusts the proxies at proxies.
+func newAdminEnvWith(t *testing.T, now func() time.Time, proxies []netip.Prefix) *adminEnv {
+	t.Helper()
 	s := memstore.New(memstore.Options{})
 	t.Cleanup(func() { s.Close() })
 	dir, err := engine.NewDirectoryWith([]engine.AccountSpec{{ID: "cfg", Plan: engine.BuiltinPlans()["pro"], KeyHashes: [][32]byte{engine.HashKey(keyConfig)}}},
@@ -50,12 +57,18 @@ func newAdminEnvAt(t *testing.T, now func() time.Time) *adminEnv {
 		t.Fatal(err)
 	}
 	g := engine.NewAuthGuard(engine.AuthGuardOptions{Now: now})
-	return &adminEnv{t: t, api: httpapi.New(httpapi.Options{Engine: eng, Logger: log, AuthGuard: g}), eng: eng, guard: g}
+	return &adminEnv{t: t, api: httpapi.New(httpapi.Options{Engine: eng, Logger: log, AuthGuard: g, TrustedProxies: proxies}), eng: eng, guard: g}
 }
 
 // call sends one request from the client address from ("" is httptest's) and returns the
 // status and the decoded body.
 func (e *adminEnv) call(from, method, path, key, body string) (int, map[string]any, http.Header) {
+	e.t.Helper()
+	return e.callWith(from, nil, method, path, key, body)
+}
+
+// callWith is call with the request headers hdr added.
+func (e *adminEnv) callWith(from string, hdr http.Header, method, path, key, body string) (int, map[string]any, http.Header) {
 	e.t.Helper()
 	var r io.Reader
 	if body != "" {
@@ -67,6 +80,9 @@ func (e *adminEnv) call(from, method, path, key, body string) (int, map[string]a
 	}
 	if key != "" {
 		req.Header.Set("Authorization", "Bearer "+key)
+	}
+	for k, v := range hdr {
+		req.Header[k] = v
 	}
 	rec := httptest.NewRecorder()
 	e.api.ServeHTTP(rec, req)

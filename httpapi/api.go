@@ -13,6 +13,7 @@ import (
 	"encoding/hex"
 	"log/slog"
 	"net/http"
+	"net/netip"
 	"runtime/debug"
 	"strconv"
 	"strings"
@@ -143,6 +144,9 @@ type Options struct {
 	// AuthGuard slows client addresses that fail authentication too often (spec §15.7);
 	// nil gives the API its own.
 	AuthGuard *engine.AuthGuard
+	// TrustedProxies are the proxies whose X-Forwarded-For or Forwarded header names the
+	// client (http.trusted_proxies, spec §15.7); none: the client is the peer.
+	TrustedProxies []netip.Prefix
 }
 
 // API is the /v1 HTTP handler.
@@ -169,6 +173,7 @@ type API struct {
 
 	refusals *refusalLog
 	guard    *engine.AuthGuard
+	proxies  trustedProxies
 
 	// Header values shared by every response. They are never mutated: net/http only
 	// reads header value slices.
@@ -198,6 +203,7 @@ func New(opts Options) *API {
 		idPrefix:   hex.EncodeToString(pfx[:]) + "-",
 		refusals:   newRefusalLog(opts.Logger, opts.Clock),
 		guard:      opts.AuthGuard,
+		proxies:    trustedProxies(opts.TrustedProxies),
 		hdrJSON:    []string{"application/json"},
 		hdrBearer:  []string{"Bearer"},
 		hdrRetry1:  []string{"1"},
@@ -315,11 +321,11 @@ func (a *API) finish(x *exchange, start time.Time) {
 		x.WriteHeader(http.StatusOK)
 	}
 	if x.status >= 400 && x.status < 500 {
-		a.refusals.refused(x.r.Context(), x, a.requestID(x))
+		a.refusals.refused(x.r.Context(), x, a.requestID(x), a.client(x))
 	}
 	if x.status >= 500 && x.err != nil {
-		a.log.Error("request failed", "request_id", a.requestID(x), "method", x.r.Method, "route", x.route,
-			"status", x.status, "err", x.err)
+		a.log.Error("request failed", "request_id", a.requestID(x), "client", a.client(x).String(), "method", x.r.Method,
+			"route", x.route, "status", x.status, "err", x.err)
 	}
 	a.observe(x, start)
 	x.end()
@@ -351,6 +357,14 @@ func (a *API) annotate(x *exchange, attrs ...attribute.KeyValue) {
 	if x.span != nil && x.span.IsRecording() {
 		x.span.SetAttributes(attrs...)
 	}
+}
+
+// client returns the request's client address (spec §15.7), resolved once per request.
+func (a *API) client(x *exchange) netip.Addr {
+	if !x.clientSet {
+		x.clientAddr, x.clientSet = a.proxies.client(x.r), true
+	}
+	return x.clientAddr
 }
 
 // requestID returns the call's request id: the client's, if sane, else one generated

@@ -120,7 +120,7 @@ func (a *API) authorize(x *exchange, operator bool) bool {
 	r := x.r
 	var addr netip.Addr
 	if a.guard.Tracking() {
-		addr = peerAddr(r)
+		addr = a.client(x)
 		if retry, ok := a.guard.Check(addr); !ok {
 			x.w.Header()["Retry-After"] = []string{strconv.FormatInt(retry, 10)}
 			a.writeError(x, http.StatusTooManyRequests, engine.CodeTooManyAuthFailures, msgTooManyAuthFailures)
@@ -148,7 +148,7 @@ func (a *API) authorize(x *exchange, operator bool) bool {
 		}
 	}
 	if !addr.IsValid() {
-		addr = peerAddr(r)
+		addr = a.client(x)
 	}
 	a.guard.Failed(addr)
 	x.w.Header()["Www-Authenticate"] = a.hdrBearer
@@ -171,7 +171,7 @@ func bearerKey(r *http.Request) string {
 	return strings.TrimLeft(v[len(scheme):], " \t")
 }
 
-// peerAddr is the request's peer address (the connection's, never a header's), IPv4 in
+// peerAddr is the request's peer address (the connection's, not a header's), IPv4 in
 // IPv6 unmapped; the zero Addr when it cannot be read.
 func peerAddr(r *http.Request) netip.Addr {
 	ap, err := netip.ParseAddrPort(r.RemoteAddr)

@@ -234,7 +234,8 @@ func (s *server) bindHTTP() (err error) {
 	}
 	s.guard = engine.NewAuthGuard(engine.AuthGuardOptions{})
 	s.metrics.AuthGuard(s.guard.Failures, s.guard.Refused)
-	api := httpapi.New(httpapi.Options{Engine: s.engine, Metrics: s.metrics, Logger: s.log, Tracing: s.tracing, AuthGuard: s.guard})
+	api := httpapi.New(httpapi.Options{Engine: s.engine, Metrics: s.metrics, Logger: s.log, Tracing: s.tracing, AuthGuard: s.guard,
+		TrustedProxies: httpCfg.Proxies()})
 	var h http.Handler = api
 	if s.cfg.Console.Enabled {
 		h = console.Mount(api) // spec §16
