@@ -76,9 +76,11 @@ type IssuedKey struct {
 }
 
 // Actor is who asks for a change: an operator, or (Operator nil) the account itself on its
-// own key routes.
+// own routes.
 type Actor struct {
 	Operator *Operator
+	// Account is the account acting on its own routes (Operator nil).
+	Account string
 }
 
 // accountState is the engine's view of the AccountStore: the last snapshot loaded.
@@ -355,6 +357,7 @@ func (e *Engine) CreateAccount(ctx context.Context, by Actor, id, plan string) (
 		return AccountInfo{}, newError(CodeAccountExists, fmt.Sprintf("account %q exists", id))
 	}
 	e.changed(ctx, by, ActionAccountCreated, id, "plan", plan)
+	e.audit.record(ctx, by, AuditEntry{Action: AuditAccountCreated, Account: id, Target: id, Details: map[string]string{"plan": plan}})
 	return storedInfo(got, 0), nil
 }
 
@@ -448,6 +451,16 @@ func (e *Engine) UpdateAccount(ctx context.Context, by Actor, id string, u Accou
 		what = append(what, "suspended", *u.Suspended)
 	}
 	e.changed(ctx, by, ActionAccountUpdated, id, what...)
+	if u.Plan != nil {
+		e.audit.record(ctx, by, AuditEntry{Action: AuditAccountPlanChanged, Account: id, Target: id, Details: map[string]string{"plan": *u.Plan}})
+	}
+	if u.Suspended != nil {
+		act := AuditAccountResumed
+		if *u.Suspended {
+			act = AuditAccountSuspended
+		}
+		e.audit.record(ctx, by, AuditEntry{Action: act, Account: id, Target: id})
+	}
 	return storedInfo(a, a.Keys), nil
 }
 
@@ -472,6 +485,7 @@ func (e *Engine) DeleteAccount(ctx context.Context, by Actor, id string) error {
 		return notFound(id)
 	}
 	e.changed(ctx, by, ActionAccountDeleted, id)
+	e.audit.record(ctx, by, AuditEntry{Action: AuditAccountDeleted, Account: id, Target: id})
 	// The account is gone, so its webhook and rules are never used again; they are removed
 	// so that an account created with the same id does not inherit them.
 	if _, err := e.store.Webhooks.DeleteWebhook(ctx, id); err != nil {
@@ -519,6 +533,7 @@ func (e *Engine) IssueKey(ctx context.Context, by Actor, account, name string) (
 		return IssuedKey{}, unavailable(err)
 	}
 	e.changed(ctx, by, ActionKeyIssued, account, "key_id", k.ID)
+	e.audit.record(ctx, by, AuditEntry{Action: AuditKeyIssued, Account: account, Target: k.ID, Details: map[string]string{"name": name}})
 	return IssuedKey{KeyInfo: keyInfo(k), Key: key}, nil
 }
 
@@ -586,6 +601,7 @@ func (e *Engine) RevokeKey(ctx context.Context, by Actor, account, keyID string)
 		return newError(CodeAPIKeyNotFound, "no such key")
 	}
 	e.changed(ctx, by, ActionKeyRevoked, account, "key_id", keyID)
+	e.audit.record(ctx, by, AuditEntry{Action: AuditKeyRevoked, Account: account, Target: keyID})
 	return nil
 }
 

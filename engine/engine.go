@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"strconv"
 	"sync/atomic"
 	"time"
 )
@@ -97,6 +98,8 @@ type Options struct {
 	// OnAdminChange, if set, sees every change made through the admin and key routes
 	// (metrics, spec §15.8).
 	OnAdminChange func(AdminAction)
+	// Audit, if set, keeps the audit log of changes (spec §15.10); nil records nothing.
+	Audit AuditStore
 }
 
 // Engine decides checks and leases for accounts over the roles of one store.
@@ -113,6 +116,7 @@ type Engine struct {
 	accounts      AccountStore      // nil: configured accounts only
 	acct          accountState      // the accounts last loaded from it
 	onAdmin       func(AdminAction) // OnAdminChange
+	audit         AuditLog
 }
 
 // New returns an engine over the store roles serving the accounts of dir; every role is
@@ -129,7 +133,7 @@ func New(store Roles, dir *Directory, opts Options) *Engine {
 	}
 	e := &Engine{store: store, tally: newUsageTally(), flushInterval: opts.FlushInterval, log: opts.Logger, webhooks: opts.Webhooks,
 		cache: newOverLimitCache(opts.LocalCacheMaxEntries), clock: storeClock{start: time.Now()}, observer: opts.Observer,
-		accounts: opts.Accounts, onAdmin: opts.OnAdminChange}
+		accounts: opts.Accounts, onAdmin: opts.OnAdminChange, audit: AuditLog{store: opts.Audit, log: opts.Logger}}
 	e.directory.Store(dir)
 	return e
 }
@@ -182,6 +186,8 @@ func (e *Engine) Reset(ctx context.Context, a *Account, r *ResetRequest) error {
 	if !existed {
 		return newError(CodeKeyNotFound, "no counter state for this key")
 	}
+	e.audit.record(ctx, Actor{Account: a.ID}, AuditEntry{Action: AuditCounterReset, Account: a.ID, Target: r.Namespace,
+		Details: map[string]string{"key": r.Key, "algorithm": l.Algorithm.String()}})
 	return nil
 }
 
@@ -370,6 +376,12 @@ func (e *Engine) PutRule(ctx context.Context, a *Account, ns string, r *RuleRequ
 	if err != nil {
 		return NamespaceRule{}, false, unavailable(err)
 	}
+	details := map[string]string{"algorithm": alg.String(), "limit": strconv.FormatInt(rule.Limit, 10),
+		"window_ms": strconv.FormatInt(rule.WindowMS, 10), "overrides": strconv.Itoa(overrides.Len())}
+	if rule.Name != nil {
+		details["name"] = *rule.Name
+	}
+	e.audit.record(ctx, Actor{Account: a.ID}, AuditEntry{Action: AuditRuleSet, Account: a.ID, Target: ns + "/" + alg.Kind().String(), Details: details})
 	return NamespaceRule{Namespace: ns, Rule: rule}, created, nil
 }
 
@@ -402,6 +414,9 @@ func (e *Engine) DeleteRule(ctx context.Context, a *Account, ns string, kind Rul
 	deleted, err := e.store.Rules.DeleteRule(ctx, a.ID, ns, kind)
 	if err != nil {
 		return false, unavailable(err)
+	}
+	if deleted {
+		e.audit.record(ctx, Actor{Account: a.ID}, AuditEntry{Action: AuditRuleDeleted, Account: a.ID, Target: ns + "/" + kind.String()})
 	}
 	return deleted, nil
 }

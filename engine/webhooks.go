@@ -6,6 +6,7 @@ import (
 	"encoding/base64"
 	"encoding/hex"
 	"errors"
+	"net/url"
 	"strconv"
 	"time"
 )
@@ -115,14 +116,24 @@ func (e *Engine) PutWebhook(ctx context.Context, a *Account, rawURL string) (Web
 	if err := e.store.Webhooks.PutWebhook(ctx, a.ID, w); err != nil {
 		return Webhook{}, unavailable(err)
 	}
+	host := ""
+	if pu, err := url.Parse(u); err == nil {
+		host = pu.Host // never the path or query: they may carry the receiver's token
+	}
+	e.audit.record(ctx, Actor{Account: a.ID}, AuditEntry{Action: AuditWebhookSet, Account: a.ID, Target: "webhook",
+		Details: map[string]string{"host": host}})
 	return w, nil
 }
 
 // DeleteWebhook removes the account's webhook; removing none is not an error. Events
 // still waiting for it are dropped when their delivery finds no webhook.
 func (e *Engine) DeleteWebhook(ctx context.Context, a *Account) error {
-	if _, err := e.store.Webhooks.DeleteWebhook(ctx, a.ID); err != nil {
+	deleted, err := e.store.Webhooks.DeleteWebhook(ctx, a.ID)
+	if err != nil {
 		return unavailable(err)
+	}
+	if deleted {
+		e.audit.record(ctx, Actor{Account: a.ID}, AuditEntry{Action: AuditWebhookDeleted, Account: a.ID, Target: "webhook"})
 	}
 	return nil
 }

@@ -52,7 +52,7 @@ func newAdminEnvWith(t *testing.T, now func() time.Time, proxies []netip.Prefix)
 		t.Fatal(err)
 	}
 	log := slog.New(slog.DiscardHandler)
-	eng := engine.New(engine.RolesOf(s), dir, engine.Options{Accounts: s, Logger: log})
+	eng := engine.New(engine.RolesOf(s), dir, engine.Options{Accounts: s, Audit: s, Logger: log})
 	if err := eng.LoadAccounts(context.Background()); err != nil {
 		t.Fatal(err)
 	}

@@ -31,6 +31,7 @@ type exchange struct {
 	idSeq  uint64 // the sequence number of a generated id
 	acct   *engine.Account
 	op     *engine.Operator // on an operator route
+	keyID  string           // the id of the account key the request was made with
 	// clientAddr is the client's address once clientSet (API.client).
 	clientAddr netip.Addr
 	clientSet  bool
@@ -50,7 +51,7 @@ func (x *exchange) begin(w http.ResponseWriter, r *http.Request) {
 	x.w, x.r = w, r
 	x.status, x.muxErr, x.routed, x.code = 0, 0, true, ""
 	x.route = unmatchedRoute
-	x.acct, x.op, x.err = nil, nil, nil
+	x.acct, x.op, x.err, x.keyID = nil, nil, nil, ""
 	x.clientAddr, x.clientSet = netip.Addr{}, false
 }
 
