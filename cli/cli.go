@@ -50,6 +50,8 @@ const Usage = `  leash limit NAMESPACE KEY [--algorithm A] [--limit N] [--window
   leash admin keys issue ACCOUNT [--name NAME]
   leash admin keys list ACCOUNT
   leash admin keys revoke ACCOUNT KEY_ID
+  leash audit [--limit N] [--cursor C]      the account's audit log: who changed what
+  leash admin audit [--account ID] [--limit N] [--cursor C]
     every verb takes --url URL ($LEASH_URL, default http://localhost:8080),
     --key KEY ($LEASH_API_KEY; admin: $LEASH_OPERATOR_KEY), --json (the API's JSON instead
     of text), --timeout D (10s); flags may come before or after the arguments;
@@ -59,7 +61,7 @@ const Usage = `  leash limit NAMESPACE KEY [--algorithm A] [--limit N] [--window
 // Handles reports whether name is one of the verbs Run serves.
 func Handles(name string) bool {
 	switch name {
-	case "limit", "reset", "lease", "rules", "stats", "webhook", "keys", "admin":
+	case "limit", "reset", "lease", "rules", "stats", "webhook", "keys", "admin", "audit":
 		return true
 	}
 	return false
@@ -95,6 +97,9 @@ func Run(ctx context.Context, args []string, env Env, stdout, stderr io.Writer) 
 		}
 		verb, rest = verb+" "+rest[0], rest[1:]
 		cmd.verb = verb
+		if _, ok := verbs[verb]; ok {
+			break // a verb of one word in its group (admin audit)
+		}
 	}
 	spec, ok := verbs[verb]
 	if !ok {
@@ -154,6 +159,7 @@ type flags struct {
 	name      string
 	plan      string
 	cursor    string
+	account   string
 	overrides overrideFlag
 	set       map[string]bool // the flags given
 	opts      []client.Option // the check and lease flags given, as client options
