@@ -599,6 +599,29 @@ func TestConsoleInBrowser(t *testing.T) {
 	to.until("beta's key revoked", hasText(to, `[data-testid="account-status"]`, "revoked"))
 	tb.until("beta signed out, told why", `(document.querySelector('[data-testid="refresh"]')?.click(), location.hash === '#/signin' && sessionStorage.getItem('leash.console.key') === null && (document.querySelector('[data-testid="signin-msg"]')?.textContent ?? '').includes('refused your key'))`)
 
+	// Activity: the tenant's own audit log says who did each change (its key or the
+	// operator), with names as text; the operator's shows every account's, or one's.
+	ta.open("#/activity")
+	logged := func(action, who string) string {
+		return `[...document.querySelectorAll('[data-testid="activity"] tr[data-action="` + action + `"]')].some(r => r.querySelector('[data-testid="actor"]').textContent.includes(` + q(who) + `))`
+	}
+	ta.until("the tenant's activity", logged("account.created", "operator ops")+` && `+logged("key.issued", "operator ops")+` && `+
+		logged("rule.set", "account acme with key key_")+` && `+logged("webhook.set", "account acme")+` && `+logged("key.revoked", "account acme")+` && `+
+		`!document.querySelector('[data-testid="activity"] tr[data-action="account.suspended"]')`)
+	ta.until("a rule's name as text", hasText(ta, `[data-testid="activity"]`, xssScript))
+	ta.until("the banners above", `!!document.querySelector('#quota-banner')`)
+	ta.keyboard("activity")
+	ta.shot("activity")
+	to.open("#/activity")
+	to.until("every account's activity", logged("account.suspended", "operator ops")+` && `+logged("account.resumed", "operator ops")+` && `+
+		logged("account.plan_changed", "operator ops")+` && `+logged("rule.set", "account acme")+` && `+hasText(to, `[data-testid="activity"]`, "beta"))
+	to.shot("admin-activity")
+	to.fill(`input[name="account"]`, "beta")
+	to.press(`form[aria-label="Show one account's activity"]`, "Show")
+	to.until("beta's activity only", `location.hash === '#/activity/beta' && `+logged("account.suspended", "operator ops")+` && `+
+		`![...document.querySelectorAll('[data-testid="activity"] tr')].some(r => r.textContent.includes('acme'))`)
+	to.safe("admin-activity-beta")
+
 	// The banner: normal, near (80 %), over the quota, hard cap reached with the time
 	// requests resume.
 	ta.open("#/overview")

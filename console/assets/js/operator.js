@@ -187,7 +187,7 @@ export function account(main, id) {
     if (first) {
       controls = h('div', { class: 'controls' });
       keysSlot = h('div');
-      fill(body, h('p', {}, h('a', { href: '#/admin' }, '← Accounts')),
+      fill(body, h('p', {}, h('a', { href: '#/admin' }, '← Accounts'), ' · ', h('a', { href: `#/activity/${seg(id)}` }, 'Activity of this account')),
         h('dl', { class: 'facts' }, h('dt', {}, 'Source'), h('dd', {}, d.a.source), h('dt', {}, 'Created'), h('dd', {}, when(d.a.created_at))), out, controls);
     }
     const sig = `${d.a.plan}/${d.a.suspended}/${d.a.source}`;
