@@ -285,6 +285,9 @@ func (e *Engine) changed(ctx context.Context, by Actor, action AdminAction, acco
 	} else {
 		args = append(args, "by_account", true)
 	}
+	if o := originOf(ctx); o.RequestID != "" {
+		args = append(args, "client", o.Client, "request_id", o.RequestID)
+	}
 	e.log.Info("accounts: change", append(args, attrs...)...)
 	if e.onAdmin != nil {
 		e.onAdmin(action)

@@ -145,6 +145,21 @@ func auditSession(t *testing.T, a, b *leashproc.Proc) {
 	if !strings.Contains(next, "key.revoked") || strings.Contains(next, "account.plan_changed") {
 		t.Errorf("the second page:\n%s", next)
 	}
+	// The log line of each account or key change names the client and the request too.
+	var changes int
+	for _, p := range []*leashproc.Proc{a, b} {
+		for _, l := range p.Logs() {
+			if l["msg"] == "accounts: change" {
+				changes++
+				if l["client"] != "127.0.0.1" || l["request_id"] == nil || l["request_id"] == "" {
+					t.Errorf("change log line without its client or request id: %v", l)
+				}
+			}
+		}
+	}
+	if changes == 0 {
+		t.Error("no accounts: change log line")
+	}
 	a.NoCrash(t)
 	b.NoCrash(t)
 }
