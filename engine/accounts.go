@@ -360,7 +360,8 @@ func (e *Engine) CreateAccount(ctx context.Context, by Actor, id, plan string) (
 		return AccountInfo{}, newError(CodeAccountExists, fmt.Sprintf("account %q exists", id))
 	}
 	e.changed(ctx, by, ActionAccountCreated, id, "plan", plan)
-	e.audit.record(ctx, by, AuditEntry{Action: AuditAccountCreated, Account: id, Target: id, Details: map[string]string{"plan": plan}})
+	e.audit.record(ctx, by, AuditEntry{Action: AuditAccountCreated, Account: id, AccountCreatedMS: got.CreatedMS, Target: id,
+		Details: map[string]string{"plan": plan}})
 	return storedInfo(got, 0), nil
 }
 
@@ -455,14 +456,15 @@ func (e *Engine) UpdateAccount(ctx context.Context, by Actor, id string, u Accou
 	}
 	e.changed(ctx, by, ActionAccountUpdated, id, what...)
 	if u.Plan != nil {
-		e.audit.record(ctx, by, AuditEntry{Action: AuditAccountPlanChanged, Account: id, Target: id, Details: map[string]string{"plan": *u.Plan}})
+		e.audit.record(ctx, by, AuditEntry{Action: AuditAccountPlanChanged, Account: id, AccountCreatedMS: a.CreatedMS, Target: id,
+			Details: map[string]string{"plan": *u.Plan}})
 	}
 	if u.Suspended != nil {
 		act := AuditAccountResumed
 		if *u.Suspended {
 			act = AuditAccountSuspended
 		}
-		e.audit.record(ctx, by, AuditEntry{Action: act, Account: id, Target: id})
+		e.audit.record(ctx, by, AuditEntry{Action: act, Account: id, AccountCreatedMS: a.CreatedMS, Target: id})
 	}
 	return storedInfo(a, a.Keys), nil
 }
@@ -480,6 +482,7 @@ func (e *Engine) DeleteAccount(ctx context.Context, by Actor, id string) error {
 	if _, ok := e.configAccount(id); ok {
 		return readOnly(id)
 	}
+	created := e.createdMS(ctx, id)
 	deleted, err := s.DeleteAccount(ctx, id)
 	if err != nil {
 		return unavailable(err)
@@ -488,7 +491,7 @@ func (e *Engine) DeleteAccount(ctx context.Context, by Actor, id string) error {
 		return notFound(id)
 	}
 	e.changed(ctx, by, ActionAccountDeleted, id)
-	e.audit.record(ctx, by, AuditEntry{Action: AuditAccountDeleted, Account: id, Target: id})
+	e.audit.record(ctx, by, AuditEntry{Action: AuditAccountDeleted, Account: id, AccountCreatedMS: created, Target: id})
 	// The account is gone, so its webhook and rules are never used again; they are removed
 	// so that an account created with the same id does not inherit them.
 	if _, err := e.store.Webhooks.DeleteWebhook(ctx, id); err != nil {
@@ -536,7 +539,8 @@ func (e *Engine) IssueKey(ctx context.Context, by Actor, account, name string) (
 		return IssuedKey{}, unavailable(err)
 	}
 	e.changed(ctx, by, ActionKeyIssued, account, "key_id", k.ID)
-	e.audit.record(ctx, by, AuditEntry{Action: AuditKeyIssued, Account: account, Target: k.ID, Details: map[string]string{"name": name}})
+	e.audit.record(ctx, by, AuditEntry{Action: AuditKeyIssued, Account: account, AccountCreatedMS: e.createdMS(ctx, account), Target: k.ID,
+		Details: map[string]string{"name": name}})
 	return IssuedKey{KeyInfo: keyInfo(k), Key: key}, nil
 }
 
@@ -604,7 +608,7 @@ func (e *Engine) RevokeKey(ctx context.Context, by Actor, account, keyID string)
 		return newError(CodeAPIKeyNotFound, "no such key")
 	}
 	e.changed(ctx, by, ActionKeyRevoked, account, "key_id", keyID)
-	e.audit.record(ctx, by, AuditEntry{Action: AuditKeyRevoked, Account: account, Target: keyID})
+	e.audit.record(ctx, by, AuditEntry{Action: AuditKeyRevoked, Account: account, AccountCreatedMS: e.createdMS(ctx, account), Target: keyID})
 	return nil
 }
 

@@ -66,6 +66,9 @@ type AuditEntry struct {
 	Action AuditAction
 	// Account is the account the change concerns.
 	Account string
+	// AccountCreatedMS is the CreatedMS of that account when the change was made (0 for a
+	// configured one): it tells an account apart from a deleted one that had its id.
+	AccountCreatedMS int64
 	// Target names what was changed within it: the account id, a key id, "<ns>/<kind>"
 	// for a rule, "webhook", or a namespace for a counter reset.
 	Target string
@@ -179,6 +182,18 @@ type AuditPage struct {
 // fail as internal).
 func (e *Engine) Audit() *AuditLog { return &e.audit }
 
+// createdMS returns the CreatedMS of the stored account id, from the store itself (a
+// directory may lag by a poll); 0 for a configured account or one the store does not have.
+func (e *Engine) createdMS(ctx context.Context, id string) int64 {
+	if _, ok := e.configAccount(id); ok || e.accounts == nil {
+		return 0
+	}
+	if a, ok, err := e.accounts.GetAccount(ctx, id); err == nil && ok {
+		return a.CreatedMS
+	}
+	return 0
+}
+
 // record adds a change to the log: who made it comes from by (an operator) or, without an
 // operator, from the account that made it and the key in ctx's Origin. A store that fails
 // loses nothing silently: the entry is logged at error instead.
@@ -201,8 +216,10 @@ func (l *AuditLog) record(ctx context.Context, by Actor, ent AuditEntry) {
 }
 
 // List returns a page of up to limit entries, newest first, after cursor ("" for the
-// newest): those of account, or of every account when account is "".
-func (l *AuditLog) List(ctx context.Context, account, cursor string, limit int) (AuditPage, error) {
+// newest): those of account, or of every account when account is "". With own, only the
+// entries of the account created at createdMS are listed: an account created again with
+// a deleted one's id does not read the deleted one's entries.
+func (l *AuditLog) List(ctx context.Context, account, cursor string, limit int, own bool, createdMS int64) (AuditPage, error) {
 	if l.store == nil {
 		return AuditPage{}, &Error{Code: CodeInternal, Message: "internal error", cause: errors.New("engine: no audit store")}
 	}
@@ -218,6 +235,12 @@ func (l *AuditLog) List(ctx context.Context, account, cursor string, limit int) 
 	list, err := l.store.ListAudit(ctx, account, cursor, limit+1)
 	if err != nil {
 		return AuditPage{}, unavailable(err)
+	}
+	for i, e := range list {
+		if own && e.AccountCreatedMS != createdMS {
+			list = list[:i] // newest first: every later one is of the older account too
+			break
+		}
 	}
 	if len(list) <= limit {
 		return AuditPage{Entries: list}, nil

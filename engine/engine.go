@@ -186,7 +186,7 @@ func (e *Engine) Reset(ctx context.Context, a *Account, r *ResetRequest) error {
 	if !existed {
 		return newError(CodeKeyNotFound, "no counter state for this key")
 	}
-	e.audit.record(ctx, Actor{Account: a.ID}, AuditEntry{Action: AuditCounterReset, Account: a.ID, Target: r.Namespace,
+	e.audit.record(ctx, Actor{Account: a.ID}, AuditEntry{Action: AuditCounterReset, Account: a.ID, AccountCreatedMS: a.CreatedMS, Target: r.Namespace,
 		Details: map[string]string{"key": r.Key, "algorithm": l.Algorithm.String()}})
 	return nil
 }
@@ -381,7 +381,7 @@ func (e *Engine) PutRule(ctx context.Context, a *Account, ns string, r *RuleRequ
 	if rule.Name != nil {
 		details["name"] = *rule.Name
 	}
-	e.audit.record(ctx, Actor{Account: a.ID}, AuditEntry{Action: AuditRuleSet, Account: a.ID, Target: ns + "/" + alg.Kind().String(), Details: details})
+	e.audit.record(ctx, Actor{Account: a.ID}, AuditEntry{Action: AuditRuleSet, Account: a.ID, AccountCreatedMS: a.CreatedMS, Target: ns + "/" + alg.Kind().String(), Details: details})
 	return NamespaceRule{Namespace: ns, Rule: rule}, created, nil
 }
 
@@ -416,7 +416,7 @@ func (e *Engine) DeleteRule(ctx context.Context, a *Account, ns string, kind Rul
 		return false, unavailable(err)
 	}
 	if deleted {
-		e.audit.record(ctx, Actor{Account: a.ID}, AuditEntry{Action: AuditRuleDeleted, Account: a.ID, Target: ns + "/" + kind.String()})
+		e.audit.record(ctx, Actor{Account: a.ID}, AuditEntry{Action: AuditRuleDeleted, Account: a.ID, AccountCreatedMS: a.CreatedMS, Target: ns + "/" + kind.String()})
 	}
 	return deleted, nil
 }

@@ -120,7 +120,7 @@ func (e *Engine) PutWebhook(ctx context.Context, a *Account, rawURL string) (Web
 	if pu, err := url.Parse(u); err == nil {
 		host = pu.Host // never the path or query: they may carry the receiver's token
 	}
-	e.audit.record(ctx, Actor{Account: a.ID}, AuditEntry{Action: AuditWebhookSet, Account: a.ID, Target: "webhook",
+	e.audit.record(ctx, Actor{Account: a.ID}, AuditEntry{Action: AuditWebhookSet, Account: a.ID, AccountCreatedMS: a.CreatedMS, Target: "webhook",
 		Details: map[string]string{"host": host}})
 	return w, nil
 }
@@ -133,7 +133,7 @@ func (e *Engine) DeleteWebhook(ctx context.Context, a *Account) error {
 		return unavailable(err)
 	}
 	if deleted {
-		e.audit.record(ctx, Actor{Account: a.ID}, AuditEntry{Action: AuditWebhookDeleted, Account: a.ID, Target: "webhook"})
+		e.audit.record(ctx, Actor{Account: a.ID}, AuditEntry{Action: AuditWebhookDeleted, Account: a.ID, AccountCreatedMS: a.CreatedMS, Target: "webhook"})
 	}
 	return nil
 }

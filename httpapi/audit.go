@@ -39,9 +39,10 @@ type auditPage struct {
 	NextCursor *string          `json:"next_cursor"`
 }
 
-// audit answers a page of account's entries ("" every account), with the query's
-// limit and cursor; extra names the other query parameter the route takes, if any.
-func (a *API) audit(x *exchange, account string, extra ...string) {
+// audit answers a page of account's entries ("" every account), with the query's limit
+// and cursor; own is the account's own log (x.acct's). extra names the other query
+// parameter the route takes, if any.
+func (a *API) audit(x *exchange, account string, own bool, extra ...string) {
 	q, err := query(x, append([]string{"limit", "cursor"}, extra...)...)
 	if err != nil {
 		a.engineError(x, err)
@@ -63,7 +64,11 @@ func (a *API) audit(x *exchange, account string, extra ...string) {
 		}
 		limit = n
 	}
-	page, err := a.eng.Audit().List(x.r.Context(), account, q["cursor"], limit)
+	var created int64
+	if own {
+		created = x.acct.CreatedMS
+	}
+	page, err := a.eng.Audit().List(x.r.Context(), account, q["cursor"], limit, own, created)
 	if err != nil {
 		a.engineError(x, err)
 		return
@@ -88,7 +93,8 @@ func (a *API) audit(x *exchange, account string, extra ...string) {
 }
 
 // adminAudit serves GET /v1/admin/audit?account=A&limit=N&cursor=C.
-func (a *API) adminAudit(x *exchange) { a.audit(x, "", "account") }
+func (a *API) adminAudit(x *exchange) { a.audit(x, "", false, "account") }
 
-// ownAudit serves GET /v1/audit?limit=N&cursor=C: the calling account's entries.
-func (a *API) ownAudit(x *exchange) { a.audit(x, x.acct.ID) }
+// ownAudit serves GET /v1/audit?limit=N&cursor=C: the calling account's entries, not
+// those of a deleted account that had its id.
+func (a *API) ownAudit(x *exchange) { a.audit(x, x.acct.ID, true) }

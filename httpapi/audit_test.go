@@ -145,4 +145,20 @@ func TestAuditLogAnswersWhoDidEachChange(t *testing.T) {
 	if got := do(opIP, "GET", "/v1/admin/audit?account=nobody", keyOperator, "", 200); len(got["entries"].([]any)) != 0 || got["next_cursor"] != nil {
 		t.Errorf("an account without entries: %v", got)
 	}
+
+	// An account created again with a deleted one's id reads only its own entries; the
+	// operator still reads them all.
+	do(opIP, "DELETE", "/v1/admin/accounts/acme", keyOperator, "", 204)
+	do(opIP, "POST", "/v1/admin/accounts", keyOperator, `{"id":"acme","plan":"free"}`, 201)
+	again := do(opIP, "POST", "/v1/admin/accounts/acme/keys", keyOperator, "", 201)["key"].(string)
+	if got := auditLines(do(tenantIP, "GET", "/v1/audit", again, "", 200)); len(got) != 2 ||
+		!strings.Contains(got[0], "key.issued") || !strings.Contains(got[1], "account.created") {
+		t.Errorf("the new acme's own log:\n%s", strings.Join(got, "\n"))
+	}
+	if got := auditLines(do(tenantIP, "GET", "/v1/audit?cursor=0000000000001-0000000000000000", again, "", 200)); len(got) != 0 {
+		t.Errorf("a crafted cursor reads the deleted acme's entries:\n%s", strings.Join(got, "\n"))
+	}
+	if got := auditLines(do(opIP, "GET", "/v1/admin/audit?account=acme", keyOperator, "", 200)); len(got) != len(want)+3 {
+		t.Errorf("the operator's log of both acmes has %d entries, want %d", len(got), len(want)+3)
+	}
 }

@@ -30,6 +30,7 @@ func (k keys) auditAccount(id string) string { return k.auditTag() + ":acct:" + 
 type auditJSON struct {
 	Operator  string            `json:"op,omitempty"`
 	Account   string            `json:"acct"`
+	Created   int64             `json:"gen,omitempty"`
 	ByAccount string            `json:"by,omitempty"`
 	KeyID     string            `json:"kid,omitempty"`
 	Action    string            `json:"act"`
@@ -46,7 +47,7 @@ func (s *Store) AppendAudit(ctx context.Context, e engine.AuditEntry) (engine.Au
 	if err := e.Validate(); err != nil {
 		return engine.AuditEntry{}, err
 	}
-	rec, err := json.Marshal(auditJSON{Operator: e.Operator, Account: e.Account, ByAccount: e.ActorAccount, KeyID: e.KeyID,
+	rec, err := json.Marshal(auditJSON{Operator: e.Operator, Account: e.Account, Created: e.AccountCreatedMS, ByAccount: e.ActorAccount, KeyID: e.KeyID,
 		Action: string(e.Action), Target: e.Target, Details: e.Details, Client: e.Client, RequestID: e.RequestID})
 	if err != nil {
 		return engine.AuditEntry{}, fmt.Errorf("redisstore: encode audit entry: %w", err)
@@ -105,7 +106,7 @@ func (s *Store) ListAudit(ctx context.Context, account, before string, limit int
 		}
 		id := m[:engine.AuditIDLen]
 		out = append(out, engine.AuditEntry{ID: id, TimeMS: auditTime(id), Operator: j.Operator, ActorAccount: j.ByAccount,
-			KeyID: j.KeyID, Action: engine.AuditAction(j.Action), Account: j.Account, Target: j.Target, Details: j.Details,
+			KeyID: j.KeyID, Action: engine.AuditAction(j.Action), Account: j.Account, AccountCreatedMS: j.Created, Target: j.Target, Details: j.Details,
 			Client: j.Client, RequestID: j.RequestID})
 	}
 	return out, nil

@@ -61,7 +61,7 @@ func ofAccounts(l []engine.AuditEntry, accounts ...string) []engine.AuditEntry {
 func auditTests() []subtest {
 	return []subtest{
 		{"AppendAndList", func(h *harness) {
-			first := h.appendAudit(engine.AuditEntry{Operator: "ops", Action: engine.AuditAccountCreated, Account: h.a, Target: h.a,
+			first := h.appendAudit(engine.AuditEntry{Operator: "ops", Action: engine.AuditAccountCreated, Account: h.a, AccountCreatedMS: baseMS - 7, Target: h.a,
 				Details: map[string]string{"plan": "pro"}, Client: "198.51.100.7", RequestID: "req-1"})
 			if first.TimeMS != baseMS || !engine.ValidAuditCursor(first.ID) || !strings.HasPrefix(first.ID, fmt.Sprintf("%013d-", baseMS)) {
 				t := first
