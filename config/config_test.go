@@ -5,11 +5,9 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"log/slog"
-	"net/netip"
 	"os"
 	"path/filepath"
 	"reflect"
-	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -235,8 +233,6 @@ func TestBadInput(t *testing.T) {
 		{"tls half", []string{"http: {tls: {cert_file: c.pem}}\n"}, nil, []string{"http.tls: cert_file and key_file"}},
 		{"zero header timeout", []string{"http: {read_header_timeout: 0}\n"}, nil, []string{"http.read_header_timeout: must be more than 0"}},
 		{"negative idle timeout", nil, []string{"LEASH_HTTP_IDLE_TIMEOUT=-1s"}, []string{"http.idle_timeout: must be more than 0"}},
-		{"bad trusted proxy", []string{"http: {trusted_proxies: ['10.0.0.0/8', '10.0.0.0/33']}\n"}, nil, []string{"http.trusted_proxies[1]: \"10.0.0.0/33\" is not a CIDR"}},
-		{"trusted proxy name", nil, []string{"LEASH_HTTP_TRUSTED_PROXIES=ingress.local"}, []string{"http.trusted_proxies[0]: \"ingress.local\" is not a CIDR"}},
 		{"read below header timeout", []string{"http: {read_header_timeout: 5s, read_timeout: 1s}\n"}, nil, []string{"http.read_timeout: must be at least http.read_header_timeout"}},
 		{"bad account id", []string{"accounts: [{id: Acme, plan: pro}]\n"}, nil, []string{"accounts[0].id:", "must match"}},
 		{"missing account id", []string{"accounts: [{plan: pro}]\n"}, nil, []string{"accounts[0].id: is required"}},
@@ -628,22 +624,5 @@ operators:
 	}
 	if p, ok := d.Plans()["gold"]; !ok || p.MonthlyQuota != 7 {
 		t.Errorf("the directory's plans lack the configured one: %+v", d.Plans())
-	}
-}
-
-// TestTrustedProxies: http.trusted_proxies takes CIDRs and single addresses, from a file or
-// the environment, and none by default.
-func TestTrustedProxies(t *testing.T) {
-	if got := mustLoad(t, nil).HTTP.Proxies(); len(got) != 0 {
-		t.Fatalf("default trusted proxies %v, want none", got)
-	}
-	c := mustLoad(t, nil, "http: {trusted_proxies: ['10.0.0.0/8', '192.0.2.7', 'fd00::/8']}\n")
-	want := []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8"), netip.MustParsePrefix("192.0.2.7/32"), netip.MustParsePrefix("fd00::/8")}
-	if got := c.HTTP.Proxies(); !slices.Equal(got, want) {
-		t.Fatalf("Proxies() = %v, want %v", got, want)
-	}
-	c = mustLoad(t, []string{"LEASH_HTTP_TRUSTED_PROXIES=127.0.0.1/32,::1"})
-	if got := c.HTTP.Proxies(); len(got) != 2 || got[1] != netip.MustParsePrefix("::1/128") {
-		t.Fatalf("from the environment: %v", got)
 	}
 }

@@ -110,13 +110,13 @@ type Engine struct {
 	flushInterval time.Duration
 	log           *slog.Logger
 	webhooks      WebhookOptions
+	audit         AuditLog
 	observer      Observer
 	cache         *overLimitCache   // nil when off
 	clock         storeClock        // the store's clock between operations, for cached answers
 	accounts      AccountStore      // nil: configured accounts only
 	acct          accountState      // the accounts last loaded from it
 	onAdmin       func(AdminAction) // OnAdminChange
-	audit         AuditLog
 }
 
 // New returns an engine over the store roles serving the accounts of dir; every role is
@@ -133,8 +133,9 @@ func New(store Roles, dir *Directory, opts Options) *Engine {
 	}
 	e := &Engine{store: store, tally: newUsageTally(), flushInterval: opts.FlushInterval, log: opts.Logger, webhooks: opts.Webhooks,
 		cache: newOverLimitCache(opts.LocalCacheMaxEntries), clock: storeClock{start: time.Now()}, observer: opts.Observer,
-		accounts: opts.Accounts, onAdmin: opts.OnAdminChange, audit: AuditLog{store: opts.Audit, log: opts.Logger}}
+		accounts: opts.Accounts, onAdmin: opts.OnAdminChange}
 	e.directory.Store(dir)
+	e.audit = AuditLog{store: opts.Audit, log: opts.Logger}
 	return e
 }
 

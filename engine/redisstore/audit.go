@@ -3,6 +3,7 @@ package redisstore
 import (
 	"context"
 	"crypto/rand"
+	_ "embed"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
@@ -18,6 +19,13 @@ import (
 // append.
 
 var _ engine.AuditStore = (*Store)(nil)
+
+//go:embed lua/audit.lua
+var luaAudit string
+
+// auditScript is the audit log's one script. A Script only caches its SHA, the same for
+// every Store, so the stores share it; Redis loads it on first use (EVAL after NOSCRIPT).
+var auditScript = newScript(luaPrelude + luaAudit)
 
 // auditTag is "{P:audit}".
 func (k keys) auditTag() string { return "{" + k.prefix + ":audit}" }
@@ -54,7 +62,7 @@ func (s *Store) AppendAudit(ctx context.Context, e engine.AuditEntry) (engine.Au
 	}
 	b := make([]byte, 4)
 	_, _ = rand.Read(b)
-	cmd, err := s.eval(s.opCtx(ctx), s.scripts.audit, []string{s.keys.auditAll(), s.keys.auditAccount(e.Account)},
+	cmd, err := s.eval(s.opCtx(ctx), auditScript, []string{s.keys.auditAll(), s.keys.auditAccount(e.Account)},
 		s.nowArg(), "append", retentionArg(), hex.EncodeToString(b), rec, engine.MaxAuditEntries, engine.MaxAuditPerAccount)
 	if err != nil {
 		return engine.AuditEntry{}, err
@@ -86,7 +94,7 @@ func (s *Store) ListAudit(ctx context.Context, account, before string, limit int
 	if limit < 1 {
 		return nil, fmt.Errorf("%w: audit page of %d", engine.ErrInvalidArgument, limit)
 	}
-	cmd, err := s.eval(s.opCtx(ctx), s.scripts.audit, []string{key}, s.nowArg(), "list", retentionArg(), before, limit)
+	cmd, err := s.eval(s.opCtx(ctx), auditScript, []string{key}, s.nowArg(), "list", retentionArg(), before, limit)
 	if err != nil {
 		return nil, err
 	}

@@ -66,8 +66,6 @@ var (
 	luaRulesNamespaces string
 	//go:embed lua/leases_held.lua
 	luaLeasesHeld string
-	//go:embed lua/audit.lua
-	luaAudit string
 )
 
 // script is a Lua script with its source (for EVAL when Redis answers NOSCRIPT) and, for a
@@ -93,7 +91,7 @@ type scriptSet struct {
 	resetLog, reserve, spend, spendAll, reset, acquire, release, renew, rulesGet, rulesPut, rulesDel, usageAdd *script
 	outboxEnqueue, outboxClaim, outboxAck, outboxRetry                                                         *script
 	demandReport, demandDrop                                                                                   *script
-	accounts, rulesNamespaces, leasesHeld, audit                                                               *script
+	accounts, rulesNamespaces, leasesHeld                                                                      *script
 }
 
 func newScriptSet() *scriptSet {
@@ -129,13 +127,12 @@ func newScriptSet() *scriptSet {
 		accounts:        newScript(luaPrelude + luaAccounts),
 		rulesNamespaces: newScript(luaRulesNamespaces),
 		leasesHeld:      newScript(luaPrelude + luaLeasesHeld),
-		audit:           newScript(luaPrelude + luaAudit),
 	}
 }
 
 func (s *scriptSet) all() []*script {
 	return []*script{s.resetLog, s.reserve, s.spend, s.spendAll, s.reset, s.acquire, s.release, s.renew, s.rulesGet, s.rulesPut, s.rulesDel, s.usageAdd,
-		s.outboxEnqueue, s.outboxClaim, s.outboxAck, s.outboxRetry, s.demandReport, s.demandDrop, s.accounts, s.rulesNamespaces, s.leasesHeld, s.audit}
+		s.outboxEnqueue, s.outboxClaim, s.outboxAck, s.outboxRetry, s.demandReport, s.demandDrop, s.accounts, s.rulesNamespaces, s.leasesHeld}
 }
 
 // isNoScript reports Redis's answer to an EVALSHA of a script it does not have.
