@@ -52,6 +52,8 @@ const Usage = `  leash limit NAMESPACE KEY [--algorithm A] [--limit N] [--window
   leash admin keys issue ACCOUNT [--name NAME]
   leash admin keys list ACCOUNT
   leash admin keys revoke ACCOUNT KEY_ID
+  leash audit [--limit N] [--cursor C]      the account's audit log: who changed what
+  leash admin audit [--account ID] [--limit N] [--cursor C]
     every verb takes --url URL ($LEASH_URL, default http://localhost:8080),
     --key KEY ($LEASH_API_KEY; admin: $LEASH_OPERATOR_KEY), --json (the API's JSON instead
     of text), --timeout D (10s); flags may come before or after the arguments;
@@ -61,7 +63,7 @@ const Usage = `  leash limit NAMESPACE KEY [--algorithm A] [--limit N] [--window
 // Handles reports whether name is one of the verbs Run serves.
 func Handles(name string) bool {
 	switch name {
-	case "limit", "reset", "lease", "rules", "stats", "webhook", "keys", "admin":
+	case "limit", "reset", "lease", "rules", "stats", "webhook", "keys", "admin", "audit":
 		return true
 	}
 	return false
@@ -160,6 +162,9 @@ func (c *command) subverb(rest []string) (left []string, code int, done bool) {
 			return nil, c.usage("%s needs a subcommand", c.verb), true
 		}
 		c.verb, rest = c.verb+" "+rest[0], rest[1:]
+		if _, ok := verbs[c.verb]; ok {
+			break // a verb of one word in its group (admin audit)
+		}
 	}
 	return rest, 0, false
 }
@@ -220,6 +225,7 @@ type flags struct {
 	name      string
 	plan      string
 	cursor    string
+	account   string
 	overrides overrideFlag
 	set       map[string]bool // the flags given
 	opts      []client.Option // the check and lease flags given, as client options

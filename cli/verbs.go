@@ -90,6 +90,7 @@ func init() {
 			"webhook test", "queue a test delivery to the webhook (POST /v1/webhook/test)"},
 	}
 	addAccountVerbs()
+	addAuditVerbs()
 }
 
 func runLimit(ctx context.Context, c *command, a []string, f *flags) int {

@@ -64,8 +64,10 @@ type PlanLimits struct {
 
 // OwnAccount is the calling account (GET /v1/account).
 type OwnAccount struct {
-	ID         string     `json:"id"`
-	Plan       string     `json:"plan"`
+	ID   string `json:"id"`
+	Plan string `json:"plan"`
+	// Suspended is true while an operator has the account suspended (spec §15.6).
+	Suspended  bool       `json:"suspended"`
 	PlanLimits PlanLimits `json:"plan_limits"`
 }
 

@@ -30,6 +30,8 @@
 //     (decisions use one more per node, docs/redis.md "Connections").
 //   - http.read_header_timeout / read_timeout / write_timeout / idle_timeout (default
 //     5s / 30s / 30s / 120s): the /v1 listener's bounds on slow and idle clients.
+//   - http.trusted_proxies (default none): CIDRs of the proxies whose forwarded headers
+//     name the client (spec §15.7).
 //
 // Plans (spec §2.3): a plan named like a built-in one (free, pro, scale)
 // merges field by field over it; an absent hard_cap inherits the built-in value and
@@ -43,6 +45,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"net/netip"
 	"os"
 	"slices"
 	"strconv"
@@ -130,6 +133,37 @@ type HTTP struct {
 	// IdleTimeout bounds how long a keep-alive connection waits for its next request
 	// (default 120s).
 	IdleTimeout time.Duration `mapstructure:"idle_timeout"`
+	// TrustedProxies are the CIDRs (or single addresses) of the proxies whose
+	// X-Forwarded-For or Forwarded header names the client (spec §15.7); default none.
+	TrustedProxies []string `mapstructure:"trusted_proxies"`
+}
+
+// Proxies returns TrustedProxies parsed, a single address as a prefix of its full length;
+// entries that do not parse (Load refuses them) are left out.
+func (h *HTTP) Proxies() []netip.Prefix {
+	var out []netip.Prefix
+	for _, s := range h.TrustedProxies {
+		if p, ok := parseProxy(s); ok {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// parseProxy parses a CIDR or a single IP address, IPv4-mapped IPv6 as IPv4.
+func parseProxy(s string) (netip.Prefix, bool) {
+	if p, err := netip.ParsePrefix(s); err == nil {
+		if p.Addr().Is4In6() && p.Bits() >= 96 {
+			p = netip.PrefixFrom(p.Addr().Unmap(), p.Bits()-96)
+		}
+		return p.Masked(), true
+	}
+	a, err := netip.ParseAddr(s)
+	if err != nil || a.Zone() != "" {
+		return netip.Prefix{}, false
+	}
+	a = a.Unmap()
+	return netip.PrefixFrom(a, a.BitLen()), true
 }
 
 // Console configures the web console served at /console/ on the HTTP listener.
@@ -565,6 +599,7 @@ func normalise(c *Config) {
 	nilIfEmpty(&c.Store.Redis.Sentinel.Addrs)
 	nilIfEmpty(&c.Envoy.ConfigPaths)
 	nilIfEmpty(&c.Metrics.Namespaces)
+	nilIfEmpty(&c.HTTP.TrustedProxies)
 	if len(c.Accounts) == 0 {
 		c.Accounts = nil
 	}

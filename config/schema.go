@@ -66,6 +66,7 @@ func schema() *node {
 			"read_timeout":        leaf(kDuration, 30*time.Second),
 			"write_timeout":       leaf(kDuration, 30*time.Second),
 			"idle_timeout":        leaf(kDuration, 120*time.Second),
+			"trusted_proxies":     leaf(kStrings, nil),
 			"tls": object(map[string]*node{
 				"cert_file": leaf(kString, nil),
 				"key_file":  leaf(kString, nil),

@@ -284,6 +284,11 @@ func validateHTTPTimeouts(h *HTTP, errs *errList) {
 	checkPositive(errs, "http.read_timeout", h.ReadTimeout)
 	checkPositive(errs, "http.write_timeout", h.WriteTimeout)
 	checkPositive(errs, "http.idle_timeout", h.IdleTimeout)
+	for i, p := range h.TrustedProxies {
+		if _, ok := parseProxy(p); !ok {
+			errs.add(index("http.trusted_proxies", i), "%q is not a CIDR (e.g. 10.0.0.0/8) or an IP address", p)
+		}
+	}
 	if h.ReadHeaderTimeout > 0 && h.ReadTimeout > 0 && h.ReadTimeout < h.ReadHeaderTimeout {
 		errs.add("http.read_timeout", "must be at least http.read_header_timeout (%s): it bounds the whole request, headers included", h.ReadHeaderTimeout)
 	}

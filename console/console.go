@@ -6,6 +6,7 @@ package console
 
 import (
 	"embed"
+	"io"
 	"io/fs"
 	"net/http"
 	"strings"
@@ -31,9 +32,27 @@ func Assets() fs.FS {
 	return sub
 }
 
+// Errors under Prefix have the API's JSON body (spec §3.6).
+const (
+	notFoundBody  = `{"error":"no such endpoint","code":"not_found"}`
+	methodBody    = `{"error":"method not allowed on this endpoint; see the Allow header","code":"method_not_allowed"}`
+	indexFileName = "index.html"
+)
+
+// jsonError answers status with body, the API's JSON error.
+func jsonError(w http.ResponseWriter, status int, body string) {
+	h := w.Header()
+	h.Set("Content-Type", "application/json")
+	h.Del("Last-Modified")
+	w.WriteHeader(status)
+	_, _ = io.WriteString(w, body)
+}
+
 // Handler serves the console's files under Prefix; /console redirects to /console/.
+// Only files are served: a folder, a missing file or a path that is not clean is 404 in
+// JSON, never a directory listing.
 func Handler() http.Handler {
-	files := http.StripPrefix(Prefix, http.FileServerFS(Assets()))
+	fsys := Assets()
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		h := w.Header()
 		h.Set("Content-Security-Policy", CSP)
@@ -43,14 +62,33 @@ func Handler() http.Handler {
 		h.Set("Cache-Control", "no-cache")
 		if r.Method != http.MethodGet && r.Method != http.MethodHead {
 			h.Set("Allow", "GET, HEAD")
-			http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
+			jsonError(w, http.StatusMethodNotAllowed, methodBody)
 			return
 		}
 		if r.URL.Path == strings.TrimSuffix(Prefix, "/") {
 			http.Redirect(w, r, Prefix, http.StatusMovedPermanently)
 			return
 		}
-		files.ServeHTTP(w, r)
+		name, ok := strings.CutPrefix(r.URL.Path, Prefix)
+		if name == "" {
+			name = indexFileName
+		}
+		if !ok || !fs.ValidPath(name) {
+			jsonError(w, http.StatusNotFound, notFoundBody)
+			return
+		}
+		if st, err := fs.Stat(fsys, name); err != nil || !st.Mode().IsRegular() {
+			jsonError(w, http.StatusNotFound, notFoundBody)
+			return
+		}
+		f, err := fsys.Open(name)
+		if err != nil {
+			jsonError(w, http.StatusNotFound, notFoundBody)
+			return
+		}
+		defer f.Close()
+		st, _ := f.Stat()
+		http.ServeContent(w, r, name, st.ModTime(), f.(io.ReadSeeker))
 	})
 }
 

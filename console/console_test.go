@@ -3,6 +3,7 @@ package console_test
 import (
 	"bytes"
 	"compress/gzip"
+	"encoding/json"
 	"io"
 	"io/fs"
 	"net/http"
@@ -107,4 +108,45 @@ func TestAssetsStayInTheirOrigin(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// TestErrorsAreJSONAndNoListings: a path under /console/ that is not one of its files (a
+// folder included: no directory listing) is 404 with the API's JSON error body, and a
+// method other than GET or HEAD is 405 in JSON (spec §16, §3.6).
+func TestErrorsAreJSONAndNoListings(t *testing.T) {
+	h := console.Handler()
+	for _, c := range []struct {
+		method, path string
+		status       int
+		code         string
+	}{
+		{http.MethodGet, "/console/js/", 404, "not_found"},
+		{http.MethodGet, "/console/js", 404, "not_found"},
+		{http.MethodGet, "/console/nope.js", 404, "not_found"},
+		{http.MethodGet, "/console/js/../app.css", 404, "not_found"},
+		{http.MethodHead, "/console/js/", 404, "not_found"},
+		{http.MethodPost, "/console/", 405, "method_not_allowed"},
+	} {
+		res := get(t, h, c.method, c.path)
+		body, _ := io.ReadAll(res.Body)
+		if res.StatusCode != c.status || res.Header.Get("Content-Type") != "application/json" {
+			t.Errorf("%s %s: %d %q %q, want %d in JSON", c.method, c.path, res.StatusCode, res.Header.Get("Content-Type"), body, c.status)
+			continue
+		}
+		if c.method == http.MethodHead {
+			continue
+		}
+		var e struct{ Error, Code string }
+		if err := json.Unmarshal(body, &e); err != nil || e.Code != c.code || e.Error == "" {
+			t.Errorf("%s %s: body %q, want {error, code: %s}", c.method, c.path, body, c.code)
+		}
+		if bytes.Contains(body, []byte("app.js")) {
+			t.Errorf("%s %s lists the folder: %q", c.method, c.path, body)
+		}
+	}
+	for _, p := range []string{"/console/", "/console/js/app.js", "/console/app.css"} {
+		if res := get(t, h, http.MethodGet, p); res.StatusCode != 200 {
+			t.Errorf("GET %s: %d", p, res.StatusCode)
+		}
+	}
 }

@@ -76,9 +76,11 @@ type IssuedKey struct {
 }
 
 // Actor is who asks for a change: an operator, or (Operator nil) the account itself on its
-// own key routes.
+// own routes.
 type Actor struct {
 	Operator *Operator
+	// Account is the account acting on its own routes (Operator nil).
+	Account string
 }
 
 // accountState is the engine's view of the AccountStore: the last snapshot loaded.
@@ -283,6 +285,9 @@ func (e *Engine) changed(ctx context.Context, by Actor, action AdminAction, acco
 	} else {
 		args = append(args, "by_account", true)
 	}
+	if o := originOf(ctx); o.RequestID != "" {
+		args = append(args, "client", o.Client, "request_id", o.RequestID)
+	}
 	e.log.Info("accounts: change", append(args, attrs...)...)
 	if e.onAdmin != nil {
 		e.onAdmin(action)
@@ -355,6 +360,8 @@ func (e *Engine) CreateAccount(ctx context.Context, by Actor, id, plan string) (
 		return AccountInfo{}, newError(CodeAccountExists, fmt.Sprintf("account %q exists", id))
 	}
 	e.changed(ctx, by, ActionAccountCreated, id, "plan", plan)
+	e.audit.record(ctx, by, AuditEntry{Action: AuditAccountCreated, Account: id, AccountCreatedMS: got.CreatedMS, Target: id,
+		Details: map[string]string{"plan": plan}})
 	return storedInfo(got, 0), nil
 }
 
@@ -448,6 +455,17 @@ func (e *Engine) UpdateAccount(ctx context.Context, by Actor, id string, u Accou
 		what = append(what, "suspended", *u.Suspended)
 	}
 	e.changed(ctx, by, ActionAccountUpdated, id, what...)
+	if u.Plan != nil {
+		e.audit.record(ctx, by, AuditEntry{Action: AuditAccountPlanChanged, Account: id, AccountCreatedMS: a.CreatedMS, Target: id,
+			Details: map[string]string{"plan": *u.Plan}})
+	}
+	if u.Suspended != nil {
+		act := AuditAccountResumed
+		if *u.Suspended {
+			act = AuditAccountSuspended
+		}
+		e.audit.record(ctx, by, AuditEntry{Action: act, Account: id, AccountCreatedMS: a.CreatedMS, Target: id})
+	}
 	return storedInfo(a, a.Keys), nil
 }
 
@@ -464,6 +482,7 @@ func (e *Engine) DeleteAccount(ctx context.Context, by Actor, id string) error {
 	if _, ok := e.configAccount(id); ok {
 		return readOnly(id)
 	}
+	created := e.createdMS(ctx, id)
 	deleted, err := s.DeleteAccount(ctx, id)
 	if err != nil {
 		return unavailable(err)
@@ -472,6 +491,7 @@ func (e *Engine) DeleteAccount(ctx context.Context, by Actor, id string) error {
 		return notFound(id)
 	}
 	e.changed(ctx, by, ActionAccountDeleted, id)
+	e.audit.record(ctx, by, AuditEntry{Action: AuditAccountDeleted, Account: id, AccountCreatedMS: created, Target: id})
 	// The account is gone, so its webhook and rules are never used again; they are removed
 	// so that an account created with the same id does not inherit them.
 	if _, err := e.store.Webhooks.DeleteWebhook(ctx, id); err != nil {
@@ -493,6 +513,15 @@ func (e *Engine) IssueKey(ctx context.Context, by Actor, account, name string) (
 	if err := checkAccountID(account); err != nil {
 		return IssuedKey{}, err
 	}
+	if by.Operator == nil {
+		// An account issuing itself a key while suspended could keep it past a resume
+		// (spec §15.6); its operator still can.
+		if a, ok := e.directory.Load().Account(account); ok {
+			if err := Active(a); err != nil {
+				return IssuedKey{}, err
+			}
+		}
+	}
 	if err := CheckKeyName(name); err != nil {
 		return IssuedKey{}, err
 	}
@@ -510,6 +539,8 @@ func (e *Engine) IssueKey(ctx context.Context, by Actor, account, name string) (
 		return IssuedKey{}, unavailable(err)
 	}
 	e.changed(ctx, by, ActionKeyIssued, account, "key_id", k.ID)
+	e.audit.record(ctx, by, AuditEntry{Action: AuditKeyIssued, Account: account, AccountCreatedMS: e.createdMS(ctx, account), Target: k.ID,
+		Details: map[string]string{"name": name}})
 	return IssuedKey{KeyInfo: keyInfo(k), Key: key}, nil
 }
 
@@ -577,11 +608,12 @@ func (e *Engine) RevokeKey(ctx context.Context, by Actor, account, keyID string)
 		return newError(CodeAPIKeyNotFound, "no such key")
 	}
 	e.changed(ctx, by, ActionKeyRevoked, account, "key_id", keyID)
+	e.audit.record(ctx, by, AuditEntry{Action: AuditKeyRevoked, Account: account, AccountCreatedMS: e.createdMS(ctx, account), Target: keyID})
 	return nil
 }
 
-// Active refuses a suspended account's decisions, leases and rule writes with
-// account_suspended (spec §15.6).
+// Active refuses a suspended account's decisions, leases, rule writes, webhook writes and
+// tests, and the keys it would issue itself, with account_suspended (spec §15.6).
 func Active(a *Account) error {
 	if a.Suspended {
 		return newError(CodeAccountSuspended, "account "+a.ID+" is suspended")

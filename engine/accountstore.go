@@ -151,7 +151,25 @@ func CheckKeyName(name string) error {
 	if !utf8.ValidString(name) || utf8.RuneCountInString(name) > MaxKeyName || hasControl(name) {
 		return Invalid("name must be at most 64 characters of valid UTF-8 without control characters")
 	}
+	if HasBidiControl(name) {
+		return Invalid(msgBidi)
+	}
 	return nil
+}
+
+// msgBidi refuses a name with a bidirectional control.
+const msgBidi = "name must not contain Unicode bidirectional controls (U+061C, U+200E, U+200F, U+202A to U+202E, U+2066 to U+2069)"
+
+// HasBidiControl reports whether s holds a Unicode bidirectional control character, which
+// can make a name read as another where people see it (spec §3.4).
+func HasBidiControl(s string) bool {
+	for _, r := range s {
+		switch {
+		case r == 0x061c, r == 0x200e, r == 0x200f, r >= 0x202a && r <= 0x202e, r >= 0x2066 && r <= 0x2069:
+			return true
+		}
+	}
+	return false
 }
 
 func hasControl(s string) bool {

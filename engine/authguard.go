@@ -20,7 +20,8 @@ const (
 	AuthFailureBurst = 20
 	AuthFailureEvery = time.Second
 	// maxAuthAddrs bounds the addresses tracked; an address is forgotten once it could
-	// fail a whole burst again.
+	// fail a whole burst again. While the table is full, the addresses it has no room for
+	// share one overflow allowance of the same burst and rate: the guard never fails open.
 	maxAuthAddrs = 100_000
 	// sweepEvery is how often Check forgets the addresses no longer slowed, so that once
 	// an attack ends the lock-free path comes back.
@@ -36,8 +37,11 @@ const CodeTooManyAuthFailures Code = "too_many_auth_failures"
 type AuthGuard struct {
 	mu       sync.Mutex
 	addrs    map[netip.Addr]*rate.Limiter
-	tracked  atomic.Int64 // len(addrs): while 0, Check takes no lock
-	swept    time.Time    // the last sweep
+	overflow *rate.Limiter // shared by the addresses a full table has no room for
+	full     bool          // the table was full at the last failure of a new address
+	tracked  atomic.Int64  // len(addrs), plus 1 while full: while 0, Check takes no lock
+	swept    time.Time     // the last sweep
+	maxAddrs int
 	now      func() time.Time
 	burst    int
 	every    time.Duration
@@ -53,6 +57,8 @@ type AuthGuardOptions struct {
 	Every time.Duration
 	// Now is the guard's clock (time.Now).
 	Now func() time.Time
+	// MaxAddrs bounds the addresses tracked one by one (100,000).
+	MaxAddrs int
 }
 
 // NewAuthGuard returns a guard.
@@ -66,7 +72,11 @@ func NewAuthGuard(o AuthGuardOptions) *AuthGuard {
 	if o.Every <= 0 {
 		o.Every = AuthFailureEvery
 	}
-	return &AuthGuard{addrs: make(map[netip.Addr]*rate.Limiter), now: o.Now, burst: o.Burst, every: o.Every}
+	if o.MaxAddrs <= 0 {
+		o.MaxAddrs = maxAuthAddrs
+	}
+	return &AuthGuard{addrs: make(map[netip.Addr]*rate.Limiter), now: o.Now, burst: o.Burst, every: o.Every,
+		maxAddrs: o.MaxAddrs, overflow: rate.NewLimiter(rate.Every(o.Every), o.Burst)}
 }
 
 // Tracking reports whether any address is tracked: while none is, Check allows every
@@ -85,6 +95,9 @@ func (g *AuthGuard) Check(addr netip.Addr) (retryAfter int64, ok bool) {
 		g.sweep(now)
 	}
 	l := g.addrs[addr]
+	if l == nil && g.full {
+		l = g.overflow // an address the full table has no room for
+	}
 	var tokens float64
 	if l != nil {
 		tokens = l.TokensAt(now)
@@ -106,11 +119,16 @@ func (g *AuthGuard) Failed(addr netip.Addr) {
 	defer g.mu.Unlock()
 	l := g.addrs[addr]
 	if l == nil {
-		if len(g.addrs) >= maxAuthAddrs {
-			g.sweep(now)
+		if len(g.addrs) >= g.maxAddrs && now.Sub(g.swept) >= time.Second {
+			g.sweep(now) // at most once a second: a sweep reads the whole table
 		}
-		if len(g.addrs) >= maxAuthAddrs {
-			return // every tracked address is still slowed: this one goes untracked for now
+		if len(g.addrs) >= g.maxAddrs {
+			// Every tracked address is still slowed: this one counts against the
+			// allowance that every address without an entry shares until room is made.
+			g.full = true
+			g.tracked.Store(int64(len(g.addrs)) + 1)
+			g.overflow.AllowN(now, 1)
+			return
 		}
 		l = rate.NewLimiter(rate.Every(g.every), g.burst)
 		g.addrs[addr] = l
@@ -127,7 +145,14 @@ func (g *AuthGuard) sweep(now time.Time) {
 			delete(g.addrs, a)
 		}
 	}
-	g.tracked.Store(int64(len(g.addrs)))
+	if g.full && len(g.addrs) < g.maxAddrs && g.overflow.TokensAt(now) >= float64(g.burst) {
+		g.full = false // room again, and the overflow's failures have all been forgiven
+	}
+	n := int64(len(g.addrs))
+	if g.full {
+		n++
+	}
+	g.tracked.Store(n)
 }
 
 // Failures is how many failed authentications were recorded.

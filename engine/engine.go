@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"strconv"
 	"sync/atomic"
 	"time"
 
@@ -99,6 +100,8 @@ type Options struct {
 	// OnAdminChange, if set, sees every change made through the admin and key routes
 	// (metrics, spec §15.8).
 	OnAdminChange func(AdminAction)
+	// Audit, if set, keeps the audit log of changes (spec §15.10); nil records nothing.
+	Audit AuditStore
 }
 
 // Engine decides checks and leases for accounts over the roles of one store.
@@ -109,6 +112,7 @@ type Engine struct {
 	flushInterval time.Duration
 	log           *slog.Logger
 	webhooks      WebhookOptions
+	audit         AuditLog
 	observer      Observer
 	cache         *overlimit.Cache[Counter] // the hot path's denials (spec §9.13); nil when off
 	clock         storeClock                // the store's clock between operations, for cached answers
@@ -133,6 +137,7 @@ func New(store Roles, dir *Directory, opts Options) *Engine {
 		cache: overlimit.New[Counter](opts.LocalCacheMaxEntries), clock: storeClock{start: time.Now()}, observer: opts.Observer,
 		accounts: opts.Accounts, onAdmin: opts.OnAdminChange}
 	e.directory.Store(dir)
+	e.audit = AuditLog{store: opts.Audit, log: opts.Logger}
 	return e
 }
 
@@ -184,6 +189,8 @@ func (e *Engine) Reset(ctx context.Context, a *Account, r *ResetRequest) error {
 	if !existed {
 		return newError(CodeKeyNotFound, "no counter state for this key")
 	}
+	e.audit.record(ctx, Actor{Account: a.ID}, AuditEntry{Action: AuditCounterReset, Account: a.ID, AccountCreatedMS: a.CreatedMS, Target: r.Namespace,
+		Details: map[string]string{"key": r.Key, "algorithm": l.Algorithm.String()}})
 	return nil
 }
 
@@ -344,6 +351,9 @@ func (e *Engine) PutRule(ctx context.Context, a *Account, ns string, r *RuleRequ
 	if r.Name != nil && len(*r.Name) > MaxRuleName {
 		return NamespaceRule{}, false, Invalid("name must be at most 256 bytes")
 	}
+	if r.Name != nil && HasBidiControl(*r.Name) {
+		return NamespaceRule{}, false, Invalid(msgBidi)
+	}
 	if err := checkOverrideFields(r.Overrides); err != nil {
 		return NamespaceRule{}, false, err
 	}
@@ -369,6 +379,12 @@ func (e *Engine) PutRule(ctx context.Context, a *Account, ns string, r *RuleRequ
 	if err != nil {
 		return NamespaceRule{}, false, unavailable(err)
 	}
+	details := map[string]string{"algorithm": alg.String(), "limit": strconv.FormatInt(rule.Limit, 10),
+		"window_ms": strconv.FormatInt(rule.WindowMS, 10), "overrides": strconv.Itoa(overrides.Len())}
+	if rule.Name != nil {
+		details["name"] = *rule.Name
+	}
+	e.audit.record(ctx, Actor{Account: a.ID}, AuditEntry{Action: AuditRuleSet, Account: a.ID, AccountCreatedMS: a.CreatedMS, Target: ns + "/" + alg.Kind().String(), Details: details})
 	return NamespaceRule{Namespace: ns, Rule: rule}, created, nil
 }
 
@@ -401,6 +417,9 @@ func (e *Engine) DeleteRule(ctx context.Context, a *Account, ns string, kind Rul
 	deleted, err := e.store.Rules.DeleteRule(ctx, a.ID, ns, kind)
 	if err != nil {
 		return false, unavailable(err)
+	}
+	if deleted {
+		e.audit.record(ctx, Actor{Account: a.ID}, AuditEntry{Action: AuditRuleDeleted, Account: a.ID, AccountCreatedMS: a.CreatedMS, Target: ns + "/" + kind.String()})
 	}
 	return deleted, nil
 }

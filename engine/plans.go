@@ -113,7 +113,7 @@ func HashKey(apiKey string) [32]byte { return sha256.Sum256([]byte(apiKey)) }
 // Directory finds the account or operator a key belongs to. It is immutable; a config
 // reload, or a change of the accounts in the store, builds a new one.
 type Directory struct {
-	byKey     map[[32]byte]*Account
+	byKey     map[[32]byte]keyOwner
 	byID      map[string]*Account
 	accounts  []*Account
 	operators map[[32]byte]*Operator
@@ -121,6 +121,12 @@ type Directory struct {
 	// config is the configuration's part (itself when built by NewDirectory*); a merged
 	// directory keeps it so the store's accounts can be merged again.
 	config *Directory
+}
+
+// keyOwner is the account a key belongs to and the key's id (key_… or config-N).
+type keyOwner struct {
+	acct *Account
+	id   string
 }
 
 // NewDirectory checks specs (valid unique ids, no key shared by two accounts) and indexes them.
@@ -131,7 +137,7 @@ func NewDirectory(specs []AccountSpec) (*Directory, error) {
 // NewDirectoryWith is NewDirectory with operators and the plans API accounts may name. No
 // key may belong to two accounts, two operators, or an account and an operator.
 func NewDirectoryWith(specs []AccountSpec, o DirectoryOptions) (*Directory, error) {
-	d := &Directory{byKey: make(map[[32]byte]*Account), byID: make(map[string]*Account, len(specs)),
+	d := &Directory{byKey: make(map[[32]byte]keyOwner), byID: make(map[string]*Account, len(specs)),
 		operators: make(map[[32]byte]*Operator), plans: o.Plans}
 	if d.plans == nil {
 		d.plans = BuiltinPlans()
@@ -146,11 +152,11 @@ func NewDirectoryWith(specs []AccountSpec, o DirectoryOptions) (*Directory, erro
 		}
 		a := &Account{ID: s.ID, Plan: s.Plan, Source: SourceConfig, configKeys: len(s.KeyHashes)}
 		d.byID[s.ID] = a
-		for _, h := range s.KeyHashes {
+		for i, h := range s.KeyHashes {
 			if other, dup := d.byKey[h]; dup {
-				return nil, fmt.Errorf("account %q uses an API key already used by account %q", s.ID, other.ID)
+				return nil, fmt.Errorf("account %q uses an API key already used by account %q", s.ID, other.acct.ID)
 			}
-			d.byKey[h] = a
+			d.byKey[h] = keyOwner{a, fmt.Sprintf("config-%d", i+1)}
 		}
 		d.accounts = append(d.accounts, a)
 	}
@@ -165,8 +171,8 @@ func NewDirectoryWith(specs []AccountSpec, o DirectoryOptions) (*Directory, erro
 		seen[s.ID] = true
 		op := &Operator{ID: s.ID}
 		for _, h := range s.KeyHashes {
-			if a, dup := d.byKey[h]; dup {
-				return nil, fmt.Errorf("operator %q uses an API key already used by account %q", s.ID, a.ID)
+			if o, dup := d.byKey[h]; dup {
+				return nil, fmt.Errorf("operator %q uses an API key already used by account %q", s.ID, o.acct.ID)
 			}
 			if other, dup := d.operators[h]; dup {
 				return nil, fmt.Errorf("operator %q uses a key already used by operator %q", s.ID, other.ID)
@@ -179,8 +185,14 @@ func NewDirectoryWith(specs []AccountSpec, o DirectoryOptions) (*Directory, erro
 
 // Lookup returns the account that owns apiKey.
 func (d *Directory) Lookup(apiKey string) (*Account, bool) {
-	a, ok := d.byKey[HashKey(apiKey)]
-	return a, ok
+	o, ok := d.byKey[HashKey(apiKey)]
+	return o.acct, ok
+}
+
+// LookupKey returns the account that owns apiKey and the key's id.
+func (d *Directory) LookupKey(apiKey string) (a *Account, keyID string, ok bool) {
+	o, ok := d.byKey[HashKey(apiKey)]
+	return o.acct, o.id, ok
 }
 
 // LookupOperator returns the operator that owns key.
@@ -208,7 +220,7 @@ func (d *Directory) Plans() map[string]Plan { return d.plans }
 // unknownPlan; a key whose hash some other key has is left out.
 func (d *Directory) merge(snap *AccountsSnapshot) (m *Directory, conflicts, unknownPlan []string) {
 	c := d.config
-	m = &Directory{byKey: make(map[[32]byte]*Account, len(c.byKey)+len(snap.Keys)),
+	m = &Directory{byKey: make(map[[32]byte]keyOwner, len(c.byKey)+len(snap.Keys)),
 		byID: make(map[string]*Account, len(c.byID)+len(snap.Accounts)), operators: c.operators, plans: c.plans, config: c}
 	maps.Copy(m.byKey, c.byKey)
 	maps.Copy(m.byID, c.byID)
@@ -238,7 +250,7 @@ func (d *Directory) merge(snap *AccountsSnapshot) (m *Directory, conflicts, unkn
 		if _, dup := c.operators[k.Hash]; dup {
 			continue
 		}
-		m.byKey[k.Hash] = a
+		m.byKey[k.Hash] = keyOwner{a, k.ID}
 	}
 	return m, conflicts, unknownPlan
 }

@@ -6,6 +6,7 @@ import (
 	"encoding/base64"
 	"encoding/hex"
 	"errors"
+	"net/url"
 	"strconv"
 	"time"
 )
@@ -92,6 +93,9 @@ func (e *Engine) PutWebhook(ctx context.Context, a *Account, rawURL string) (Web
 	if err := WebhooksAllowed(a); err != nil {
 		return Webhook{}, err
 	}
+	if err := Active(a); err != nil {
+		return Webhook{}, err
+	}
 	if e.webhooks.Screen == nil {
 		return Webhook{}, errNoScreen
 	}
@@ -112,14 +116,24 @@ func (e *Engine) PutWebhook(ctx context.Context, a *Account, rawURL string) (Web
 	if err := e.store.Webhooks.PutWebhook(ctx, a.ID, w); err != nil {
 		return Webhook{}, unavailable(err)
 	}
+	host := ""
+	if pu, err := url.Parse(u); err == nil {
+		host = pu.Host // never the path or query: they may carry the receiver's token
+	}
+	e.audit.record(ctx, Actor{Account: a.ID}, AuditEntry{Action: AuditWebhookSet, Account: a.ID, AccountCreatedMS: a.CreatedMS, Target: "webhook",
+		Details: map[string]string{"host": host}})
 	return w, nil
 }
 
 // DeleteWebhook removes the account's webhook; removing none is not an error. Events
 // still waiting for it are dropped when their delivery finds no webhook.
 func (e *Engine) DeleteWebhook(ctx context.Context, a *Account) error {
-	if _, err := e.store.Webhooks.DeleteWebhook(ctx, a.ID); err != nil {
+	deleted, err := e.store.Webhooks.DeleteWebhook(ctx, a.ID)
+	if err != nil {
 		return unavailable(err)
+	}
+	if deleted {
+		e.audit.record(ctx, Actor{Account: a.ID}, AuditEntry{Action: AuditWebhookDeleted, Account: a.ID, AccountCreatedMS: a.CreatedMS, Target: "webhook"})
 	}
 	return nil
 }
@@ -128,6 +142,9 @@ func (e *Engine) DeleteWebhook(ctx context.Context, a *Account) error {
 func (e *Engine) TestWebhook(ctx context.Context, a *Account) (string, error) {
 	if err := WebhooksAllowed(a); err != nil {
 		return "", err
+	}
+	if err := Active(a); err != nil {
+		return "", err // a test delivery is an outbound request made for the account
 	}
 	if _, ok, err := e.store.Webhooks.Webhook(ctx, a.ID); err != nil {
 		return "", unavailable(err)

@@ -19,22 +19,24 @@ const DefaultAccountsPage = 100
 
 func accountRoutes() []route {
 	return []route{
-		{Route: Route{http.MethodPost, "/v1/admin/accounts"}, operator: true, body: requiredBody, serve: (*API).createAccount},
+		{Route: Route{http.MethodPost, "/v1/admin/accounts"}, operator: true, body: requiredBody, audited: true, serve: (*API).createAccount},
 		{Route: Route{http.MethodGet, "/v1/admin/accounts"}, operator: true, serve: (*API).listAccounts},
 		{Route: Route{http.MethodGet, "/v1/admin/accounts/{id}"}, operator: true, serve: (*API).getAccount},
-		{Route: Route{http.MethodPatch, "/v1/admin/accounts/{id}"}, operator: true, body: requiredBody, serve: (*API).patchAccount},
-		{Route: Route{http.MethodDelete, "/v1/admin/accounts/{id}"}, operator: true, serve: (*API).deleteAccount},
-		{Route: Route{http.MethodPost, "/v1/admin/accounts/{id}/keys"}, operator: true, body: optionalBody, serve: (*API).adminIssueKey},
+		{Route: Route{http.MethodPatch, "/v1/admin/accounts/{id}"}, operator: true, body: requiredBody, audited: true, serve: (*API).patchAccount},
+		{Route: Route{http.MethodDelete, "/v1/admin/accounts/{id}"}, operator: true, audited: true, serve: (*API).deleteAccount},
+		{Route: Route{http.MethodPost, "/v1/admin/accounts/{id}/keys"}, operator: true, body: optionalBody, audited: true, serve: (*API).adminIssueKey},
 		{Route: Route{http.MethodGet, "/v1/admin/accounts/{id}/keys"}, operator: true, serve: (*API).adminListKeys},
-		{Route: Route{http.MethodDelete, "/v1/admin/accounts/{id}/keys/{key_id}"}, operator: true, serve: (*API).adminRevokeKey},
+		{Route: Route{http.MethodDelete, "/v1/admin/accounts/{id}/keys/{key_id}"}, operator: true, audited: true, serve: (*API).adminRevokeKey},
 		{Route: Route{http.MethodGet, "/v1/account"}, serve: (*API).ownAccount},
 		{Route: Route{http.MethodGet, "/v1/keys"}, serve: (*API).ownKeys},
-		{Route: Route{http.MethodPost, "/v1/keys"}, body: optionalBody, serve: (*API).ownIssueKey},
-		{Route: Route{http.MethodDelete, "/v1/keys/{key_id}"}, serve: (*API).ownRevokeKey},
+		{Route: Route{http.MethodPost, "/v1/keys"}, body: optionalBody, audited: true, serve: (*API).ownIssueKey},
+		{Route: Route{http.MethodDelete, "/v1/keys/{key_id}"}, audited: true, serve: (*API).ownRevokeKey},
 		{Route: Route{http.MethodGet, "/v1/usage"}, serve: (*API).ownUsage},
 		{Route: Route{http.MethodGet, "/v1/admin/accounts/{id}/usage"}, operator: true, serve: (*API).adminUsage},
 		{Route: Route{http.MethodGet, "/v1/namespaces"}, serve: (*API).listNamespaces},
 		{Route: Route{http.MethodGet, "/v1/namespaces/{ns}/leases"}, serve: (*API).listLeases},
+		{Route: Route{http.MethodGet, "/v1/admin/audit"}, operator: true, serve: (*API).adminAudit},
+		{Route: Route{http.MethodGet, "/v1/audit"}, serve: (*API).ownAudit},
 	}
 }
 
@@ -122,7 +124,12 @@ func keyOf(k engine.KeyInfo) keyReply {
 }
 
 // actor is who makes a change: the operator of an operator route, else the account itself.
-func (x *exchange) actor() engine.Actor { return engine.Actor{Operator: x.op} }
+func (x *exchange) actor() engine.Actor {
+	if x.acct != nil {
+		return engine.Actor{Account: x.acct.ID}
+	}
+	return engine.Actor{Operator: x.op}
+}
 
 // noContent answers 204 with the request id.
 func (a *API) noContent(x *exchange) {
@@ -315,7 +322,7 @@ type planLimits struct {
 	HardCap         *int64   `json:"hard_cap"`
 }
 
-// ownAccount serves GET /v1/account: {id, plan, plan_limits}.
+// ownAccount serves GET /v1/account: {id, plan, suspended, plan_limits}.
 func (a *API) ownAccount(x *exchange) {
 	p := &x.acct.Plan
 	lim := planLimits{Algorithms: []string{}, ConcurrentLimit: p.ConcurrentLimit, Webhooks: p.Webhooks,
@@ -328,8 +335,9 @@ func (a *API) ownAccount(x *exchange) {
 	a.reply(x, http.StatusOK, &struct {
 		ID         string     `json:"id"`
 		Plan       string     `json:"plan"`
+		Suspended  bool       `json:"suspended"`
 		PlanLimits planLimits `json:"plan_limits"`
-	}{x.acct.ID, p.Name, lim})
+	}{x.acct.ID, p.Name, x.acct.Suspended, lim})
 }
 
 // usageJSON is the body of GET /v1/usage and GET /v1/admin/accounts/{id}/usage.

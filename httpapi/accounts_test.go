@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"net/netip"
 	"strings"
 	"testing"
 	"time"
@@ -37,6 +38,12 @@ func newAdminEnv(t *testing.T) *adminEnv {
 // newAdminEnvAt is newAdminEnv whose AuthGuard reads now (nil: the system clock).
 func newAdminEnvAt(t *testing.T, now func() time.Time) *adminEnv {
 	t.Helper()
+	return newAdminEnvWith(t, now, nil)
+}
+
+// newAdminEnvWith is newAdminEnvAt whose API trusts the proxies at proxies.
+func newAdminEnvWith(t *testing.T, now func() time.Time, proxies []netip.Prefix) *adminEnv {
+	t.Helper()
 	s := memstore.New(memstore.Options{})
 	t.Cleanup(func() { s.Close() })
 	dir, err := engine.NewDirectoryWith([]engine.AccountSpec{{ID: "cfg", Plan: engine.BuiltinPlans()["pro"], KeyHashes: [][32]byte{engine.HashKey(keyConfig)}}},
@@ -45,17 +52,23 @@ func newAdminEnvAt(t *testing.T, now func() time.Time) *adminEnv {
 		t.Fatal(err)
 	}
 	log := slog.New(slog.DiscardHandler)
-	eng := engine.New(engine.RolesOf(s), dir, engine.Options{Accounts: s, Logger: log})
+	eng := engine.New(engine.RolesOf(s), dir, engine.Options{Accounts: s, Audit: s, Logger: log})
 	if err := eng.LoadAccounts(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	g := engine.NewAuthGuard(engine.AuthGuardOptions{Now: now})
-	return &adminEnv{t: t, api: httpapi.New(httpapi.Options{Engine: eng, Logger: log, AuthGuard: g}), eng: eng, guard: g}
+	return &adminEnv{t: t, api: httpapi.New(httpapi.Options{Engine: eng, Logger: log, AuthGuard: g, TrustedProxies: proxies}), eng: eng, guard: g}
 }
 
 // call sends one request from the client address from ("" is httptest's) and returns the
 // status and the decoded body.
 func (e *adminEnv) call(from, method, path, key, body string) (int, map[string]any, http.Header) {
+	e.t.Helper()
+	return e.callWith(from, nil, method, path, key, body)
+}
+
+// callWith is call with the request headers hdr added.
+func (e *adminEnv) callWith(from string, hdr http.Header, method, path, key, body string) (int, map[string]any, http.Header) {
 	e.t.Helper()
 	var r io.Reader
 	if body != "" {
@@ -67,6 +80,9 @@ func (e *adminEnv) call(from, method, path, key, body string) (int, map[string]a
 	}
 	if key != "" {
 		req.Header.Set("Authorization", "Bearer "+key)
+	}
+	for k, v := range hdr {
+		req.Header[k] = v
 	}
 	rec := httptest.NewRecorder()
 	e.api.ServeHTTP(rec, req)
@@ -336,4 +352,82 @@ func TestAccountReads(t *testing.T) {
 	if got := e.expect("GET", "/v1/namespaces/quiet/rules", key, "", 200, ""); len(got["rules"].([]any)) != 0 {
 		t.Errorf("a re-created account's rules: %v", got)
 	}
+}
+
+// A suspended account cannot issue itself keys, set or test a webhook or change rules;
+// it can still read, revoke its keys and remove its webhook, and GET /v1/account says it
+// is suspended (spec §15.6).
+func TestSuspendedAccountCannotChangeItself(t *testing.T) {
+	e := newAdminEnv(t)
+	e.expect("POST", "/v1/admin/accounts", keyOperator, `{"id":"acme","plan":"pro"}`, 201, "")
+	k := e.expect("POST", "/v1/admin/accounts/acme/keys", keyOperator, "", 201, "")
+	key := k["key"].(string)
+	spare := e.expect("POST", "/v1/keys", key, `{"name":"spare"}`, 201, "")
+	if own := e.expect("GET", "/v1/account", key, "", 200, ""); own["suspended"] != false {
+		t.Fatalf("GET /v1/account of an active account = %v, want suspended false", own)
+	}
+	e.expect("PATCH", "/v1/admin/accounts/acme", keyOperator, `{"suspended":true}`, 200, "")
+
+	if own := e.expect("GET", "/v1/account", key, "", 200, ""); own["suspended"] != true {
+		t.Errorf("GET /v1/account of a suspended account = %v, want suspended true", own)
+	}
+	e.expect("POST", "/v1/keys", key, "", 403, "account_suspended")
+	e.expect("POST", "/v1/keys", key, `{"name":"x"}`, 403, "account_suspended")
+	e.expect("PUT", "/v1/webhook", key, `{"url":"https://example.com/hook"}`, 403, "account_suspended")
+	e.expect("POST", "/v1/webhook/test", key, "", 403, "account_suspended")
+	e.expect("POST", "/v1/namespaces/ns/rules", key, `{"algorithm":"fixed_window","limit":1,"window_ms":1000}`, 403, "account_suspended")
+	e.expect("DELETE", "/v1/namespaces/ns/rules/rate", key, "", 403, "account_suspended")
+	// Reads, revocation and removing the webhook stay allowed.
+	e.expect("GET", "/v1/keys", key, "", 200, "")
+	e.expect("GET", "/v1/namespaces/ns/rules", key, "", 200, "")
+	e.expect("DELETE", "/v1/webhook", key, "", 204, "")
+	e.expect("DELETE", "/v1/keys/"+spare["id"].(string), key, "", 204, "")
+	// The operator still manages the account's keys.
+	e.expect("POST", "/v1/admin/accounts/acme/keys", keyOperator, "", 201, "")
+
+	e.expect("PATCH", "/v1/admin/accounts/acme", keyOperator, `{"suspended":false}`, 200, "")
+	e.expect("POST", "/v1/keys", key, "", 201, "")
+}
+
+// Every /v1 answer is marked not to be stored by caches nor sniffed: some carry a secret
+// (an issued key, a webhook's secret), and an error answer is no less private (spec §3.6).
+func TestAnswersNotCachedNorSniffed(t *testing.T) {
+	e := newAdminEnv(t)
+	e.expect("POST", "/v1/admin/accounts", keyOperator, `{"id":"acme","plan":"pro"}`, 201, "")
+	k := e.expect("POST", "/v1/admin/accounts/acme/keys", keyOperator, "", 201, "")
+	key := k["key"].(string)
+	for _, c := range []struct{ method, path, key, body string }{
+		{"POST", "/v1/admin/accounts/acme/keys", keyOperator, ""},
+		{"POST", "/v1/keys", key, ""},
+		{"PUT", "/v1/webhook", key, `{"url":"https://example.com/hook"}`},
+		{"POST", "/v1/limit", key, limitBody},
+		{"GET", "/v1/account", key, ""},
+		{"GET", "/v1/account", "wrong", ""},
+		{"GET", "/v1/nowhere", key, ""},
+		{"PUT", "/v1/account", key, ""},
+	} {
+		_, _, h := e.call("", c.method, c.path, c.key, c.body)
+		if h.Get("Cache-Control") != "no-store" || h.Get("X-Content-Type-Options") != "nosniff" {
+			t.Errorf("%s %s: Cache-Control %q, X-Content-Type-Options %q; want no-store, nosniff", c.method, c.path,
+				h.Get("Cache-Control"), h.Get("X-Content-Type-Options"))
+		}
+	}
+}
+
+// Names that people read (key names, rule names) refuse Unicode bidirectional controls,
+// which can make one name pass for another in a listing (spec §3.4).
+func TestNamesRefuseBidiControls(t *testing.T) {
+	e := newAdminEnv(t)
+	e.expect("POST", "/v1/admin/accounts", keyOperator, `{"id":"acme","plan":"pro"}`, 201, "")
+	k := e.expect("POST", "/v1/admin/accounts/acme/keys", keyOperator, "", 201, "")
+	key := k["key"].(string)
+	for _, bidi := range []string{`\u202e`, `\u202a`, `\u2066`, `\u2069`, `\u200f`, `\u061c`} {
+		name := `{"name":"ci` + bidi + `exe.txt"}`
+		e.expect("POST", "/v1/keys", key, name, 400, "invalid_request")
+		e.expect("POST", "/v1/admin/accounts/acme/keys", keyOperator, name, 400, "invalid_request")
+		e.expect("POST", "/v1/namespaces/ns/rules", key, `{"algorithm":"fixed_window","limit":1,"window_ms":1000,"name":"r`+bidi+`x"}`, 400, "invalid_request")
+	}
+	// Other scripts, right-to-left ones included, are names like any other.
+	e.expect("POST", "/v1/keys", key, `{"name":"מפתח ci"}`, 201, "")
+	e.expect("POST", "/v1/namespaces/ns/rules", key, `{"algorithm":"fixed_window","limit":1,"window_ms":1000,"name":"قاعدة"}`, 201, "")
 }

@@ -13,6 +13,7 @@ import (
 	"encoding/hex"
 	"log/slog"
 	"net/http"
+	"net/netip"
 	"runtime/debug"
 	"strconv"
 	"strings"
@@ -143,6 +144,9 @@ type Options struct {
 	// AuthGuard slows client addresses that fail authentication too often (spec §15.7);
 	// nil gives the API its own.
 	AuthGuard *engine.AuthGuard
+	// TrustedProxies are the proxies whose X-Forwarded-For or Forwarded header names the
+	// client (http.trusted_proxies, spec §15.7); none: the client is the peer.
+	TrustedProxies []netip.Prefix
 }
 
 // API is the /v1 HTTP handler.
@@ -169,12 +173,15 @@ type API struct {
 
 	refusals *refusalLog
 	guard    *engine.AuthGuard
+	proxies  trustedProxies
 
 	// Header values shared by every response. They are never mutated: net/http only
 	// reads header value slices.
 	hdrJSON   []string
 	hdrBearer []string
 	hdrRetry1 []string
+	// hdrNoStore and hdrNosniff go on every answer.
+	hdrNoStore, hdrNosniff []string
 }
 
 // New returns the API over opts.Engine.
@@ -188,17 +195,19 @@ func New(opts Options) *API {
 	var pfx [6]byte
 	_, _ = rand.Read(pfx[:]) // crypto/rand.Read never fails (Go 1.24+)
 	a := &API{
-		eng:       opts.Engine,
-		met:       opts.Metrics,
-		log:       opts.Logger,
-		tr:        opts.Tracing,
-		mux:       http.NewServeMux(),
-		idPrefix:  hex.EncodeToString(pfx[:]) + "-",
-		refusals:  newRefusalLog(opts.Logger, opts.Clock),
-		guard:     opts.AuthGuard,
-		hdrJSON:   []string{"application/json"},
-		hdrBearer: []string{"Bearer"},
-		hdrRetry1: []string{"1"},
+		eng:        opts.Engine,
+		met:        opts.Metrics,
+		log:        opts.Logger,
+		tr:         opts.Tracing,
+		mux:        http.NewServeMux(),
+		idPrefix:   hex.EncodeToString(pfx[:]) + "-",
+		refusals:   newRefusalLog(opts.Logger, opts.Clock),
+		guard:      opts.AuthGuard,
+		proxies:    trustedProxies(opts.TrustedProxies),
+		hdrJSON:    []string{"application/json"},
+		hdrBearer:  []string{"Bearer"},
+		hdrRetry1:  []string{"1"},
+		hdrNoStore: []string{"no-store"}, hdrNosniff: []string{"nosniff"},
 	}
 	if a.guard == nil {
 		a.guard = engine.NewAuthGuard(engine.AuthGuardOptions{})
@@ -247,6 +256,10 @@ func (a *API) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		x.idSeq = a.idSeq.Add(1) // the id's text is only built when needed
 	}
 	defer a.finish(x, start)
+	// Some answers carry a secret (an issued key, a webhook's secret): no /v1 answer is
+	// kept by a cache or sniffed as another type (spec §3.6).
+	h := w.Header()
+	h["Cache-Control"], h["X-Content-Type-Options"] = a.hdrNoStore, a.hdrNosniff
 	if headerBytes(r) > MaxHeaderBytes {
 		x.w.Header().Set("Connection", "close")
 		a.writeError(x, http.StatusRequestHeaderFieldsTooLarge, codeHeaderTooLarge, msgHeaderTooLarge)
@@ -308,11 +321,11 @@ func (a *API) finish(x *exchange, start time.Time) {
 		x.WriteHeader(http.StatusOK)
 	}
 	if x.status >= 400 && x.status < 500 {
-		a.refusals.refused(x.r.Context(), x, a.requestID(x))
+		a.refusals.refused(x.r.Context(), x, a.requestID(x), a.client(x))
 	}
 	if x.status >= 500 && x.err != nil {
-		a.log.Error("request failed", "request_id", a.requestID(x), "method", x.r.Method, "route", x.route,
-			"status", x.status, "err", x.err)
+		a.log.Error("request failed", "request_id", a.requestID(x), "client", a.client(x).String(), "method", x.r.Method,
+			"route", x.route, "status", x.status, "err", x.err)
 	}
 	a.observe(x, start)
 	x.end()
@@ -344,6 +357,14 @@ func (a *API) annotate(x *exchange, attrs ...attribute.KeyValue) {
 	if x.span != nil && x.span.IsRecording() {
 		x.span.SetAttributes(attrs...)
 	}
+}
+
+// client returns the request's client address (spec §15.7), resolved once per request.
+func (a *API) client(x *exchange) netip.Addr {
+	if !x.clientSet {
+		x.clientAddr, x.clientSet = a.proxies.client(x.r), true
+	}
+	return x.clientAddr
 }
 
 // requestID returns the call's request id: the client's, if sane, else one generated

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"net/http"
+	"net/netip"
 	"strconv"
 	"strings"
 
@@ -30,9 +31,13 @@ type exchange struct {
 	idSeq  uint64 // the sequence number of a generated id
 	acct   *engine.Account
 	op     *engine.Operator // on an operator route
-	code   engine.Code      // the error code answered, for the refusal log
-	err    error            // the cause of a 5xx, for the log only
-	span   trace.Span       // the request's server span when it records; nil with tracing off or unsampled
+	keyID  string           // the id of the account key the request was made with
+	// clientAddr is the client's address once clientSet (API.client).
+	clientAddr netip.Addr
+	clientSet  bool
+	code       engine.Code // the error code answered, for the refusal log
+	err        error       // the cause of a 5xx, for the log only
+	span       trace.Span  // the request's server span when it records; nil with tracing off or unsampled
 
 	body bytes.Buffer // the request body
 	out  bytes.Buffer // the reply body being built
@@ -46,7 +51,8 @@ func (x *exchange) begin(w http.ResponseWriter, r *http.Request) {
 	x.w, x.r = w, r
 	x.status, x.muxErr, x.routed, x.code = 0, 0, true, ""
 	x.route = unmatchedRoute
-	x.acct, x.op, x.err = nil, nil, nil
+	x.acct, x.op, x.err, x.keyID = nil, nil, nil, ""
+	x.clientAddr, x.clientSet = netip.Addr{}, false
 }
 
 // end drops the references the exchange holds so a pooled one pins nothing.
@@ -183,7 +189,6 @@ func (a *API) routed(x *exchange) {
 	}
 	x.routed = true
 	h := x.w.Header()
-	delete(h, "X-Content-Type-Options") // set by the mux's plain-text error
 	delete(h, "Location")
 	if x.muxErr == http.StatusMethodNotAllowed {
 		a.writeError(x, http.StatusMethodNotAllowed, codeMethodNotAllowed, msgMethod)

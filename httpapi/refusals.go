@@ -4,8 +4,8 @@ import (
 	"context"
 	"log/slog"
 	"maps"
-	"net"
 	"net/http"
+	"net/netip"
 	"slices"
 	"sync"
 	"time"
@@ -53,7 +53,8 @@ func newRefusalLog(log *slog.Logger, clock engine.Clock) *refusalLog {
 }
 
 // refused notes a 4xx answer of the API: x's status and code, with its request id id.
-func (l *refusalLog) refused(ctx context.Context, x *exchange, id string) {
+// client is the request's client address (spec §15.7).
+func (l *refusalLog) refused(ctx context.Context, x *exchange, id string, client netip.Addr) {
 	now := l.clock.Now()
 	own := x.status == http.StatusUnauthorized || x.status == http.StatusForbidden
 	l.mu.Lock()
@@ -79,7 +80,7 @@ func (l *refusalLog) refused(ctx context.Context, x *exchange, id string) {
 	if write {
 		l.log.LogAttrs(ctx, slog.LevelInfo, "request refused",
 			slog.String("request_id", id),
-			slog.String("client", clientAddr(x.r)),
+			slog.String("client", client.String()),
 			slog.String("method", x.r.Method),
 			slog.String("route", x.route),
 			slog.Int("status", x.status),
@@ -105,12 +106,4 @@ func (l *refusalLog) summaryLocked(now time.Time) []slog.Attr {
 	clear(l.counts)
 	l.lines, l.unlogged = 0, 0
 	return attrs
-}
-
-// clientAddr is the request's client IP address (its host without the port).
-func clientAddr(r *http.Request) string {
-	if host, _, err := net.SplitHostPort(r.RemoteAddr); err == nil {
-		return host
-	}
-	return r.RemoteAddr
 }

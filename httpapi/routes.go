@@ -47,25 +47,28 @@ type route struct {
 	kinds []string
 	// operator routes authenticate an operator, not an account (spec §15.1).
 	operator bool
-	serve    func(a *API, x *exchange)
+	// audited routes make changes the audit log records (spec §15.10): their context
+	// carries the request's origin.
+	audited bool
+	serve   func(a *API, x *exchange)
 }
 
 // routeTable returns the routes, built fresh so no caller can alter another's table.
 func routeTable() []route {
 	t := []route{
 		{Route: Route{http.MethodPost, "/v1/limit"}, body: requiredBody, serve: (*API).check},
-		{Route: Route{http.MethodPost, "/v1/limit/reset"}, body: requiredBody, serve: (*API).reset},
+		{Route: Route{http.MethodPost, "/v1/limit/reset"}, body: requiredBody, audited: true, serve: (*API).reset},
 		{Route: Route{http.MethodPost, "/v1/leases"}, body: requiredBody, gate: engine.LeasesAllowed, serve: (*API).acquire},
 		{Route: Route{http.MethodDelete, "/v1/leases/{lease_id}"}, serve: (*API).release},
 		{Route: Route{http.MethodPost, "/v1/leases/{lease_id}/renew"}, body: optionalBody, serve: (*API).renew},
 		{Route: Route{http.MethodGet, "/v1/namespaces/{ns}/rules"}, serve: (*API).listRules},
-		{Route: Route{http.MethodPost, "/v1/namespaces/{ns}/rules"}, body: requiredBody, serve: (*API).putRule},
+		{Route: Route{http.MethodPost, "/v1/namespaces/{ns}/rules"}, body: requiredBody, audited: true, serve: (*API).putRule},
 		{Route: Route{http.MethodDelete, "/v1/namespaces/{ns}/rules/{kind}"},
-			kinds: []string{engine.RateRule.String(), engine.ConcurrentRule.String()}, serve: (*API).deleteRule},
+			kinds: []string{engine.RateRule.String(), engine.ConcurrentRule.String()}, audited: true, serve: (*API).deleteRule},
 		{Route: Route{http.MethodGet, "/v1/namespaces/{ns}/stats"}, serve: (*API).stats},
 		{Route: Route{http.MethodGet, "/v1/webhook"}, serve: (*API).getWebhook},
-		{Route: Route{http.MethodPut, "/v1/webhook"}, body: requiredBody, gate: engine.WebhooksAllowed, serve: (*API).putWebhook},
-		{Route: Route{http.MethodDelete, "/v1/webhook"}, serve: (*API).deleteWebhook},
+		{Route: Route{http.MethodPut, "/v1/webhook"}, body: requiredBody, gate: engine.WebhooksAllowed, audited: true, serve: (*API).putWebhook},
+		{Route: Route{http.MethodDelete, "/v1/webhook"}, audited: true, serve: (*API).deleteWebhook},
 		{Route: Route{http.MethodPost, "/v1/webhook/test"}, gate: engine.WebhooksAllowed, serve: (*API).testWebhook},
 	}
 	t = append(t, accountRoutes()...)
@@ -109,6 +112,10 @@ func (a *API) routeHandler(rt *route) http.Handler {
 				return
 			}
 		}
+		if rt.audited {
+			x.r = x.r.WithContext(engine.WithOrigin(x.r.Context(),
+				engine.Origin{Client: a.client(x).String(), RequestID: a.requestID(x), KeyID: x.keyID}))
+		}
 		rt.serve(a, x)
 	})
 }
@@ -120,7 +127,7 @@ func (a *API) authorize(x *exchange, operator bool) bool {
 	r := x.r
 	var addr netip.Addr
 	if a.guard.Tracking() {
-		addr = peerAddr(r)
+		addr = a.client(x)
 		if retry, ok := a.guard.Check(addr); !ok {
 			x.w.Header()["Retry-After"] = []string{strconv.FormatInt(retry, 10)}
 			a.writeError(x, http.StatusTooManyRequests, engine.CodeTooManyAuthFailures, msgTooManyAuthFailures)
@@ -138,8 +145,8 @@ func (a *API) authorize(x *exchange, operator bool) bool {
 			return false
 		}
 	} else {
-		if acct, ok := a.eng.Authenticate(key); ok {
-			x.acct = acct
+		if acct, keyID, ok := a.eng.Directory().LookupKey(key); ok {
+			x.acct, x.keyID = acct, keyID
 			return true
 		}
 		if _, ok := a.eng.AuthenticateOperator(key); ok {
@@ -148,7 +155,7 @@ func (a *API) authorize(x *exchange, operator bool) bool {
 		}
 	}
 	if !addr.IsValid() {
-		addr = peerAddr(r)
+		addr = a.client(x)
 	}
 	a.guard.Failed(addr)
 	x.w.Header()["Www-Authenticate"] = a.hdrBearer
@@ -171,7 +178,7 @@ func bearerKey(r *http.Request) string {
 	return strings.TrimLeft(v[len(scheme):], " \t")
 }
 
-// peerAddr is the request's peer address (the connection's, never a header's), IPv4 in
+// peerAddr is the request's peer address (the connection's, not a header's), IPv4 in
 // IPv6 unmapped; the zero Addr when it cannot be read.
 func peerAddr(r *http.Request) netip.Addr {
 	ap, err := netip.ParseAddrPort(r.RemoteAddr)

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"log/slog"
 	"math/rand/v2"
@@ -274,7 +275,7 @@ func (d *Deliverer) post(ctx context.Context, w engine.Webhook, ev engine.Outbox
 	req.Header.Set(SignatureHeader, Sign(w.Secret, time.Now(), body))
 	resp, err := d.client.Do(req)
 	if err != nil {
-		return 0, err
+		return 0, withoutPath(err)
 	}
 	defer resp.Body.Close()
 	// Read a little, so a short answer keeps the connection reusable; never more.
@@ -315,6 +316,19 @@ func Backoff(base, max time.Duration, n int, u float64) time.Duration {
 	}
 	d = min(d, max)
 	return time.Duration(float64(d) * (0.8 + 0.4*u))
+}
+
+// withoutPath returns err with the URL that net/http puts in its errors cut to the scheme
+// and host: the path and query may carry a token, and the error is logged (spec §12.4).
+func withoutPath(err error) error {
+	if ue, ok := errors.AsType[*url.Error](err); ok {
+		if u, perr := url.Parse(ue.URL); perr == nil {
+			ue.URL = u.Scheme + "://" + u.Host
+		} else {
+			ue.URL = ""
+		}
+	}
+	return err
 }
 
 // hostOf returns the host of a webhook URL, for logs: the path and query may carry a

@@ -536,3 +536,22 @@ func TestBody(t *testing.T) {
 		t.Fatalf("Body = %s\nwant   %s", b, want)
 	}
 }
+
+// TestFailureLogKeepsPathAndQuery: a delivery that fails in transport logs the webhook's
+// host, never its path or query, which may carry a token (spec §12.4), on every attempt.
+func TestFailureLogKeepsPathAndQuery(t *testing.T) {
+	rc := newReceiver(t, func(http.ResponseWriter, *http.Request, int) { panic(http.ErrAbortHandler) })
+	f := newFixture(t, webhook.Options{MaxAttempts: 2})
+	f.setWebhook(t, rc.srv.URL+"/receiver/T0KEN-s3cr3t-path?token=QUERYSECRET")
+	f.sendTest(t)
+	f.waitOutcomes(t, webhook.Retried, webhook.Failed)
+	log := f.logText()
+	if !strings.Contains(log, "will retry") || !strings.Contains(log, "giving up") {
+		t.Fatalf("no failure lines:\n%s", log)
+	}
+	for _, secret := range []string{"T0KEN-s3cr3t-path", "QUERYSECRET", "/receiver"} {
+		if strings.Contains(log, secret) {
+			t.Errorf("the log carries %q:\n%s", secret, log)
+		}
+	}
+}

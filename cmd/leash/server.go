@@ -183,9 +183,10 @@ func (s *server) newEngine(dir *engine.Directory) {
 		}
 		accounts = s.metrics.InstrumentAccounts(as, tracer)
 	}
+	audit, _ := s.store.(engine.AuditStore) // the audit log (spec §15.10): both stores keep it
 	changes := s.metrics.AdminChanges()
 	s.engine = engine.New(engine.RolesOf(s.measured), dir, engine.Options{Logger: s.log, LocalCacheMaxEntries: cfg.Envoy.LocalCache.MaxEntries,
-		Accounts: accounts, OnAdminChange: func(a engine.AdminAction) { changes(string(a)) },
+		Accounts: accounts, Audit: audit, OnAdminChange: func(a engine.AdminAction) { changes(string(a)) },
 		Observer: s.metrics.Observer(cfg.Metrics.Namespaces, cfg.Metrics.NearLimitRatio), Webhooks: engine.WebhookOptions{
 			Screen:   webhook.Screen(webhookPolicy(cfg.Webhooks), nil),
 			Enqueued: s.wakeDeliverer,
@@ -261,7 +262,8 @@ func (s *server) bindHTTP() (err error) {
 	}
 	s.guard = engine.NewAuthGuard(engine.AuthGuardOptions{})
 	s.metrics.AuthGuard(s.guard.Failures, s.guard.Refused)
-	api := httpapi.New(httpapi.Options{Engine: s.engine, Metrics: s.metrics, Logger: s.log, Tracing: s.tracing, AuthGuard: s.guard})
+	api := httpapi.New(httpapi.Options{Engine: s.engine, Metrics: s.metrics, Logger: s.log, Tracing: s.tracing, AuthGuard: s.guard,
+		TrustedProxies: httpCfg.Proxies()})
 	var h http.Handler = api
 	if s.cfg.Console.Enabled {
 		h = console.Mount(api) // spec §16

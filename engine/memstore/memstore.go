@@ -78,6 +78,7 @@ type Store struct {
 	hooks     hookStore    // webhooks and the outbox (webhooks.go)
 	demand    demandStore  // RLQS demand entries (demand.go)
 	accts     accountStore // accounts and keys of the admin API (accounts.go)
+	audit     auditStore   // the audit log (audit.go)
 	evictions atomic.Uint64
 	closed    atomic.Bool
 	stop      chan struct{}

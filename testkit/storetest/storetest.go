@@ -54,6 +54,7 @@ func Run(t *testing.T, newStore func(t *testing.T, clock engine.Clock) engine.St
 		{"Demand", demandTests()},
 		{"Isolation", isolationTests()},
 		{"Accounts", accountTests()},
+		{"Audit", auditTests()},
 		{"Property", propertyTests()},
 	}
 	for _, g := range groups {

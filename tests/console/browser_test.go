@@ -574,9 +574,18 @@ func TestConsoleInBrowser(t *testing.T) {
 	if code, out := api(t, p, "POST", "/v1/limit", betaKey, `{"namespace":"n","key":"k","limit":5,"window_ms":1000}`); code != 403 || out["code"] != "account_suspended" {
 		t.Fatalf("a suspended account's check: %d %v", code, out)
 	}
+	// Suspended: a banner above the quota banner, in the tenant's view and on the
+	// operator's page of the account; the tenant cannot issue itself a key.
+	const suspendedFirst = `(() => { const s = document.querySelector('#suspended-banner'), q = document.querySelector('#quota-banner'); return !!s && !!q && !!(s.compareDocumentPosition(q) & Node.DOCUMENT_POSITION_FOLLOWING); })()`
+	to.until("the operator's suspension banner", suspendedFirst)
 	to.shot("admin-account")
+	tb.open("#/overview")
+	tb.until("the tenant's suspension banner above the quota banner", `(document.querySelector('[data-testid="refresh"]').click(), `+suspendedFirst+`)`)
+	tb.shot("overview-suspended")
+	mustAPI(t, p, 403, "POST", "/v1/keys", betaKey, "")
 	to.press(".controls", "Resume account")
-	to.until("resumed", hasText(to, `[data-testid="suspended"]`, "Active"))
+	to.until("resumed", hasText(to, `[data-testid="suspended"]`, "Active")+` && !document.querySelector('#suspended-banner')`)
+	tb.until("the tenant's suspension banner gone", `(document.querySelector('[data-testid="refresh"]').click(), !document.querySelector('#suspended-banner') && !!document.querySelector('#quota-banner'))`)
 	mustAPI(t, p, 200, "POST", "/v1/limit", betaKey, `{"namespace":"n","key":"k","limit":5,"window_ms":1000}`)
 	// The tenant's markup in the operator's browser: acme's key names, as text.
 	to.open("#/admin/acme")
@@ -589,6 +598,29 @@ func TestConsoleInBrowser(t *testing.T) {
 	to.press(`[data-testid="account-keys"] tr[data-key-id]`, "Confirm revoke")
 	to.until("beta's key revoked", hasText(to, `[data-testid="account-status"]`, "revoked"))
 	tb.until("beta signed out, told why", `(document.querySelector('[data-testid="refresh"]')?.click(), location.hash === '#/signin' && sessionStorage.getItem('leash.console.key') === null && (document.querySelector('[data-testid="signin-msg"]')?.textContent ?? '').includes('refused your key'))`)
+
+	// Activity: the tenant's own audit log says who did each change (its key or the
+	// operator), with names as text; the operator's shows every account's, or one's.
+	ta.open("#/activity")
+	logged := func(action, who string) string {
+		return `[...document.querySelectorAll('[data-testid="activity"] tr[data-action="` + action + `"]')].some(r => r.querySelector('[data-testid="actor"]').textContent.includes(` + q(who) + `))`
+	}
+	ta.until("the tenant's activity", logged("account.created", "operator ops")+` && `+logged("key.issued", "operator ops")+` && `+
+		logged("rule.set", "account acme with key key_")+` && `+logged("webhook.set", "account acme")+` && `+logged("key.revoked", "account acme")+` && `+
+		`!document.querySelector('[data-testid="activity"] tr[data-action="account.suspended"]')`)
+	ta.until("a rule's name as text", hasText(ta, `[data-testid="activity"]`, xssScript))
+	ta.until("the banners above", `!!document.querySelector('#quota-banner')`)
+	ta.keyboard("activity")
+	ta.shot("activity")
+	to.open("#/activity")
+	to.until("every account's activity", logged("account.suspended", "operator ops")+` && `+logged("account.resumed", "operator ops")+` && `+
+		logged("account.plan_changed", "operator ops")+` && `+logged("rule.set", "account acme")+` && `+hasText(to, `[data-testid="activity"]`, "beta"))
+	to.shot("admin-activity")
+	to.fill(`input[name="account"]`, "beta")
+	to.press(`form[aria-label="Show one account's activity"]`, "Show")
+	to.until("beta's activity only", `location.hash === '#/activity/beta' && `+logged("account.suspended", "operator ops")+` && `+
+		`![...document.querySelectorAll('[data-testid="activity"] tr')].some(r => r.textContent.includes('acme'))`)
+	to.safe("admin-activity-beta")
 
 	// The banner: normal, near (80 %), over the quota, hard cap reached with the time
 	// requests resume.

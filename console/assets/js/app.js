@@ -3,14 +3,15 @@ import { h, fill, field, status, say } from './dom.js';
 import { call, session, explainSignIn, whenRefused } from './api.js';
 import * as tenant from './tenant.js';
 import * as operator from './operator.js';
+import { activity } from './activity.js';
 
 const main = document.getElementById('main');
 const nav = document.getElementById('nav');
 let page = null; // the current page's { stop() }
 let notice = ''; // a message for the sign-in page
 
-const TENANT = [['#/overview', 'Overview'], ['#/webhook', 'Webhook'], ['#/keys', 'API keys']];
-const OPERATOR = [['#/admin', 'Accounts']];
+const TENANT = [['#/overview', 'Overview'], ['#/webhook', 'Webhook'], ['#/keys', 'API keys'], ['#/activity', 'Activity']];
+const OPERATOR = [['#/admin', 'Accounts'], ['#/activity', 'Activity']];
 
 function signOut(why) {
   session.clear();
@@ -78,11 +79,13 @@ async function route() {
   if (role === 'operator') {
     if (parts[0] === 'admin' && parts[1]) page = operator.account(main, decodeURIComponent(parts[1]));
     else if (parts[0] === 'admin') page = operator.accounts(main);
+    else if (parts[0] === 'activity') page = activity(main, '/v1/admin/audit', { operator: true, account: parts[1] ? decodeURIComponent(parts[1]) : '' });
     else { location.hash = '#/admin'; return; }
   } else {
     if (parts[0] === 'ns' && parts[1]) page = tenant.namespace(main, decodeURIComponent(parts[1]));
     else if (parts[0] === 'webhook') page = tenant.webhook(main);
     else if (parts[0] === 'keys') page = tenant.keys(main);
+    else if (parts[0] === 'activity') page = tenant.activity(main);
     else if (parts[0] === 'overview') page = tenant.overview(main);
     else { location.hash = '#/overview'; return; }
   }

@@ -37,3 +37,17 @@ export function banner(m, plan) {
       h('strong', { 'data-testid': 'plan' }, plan), '.'),
     cap);
 }
+
+/**
+ * suspendedBanner says, above the quota banner, that the account is suspended (spec §15.6),
+ * or is null for an active account. who is 'tenant' (the account's own view) or 'operator'.
+ */
+export function suspendedBanner(suspended, who) {
+  if (!suspended) return null;
+  const what = who === 'operator'
+    ? 'Its checks, leases, rule and webhook changes and the keys it would issue itself are refused until it is resumed here.'
+    : 'An operator suspended this account: checks, leases, rule and webhook changes and new keys are refused (403 account_suspended) until it is resumed. Reading and revoking keys still work.';
+  return h('section', { class: 'banner banner-suspended', id: 'suspended-banner', 'data-testid': 'suspended-banner', 'aria-label': 'Account suspended' },
+    h('p', { class: 'banner-title', role: 'alert' }, h('span', { class: 'banner-icon', 'aria-hidden': 'true' }, '‖'), ' ', 'Account suspended'),
+    h('p', {}, what));
+}

@@ -3,7 +3,7 @@
 import { h, fill, field, button, status, say, copyBox } from './dom.js';
 import { call, seg } from './api.js';
 import { num, pct, when } from './fmt.js';
-import { banner, quotaState } from './banner.js';
+import { banner, quotaState, suspendedBanner } from './banner.js';
 import { page, table } from './page.js';
 
 const BUILTIN_PLANS = ['free', 'pro', 'scale'];
@@ -187,11 +187,11 @@ export function account(main, id) {
     if (first) {
       controls = h('div', { class: 'controls' });
       keysSlot = h('div');
-      fill(body, h('p', {}, h('a', { href: '#/admin' }, '← Accounts')),
+      fill(body, h('p', {}, h('a', { href: '#/admin' }, '← Accounts'), ' · ', h('a', { href: `#/activity/${seg(id)}` }, 'Activity of this account')),
         h('dl', { class: 'facts' }, h('dt', {}, 'Source'), h('dd', {}, d.a.source), h('dt', {}, 'Created'), h('dd', {}, when(d.a.created_at))), out, controls);
     }
     const sig = `${d.a.plan}/${d.a.suspended}/${d.a.source}`;
     if (sig !== last) { last = sig; await drawControls(d.a); }
-  }, (d) => banner(d.usage.month, d.a.plan));
+  }, (d) => [suspendedBanner(d.a.suspended, 'operator'), banner(d.usage.month, d.a.plan)]);
   return view;
 }

@@ -8,7 +8,7 @@ export const REFRESH_MS = 5000;
 /**
  * page shows title and calls render(body, data, first) with what load() returned, first
  * at once, then again REFRESH_MS after each refresh ends. top, if given, is filled with
- * top(data) above the heading (the quota banner). It returns { stop, refresh }.
+ * top(data) above the heading (the banners: a node or a list). It returns { stop, refresh }.
  */
 export function page(main, title, load, render, top) {
   document.title = `${title} · Leash console`;

@@ -3,17 +3,27 @@
 import { h, fill, field, select, button, status, say, copyBox, uid } from './dom.js';
 import { call, seg, session } from './api.js';
 import { num, ms, when } from './fmt.js';
-import { banner } from './banner.js';
+import { banner, suspendedBanner } from './banner.js';
 import { dayChart, spark } from './chart.js';
 import { page, table } from './page.js';
+import { activity as auditView } from './activity.js';
 
 async function loadAccount() {
   const [account, usage] = await Promise.all([call('GET', '/v1/account'), call('GET', '/v1/usage')]);
   return { account, usage };
 }
 
+function banners(d) {
+  return [suspendedBanner(d.account.suspended, 'tenant'), banner(d.usage.month, d.account.plan)];
+}
+
 function tenantPage(main, title, render) {
-  return page(main, title, loadAccount, render, (d) => banner(d.usage.month, d.account.plan));
+  return page(main, title, loadAccount, render, banners);
+}
+
+/** activity: the account's audit log, under its banners. */
+export function activity(main) {
+  return auditView(main, '/v1/audit', { extra: loadAccount, top: banners });
 }
 
 /** overview: the account's 30 days and its namespaces. */
