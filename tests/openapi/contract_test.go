@@ -347,4 +347,3 @@ func TestEveryAnswerIsDocumented(t *testing.T) {
 // anyStatus marks a call whose status is not fixed in advance (its answer is validated all
 // the same).
 func (c call) anyStatus() call { c.want = -1; return c }
-
