@@ -1,4 +1,4 @@
-// Package clients runs the TypeScript client's suite, and the shared scenarios
+// Package clients runs the TypeScript and Python clients' suites, and the shared scenarios
 // of clients/scenarios.json with the Go client, against real `leash serve` processes: one
 // on the memory store and one on a Redis that a scenario can stop for a while (a real 503).
 package clients
@@ -171,6 +171,13 @@ func TestTypeScriptClient(t *testing.T) {
 		t.Fatalf("the compiled tests: %v %v", files, err)
 	}
 	run(t, s, dir, "node", append([]string{"--test", "--test-concurrency=1"}, files...)...)
+}
+
+// TestPythonClient runs clients/python's suite (python3 -m unittest) against the servers.
+func TestPythonClient(t *testing.T) {
+	py := need(t, "python3", "the Python client's tests need Python 3.9 or later (apt-get install -y python3)")
+	s := start(t)
+	run(t, s, filepath.Join(root(), "clients", "python"), py, "-m", "unittest", "discover", "-s", "tests", "-t", ".", "-v")
 }
 
 // TestScenariosGo runs clients/scenarios.json with the Go client.
