@@ -5,6 +5,7 @@ package clients
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -173,9 +174,11 @@ func TestTypeScriptClient(t *testing.T) {
 	run(t, s, dir, "node", append([]string{"--test", "--test-concurrency=1"}, files...)...)
 }
 
-// TestPythonClient runs clients/python's suite (python3 -m unittest) against the servers.
+// TestPythonClient runs clients/python's suite (python3 -m unittest) against the servers;
+// LEASH_TEST_PYTHON names another interpreter (python3.9, say).
 func TestPythonClient(t *testing.T) {
-	py := need(t, "python3", "the Python client's tests need Python 3.9 or later (apt-get install -y python3)")
+	interp := cmp.Or(os.Getenv("LEASH_TEST_PYTHON"), "python3")
+	py := need(t, interp, "the Python client's tests need Python 3.9 or later (apt-get install -y python3)")
 	s := start(t)
 	run(t, s, filepath.Join(root(), "clients", "python"), py, "-m", "unittest", "discover", "-s", "tests", "-t", ".", "-v")
 }
