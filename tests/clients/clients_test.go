@@ -171,7 +171,7 @@ func TestTypeScriptClient(t *testing.T) {
 	if err != nil || len(files) < 4 {
 		t.Fatalf("the compiled tests: %v %v", files, err)
 	}
-	run(t, s, dir, "node", append([]string{"--test", "--test-concurrency=1"}, files...)...)
+	run(t, s, dir, "node", append([]string{"--test"}, files...)...)
 }
 
 // TestPythonClient runs clients/python's suite (python3 -m unittest) against the servers;
