@@ -57,11 +57,12 @@ type servers struct {
 	outage        string // POST <outage>?ms=N stops the Redis for N ms
 }
 
-// env is what a suite reads: LEASH_URL, LEASH_REDIS_URL, LEASH_OUTAGE_URL, LEASH_KEYS.
+// env is what a suite reads: LEASH_URL, LEASH_REDIS_URL, LEASH_OUTAGE_URL, LEASH_KEYS and
+// LEASH_CLIENTS_DIR (clients/, for scenarios.json and api.json).
 func (s servers) env() []string {
 	k, _ := json.Marshal(keys)
 	return append(leashproc.Environ(), "LEASH_URL="+s.memory, "LEASH_REDIS_URL="+s.redis,
-		"LEASH_OUTAGE_URL="+s.outage, "LEASH_KEYS="+string(k))
+		"LEASH_OUTAGE_URL="+s.outage, "LEASH_KEYS="+string(k), "LEASH_CLIENTS_DIR="+filepath.Join(root(), "clients"))
 }
 
 // start runs a leash on the memory store, a Redis, a leash on it, and the outage endpoint;
@@ -166,8 +167,10 @@ func TestTypeScriptClient(t *testing.T) {
 		t.Skip("SKIPPED: " + msg)
 	}
 	s := start(t)
-	run(t, s, dir, "node", filepath.Join("node_modules", "typescript", "bin", "tsc"), "-p", ".")
-	files, err := filepath.Glob(filepath.Join(dir, "dist", "test", "*.test.js"))
+	// Compiled apart from dist/, which the README's example imports meanwhile (tests/doctest).
+	out := t.TempDir()
+	run(t, s, dir, "node", filepath.Join("node_modules", "typescript", "bin", "tsc"), "-p", ".", "--outDir", out)
+	files, err := filepath.Glob(filepath.Join(out, "test", "*.test.js"))
 	if err != nil || len(files) < 4 {
 		t.Fatalf("the compiled tests: %v %v", files, err)
 	}

@@ -20,7 +20,7 @@ URL = _need("LEASH_URL")  # the leash on the memory store
 REDIS_URL = _need("LEASH_REDIS_URL")  # the leash on a Redis that outage() stops
 KEYS = json.loads(_need("LEASH_KEYS"))  # scale, free, operator, unknown
 _OUTAGE = _need("LEASH_OUTAGE_URL")
-CLIENTS = pathlib.Path(__file__).resolve().parent.parent.parent  # clients/
+CLIENTS = pathlib.Path(_need("LEASH_CLIENTS_DIR"))  # the repository's clients/
 
 
 def outage(ms: int) -> None:

@@ -6,7 +6,7 @@ import { test } from "node:test";
 import assert from "node:assert/strict";
 import { readFileSync } from "node:fs";
 import { FIELDS, OPERATIONS } from "../src/index.js";
-import { clientsFile } from "./env.js";
+import { clientsDir, clientsFile } from "./env.js";
 
 interface Summary {
   operations: { id: string; method: string; path: string }[];
@@ -15,7 +15,7 @@ interface Summary {
 const api = clientsFile<Summary>("api.json");
 
 test("every operation of the document has its entry in OPERATIONS and a method that calls it", () => {
-  const source = readFileSync(new URL("../../src/client.ts", import.meta.url), "utf8");
+  const source = readFileSync(`${clientsDir}/typescript/src/client.ts`, "utf8");
   const table = OPERATIONS as Record<string, { method: string; path: string }>;
   for (const op of api.operations) {
     const mine = table[op.id];

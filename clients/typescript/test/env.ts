@@ -21,9 +21,12 @@ export async function outage(ms: number): Promise<void> {
   if (res.status !== 204) throw new Error(`outage: ${res.status}`);
 }
 
-/** A JSON file of clients/, read from this compiled file's place (dist/test/). */
+/** The repository's clients/ folder. */
+export const clientsDir = need("LEASH_CLIENTS_DIR");
+
+/** A JSON file of clients/. */
 export function clientsFile<T>(name: string): T {
-  return JSON.parse(readFileSync(new URL(`../../../${name}`, import.meta.url), "utf8")) as T;
+  return JSON.parse(readFileSync(`${clientsDir}/${name}`, "utf8")) as T;
 }
 
 /** A fresh name for this run. */
