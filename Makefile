@@ -41,7 +41,7 @@ clients-deps:
 # The TypeScript and Python clients' suites and the shared scenarios in Go, TypeScript and
 # Python, against leash serve, alone (part of make test).
 clients-test: clients-deps
-	$(GO) test -race -count=1 -v -run '^(TestTypeScriptClient|TestPythonClient|TestScenariosGo)$$' ./tests/clients/
+	$(GO) test -race -count=1 -v -run '^(TestTypeScriptClient|TestPythonClient|TestScenariosGo|TestGoClientCoversTheDocument)$$' ./tests/clients/
 
 # The web console in headless Chromium against leash serve, alone (part of make test;
 # needs chromium on PATH; screenshots of every view land in tests/console/screenshots/).

@@ -101,6 +101,9 @@ func options(a map[string]any) []client.Option {
 	if v, ok := num(a, "cost"); ok {
 		o = append(o, client.WithCost(v))
 	}
+	if v, _ := a["overdraft"].(bool); v {
+		o = append(o, client.WithOverdraft())
+	}
 	return o
 }
 

@@ -33,7 +33,7 @@ class Run:
         return await r if self.is_async else r
 
     def check_args(self, a):
-        return {k: a[k] for k in ("algorithm", "limit", "window_ms", "cost") if k in a}
+        return {k: a[k] for k in ("algorithm", "limit", "window_ms", "cost", "overdraft") if k in a}
 
     async def step(self, name, st):
         a = st["args"]

@@ -49,6 +49,7 @@ class Run {
       limit: a["limit"] as number | undefined,
       windowMs: a["window_ms"] as number | undefined,
       cost: a["cost"] as number | undefined,
+      overdraft: a["overdraft"] as boolean | undefined,
     };
   }
 
