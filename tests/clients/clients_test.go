@@ -36,16 +36,24 @@ func root() string {
 
 // The keys of the test servers' accounts, by the names scenarios use ("as").
 var keys = map[string]string{
-	"scale":    "key-scale",    // plan scale: everything
-	"free":     "key-free",     // plan free: no token_bucket, leases or webhooks
-	"operator": "key-operator", // the operator "ops"
-	"unknown":  "lsh_nobody",   // no account has it
+	"scale":     "key-scale",     // plan scale: everything
+	"free":      "key-free",      // plan free: no token_bucket, leases or webhooks
+	"capped":    "key-capped",    // hard cap 3 decisions a month (the scenarios')
+	"capped_2":  "key-capped-2",  // the same, for a suite's second run (Python's AsyncClient)
+	"capped_mw": "key-capped-mw", // the same, for the middleware tests
+	"operator":  "key-operator",  // the operator "ops"
+	"unknown":   "lsh_nobody",    // no account has it
 }
 
 const config = `
+plans:
+  capped: {algorithms: [fixed_window, sliding_window, token_bucket], concurrent_limit: true, webhooks: true, monthly_quota: 2, hard_cap: 3}
 accounts:
   - {id: scale, plan: scale, api_keys: [key-scale]}
   - {id: free, plan: free, api_keys: [key-free]}
+  - {id: capped, plan: capped, api_keys: [key-capped]}
+  - {id: capped-2, plan: capped, api_keys: [key-capped-2]}
+  - {id: capped-mw, plan: capped, api_keys: [key-capped-mw]}
 operators:
   - {id: ops, api_keys: [key-operator]}
 webhooks: {allow_http: true, allow_private_targets: true}

@@ -126,6 +126,22 @@ class MiddlewareTest(unittest.TestCase):
 
         self.check_three(asyncio.run(main()))
 
+    def test_hard_cap_is_passed_on(self):
+        app = leash.WSGIMiddleware(hello_wsgi, leash.Client(URL, KEYS["capped_mw"]), namespace="py-cap",
+                                   key=lambda environ: "k", limit=100, window_ms=60000)
+        server = make_server("127.0.0.1", 0, app, handler_class=QuietHandler)
+        t = threading.Thread(target=server.serve_forever)
+        t.start()
+        try:
+            answers = [get(f"http://127.0.0.1:{server.server_port}/", {}) for _ in range(4)]
+        finally:
+            server.shutdown()
+            t.join()
+            server.server_close()
+        self.assertEqual([a[0] for a in answers], [200, 200, 200, 429])
+        self.assertEqual(json.loads(answers[3][2])["code"], "hard_cap_exceeded")
+        self.assertGreaterEqual(int(answers[3][1]["Retry-After"]), 1)
+
     def test_unreachable_fails_open_or_closed(self):
         dead = leash.Client("http://127.0.0.1:9", "k", max_retries=0)
         errors = []

@@ -103,3 +103,23 @@ test("Leash unreachable: served (fail open) after onError, or 503 with failClose
     await close(s);
   }
 });
+
+test("rateLimit passes Leash's 429 hard_cap_exceeded on, with its Retry-After", async () => {
+  const leash = new Leash({ url, apiKey: keys["capped_mw"] });
+  const mw = rateLimit(leash, { namespace: "ts-cap", key: () => "k", limit: 100, windowMs: 60000 });
+  const s = createServer((req, res) => mw(req, res, () => res.end("hello")));
+  try {
+    const base = await listen(s);
+    const statuses = [];
+    let last: Response | undefined;
+    for (let i = 0; i < 4; i++) {
+      last = await fetch(base + "/");
+      statuses.push(last.status);
+    }
+    assert.deepEqual(statuses, [200, 200, 200, 429]);
+    assert.equal((await last!.json()).code, "hard_cap_exceeded");
+    assert.ok(Number(last!.headers.get("retry-after")) >= 1);
+  } finally {
+    await close(s);
+  }
+});
