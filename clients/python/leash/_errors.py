@@ -4,6 +4,15 @@ from __future__ import annotations
 
 from typing import Dict, Optional, Type
 
+__all__ = ['LeashError', 'InvalidRequest', 'Unauthorized', 'Forbidden', 'NotFound', 'Conflict',
+           'TooManyRequests', 'Unavailable', 'MissingLimit', 'UnknownAlgorithm', 'InvalidRule',
+           'InvalidLeaseId', 'UnknownPlan', 'AlgorithmNotOnPlan', 'ConcurrentNotOnPlan',
+           'WebhookNotOnPlan', 'AccountSuspended', 'OperatorKeyRequired', 'AccountKeyRequired',
+           'KeyNotFound', 'WebhookNotFound', 'AccountNotFound', 'ApiKeyNotFound',
+           'AccountExists', 'ConfigReadOnly', 'TooManyKeys', 'WebhookUrlRejected',
+           'HardCapExceeded', 'TooManyAuthFailures', 'LeaseDenied', 'error_for', 'BY_CODE',
+           'BY_STATUS']
+
 
 class LeashError(Exception):
     """An error answer from Leash, or no answer at all (status 0, code "unavailable").

@@ -9,6 +9,15 @@ import math
 import typing
 from typing import Any, Dict, List, Optional, Type, TypeVar, Union
 
+__all__ = ['LimitRequest', 'LimitResult', 'ResetResult', 'LeaseRequest', 'LeaseDecision',
+           'ReleaseResult', 'RenewRequest', 'RenewResult', 'Override', 'RuleRequest', 'Rule',
+           'RuleList', 'DeleteResult', 'DayStats', 'MonthStats', 'Stats', 'NamespaceUsage',
+           'AccountUsage', 'NamespaceSummary', 'NamespaceList', 'HeldLease', 'LeaseList',
+           'PlanLimits', 'OwnAccount', 'WebhookRequest', 'Webhook', 'WebhookWithSecret',
+           'WebhookTestResult', 'Account', 'AccountPage', 'CreateAccountRequest',
+           'UpdateAccountRequest', 'IssueKeyRequest', 'APIKey', 'IssuedKey', 'KeyList',
+           'ErrorBody', 'SCHEMAS', 'decode', 'encode']
+
 T = TypeVar("T")
 
 
