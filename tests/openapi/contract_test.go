@@ -25,6 +25,7 @@ import (
 	"github.com/getkin/kin-openapi/routers/gorillamux"
 
 	"github.com/leashd/leash/testkit/leashproc"
+	"github.com/leashd/leash/testkit/redistest"
 )
 
 var bin string
@@ -199,7 +200,8 @@ func field(t *testing.T, body []byte, name string) string {
 // TestEveryAnswerIsDocumented drives every operation of docs/openapi.yaml against a real
 // leash: valid calls, a bad input, no key, the wrong kind of key, a suspended account's key
 // and headers over 64 KiB; then, on a second leash, the same calls from an address slowed
-// by failed authentications. Every answer must validate against the document.
+// by failed authentications; and on a third, every operation while its Redis is down. Every
+// answer must validate against the document.
 func TestEveryAnswerIsDocumented(t *testing.T) {
 	doc := loadDoc(t)
 	p := leashproc.Start(t, bin, []string{"--config", leashproc.Config(t, config)})
@@ -339,10 +341,41 @@ func TestEveryAnswerIsDocumented(t *testing.T) {
 	if refused < len(ops)/2 {
 		t.Errorf("only %d of %d calls from a slowed address were 429", refused, len(ops))
 	}
-	t.Logf("%d answers validated against docs/openapi.yaml", v.n+v2.n)
+
+	// A third leash, on a Redis that has stopped: every operation answers what it can
+	// (503 unavailable where it needs the store), and every answer is documented.
+	r := redistest.StartServer(t, false)
+	p3 := leashproc.Start(t, bin, []string{"--config", leashproc.Config(t, config+redisAccounts)},
+		"LEASH_STORE_BACKEND=redis", "LEASH_STORE_REDIS_URL="+r.URL(),
+		"LEASH_STORE_REDIS_READ_TIMEOUT=200ms", "LEASH_STORE_REDIS_DIAL_TIMEOUT=200ms")
+	r.Stop()
+	v3 := newValidator(t, doc, p3.URL)
+	unavailable := 0
+	for i, o := range ops {
+		k := "key-redis"
+		if o.admin {
+			k = opKey
+		}
+		v3.do(call{op: o.op, variant: "store down", method: o.method, path: o.path, body: o.body, key: k, from: byte(100 + i)}.anyStatus())
+		if v3.last == http.StatusServiceUnavailable {
+			unavailable++
+		}
+	}
+	if unavailable < len(ops)/2 {
+		t.Errorf("only %d of %d calls with the store down were 503", unavailable, len(ops))
+	}
+	t.Logf("%d answers validated against docs/openapi.yaml", v.n+v2.n+v3.n)
 	p.NoCrash(t)
 	p2.NoCrash(t)
+	p3.NoCrash(t)
 }
+
+// redisAccounts adds a configured account for the leash on Redis (its directory cannot
+// load accounts created through the API while Redis is down).
+const redisAccounts = `
+accounts:
+  - {id: cfg, plan: pro, api_keys: [key-redis]}
+`
 
 // anyStatus marks a call whose status is not fixed in advance (its answer is validated all
 // the same).
