@@ -92,7 +92,7 @@ class AsyncLease:
         while True:
             await asyncio.sleep(wait)
             try:
-                r = await self._client.renew(self.id, window_ms=self.ttl_ms, timeout=max(ttl / 3, 0.05))  # type: ignore[attr-defined]
+                r = await self._client.renew(self.id, window_ms=self.ttl_ms, timeout=max(ttl / 2, 0.05))  # type: ignore[attr-defined]
             except LeashError:
                 wait = ttl / 10
                 if time.monotonic() + wait >= held_until:

@@ -328,7 +328,7 @@ class Lease:
         wait = ttl / 3
         while not self._stop.wait(wait):
             try:
-                r = self._client.renew(self.id, window_ms=self.ttl_ms, timeout=max(ttl / 3, 0.05))
+                r = self._client.renew(self.id, window_ms=self.ttl_ms, timeout=max(ttl / 2, 0.05))
             except LeashError:
                 wait = ttl / 10
                 if time.monotonic() + wait >= held_until:

@@ -393,7 +393,7 @@ export class HeldLeaseHandle {
 
   async #renew(): Promise<void> {
     try {
-      const r = await this.#client.renew(this.id, { windowMs: this.ttlMs }, { timeoutMs: Math.max(1, Math.floor(this.ttlMs / 3)) });
+      const r = await this.#client.renew(this.id, { windowMs: this.ttlMs }, { timeoutMs: Math.max(50, Math.floor(this.ttlMs / 2)) });
       if (this.#released) return;
       if (!r.renewed) {
         this.#lost.abort(new LeaseLostError(this.id, "the lease is no longer held"));
