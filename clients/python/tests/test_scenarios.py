@@ -130,17 +130,12 @@ def run_scenario(test, i, sc, is_async, prefix):
 
 
 class ScenariosTest(unittest.TestCase):
-    """Every scenario with the blocking Client, then with AsyncClient."""
+    """Every scenario with the blocking Client and with AsyncClient: one test method each,
+    test_scenario_<n>_<name>_client and ..._async_client, made below."""
 
-    def test_scenarios_client(self):
-        for i, sc in enumerate(SCENARIOS):
-            with self.subTest(sc["name"]):
-                run_scenario(self, i, sc, False, "py")
-
-    def test_scenarios_async_client(self):
-        for i, sc in enumerate(SCENARIOS):
-            with self.subTest(sc["name"]):
-                run_scenario(self, i, sc, True, "py-async")
+    def test_every_scenario_has_its_tests(self):
+        names = [n for n in dir(self) if n.startswith("test_scenario_")]
+        self.assertEqual(len(names), 2 * len(SCENARIOS))
 
     def test_lease_denied(self):
         c = leash.Client(URL, KEYS["scale"])
@@ -153,6 +148,19 @@ class ScenariosTest(unittest.TestCase):
         self.assertEqual((cm.exception.active, cm.exception.limit), (1, 1))
         self.assertGreater(cm.exception.reset_ms, 0)
         self.assertTrue(c.release(held.lease_id).released)
+
+
+def _scenario_test(i, sc, is_async):
+    def test(self):
+        run_scenario(self, i, sc, is_async, "py-async" if is_async else "py")
+    test.__doc__ = f"scenario: {sc['name']} ({'AsyncClient' if is_async else 'Client'})"
+    return test
+
+
+for _i, _sc in enumerate(SCENARIOS):
+    _slug = "".join(c if c.isalnum() else "_" for c in _sc["name"].lower())
+    setattr(ScenariosTest, f"test_scenario_{_i:02d}_{_slug}_client", _scenario_test(_i, _sc, False))
+    setattr(ScenariosTest, f"test_scenario_{_i:02d}_{_slug}_async_client", _scenario_test(_i, _sc, True))
 
 
 if __name__ == "__main__":
