@@ -6,7 +6,7 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -s -w -X main.version=$(VERSION)
 IMAGE   ?= leash:$(VERSION)
 
-.PHONY: build run test console-test fuzz reliability-long rlqs-long bench bench-http bench-load bench-grpc bench-cluster bench-load-ratio bench-grpc-ratio image helm-test fmt vet clean
+.PHONY: build run test clients-deps clients-test console-test fuzz reliability-long rlqs-long bench bench-http bench-load bench-grpc bench-cluster bench-load-ratio bench-grpc-ratio image helm-test fmt vet clean
 
 # Time per fuzz target: FUZZTIME for `make fuzz`, TEST_FUZZTIME for the short run that ends
 # `make test`. FUZZPARALLEL, if set, is the number of fuzzing workers per target.
@@ -19,7 +19,7 @@ build:
 run: build
 	./$(BIN) serve $(if $(CONFIG),--config $(CONFIG))
 
-test:
+test: clients-deps
 	$(GO) vet ./...
 	$(GO) test -race -count=1 -timeout 8m ./...
 	# Heap sizes and allocation counts mean nothing under the race detector, so these run
@@ -29,6 +29,19 @@ test:
 	$(GO) test -count=1 -run '^TestTracingUnsampledAddsNoAllocation$$' ./adapter/rls/
 	$(GO) test -count=1 -run '^TestCallsDoNotAllocate$$' ./engine/redisstore/respipe/
 	GO=$(GO) FUZZTIME=$(TEST_FUZZTIME) bash scripts/fuzz.sh
+
+# The TypeScript client's dev dependencies (typescript, @types/node) from
+# clients/typescript/package-lock.json; make test needs them for tests/clients. Without npm
+# the TypeScript client's tests skip (fail with CI=true).
+clients-deps:
+	@if command -v npm >/dev/null 2>&1; then cd clients/typescript && npm ci --no-audit --no-fund; \
+	elif [ "$$CI" = true ]; then echo "make clients-deps: npm is not installed (apt-get install -y nodejs npm)" >&2; exit 1; \
+	else echo "make clients-deps: npm is not installed: the TypeScript client's tests will be skipped" >&2; fi
+
+# The TypeScript and Python clients' suites and the shared scenarios in Go, TypeScript and
+# Python, against leash serve, alone (part of make test).
+clients-test: clients-deps
+	$(GO) test -race -count=1 -v -run '^(TestTypeScriptClient|TestPythonClient|TestScenariosGo|TestGoClientCoversTheDocument)$$' ./tests/clients/
 
 # The web console in headless Chromium against leash serve, alone (part of make test;
 # needs chromium on PATH; screenshots of every view land in tests/console/screenshots/).

@@ -24,6 +24,7 @@ type params struct {
 	limit     *int64
 	windowMS  *int64
 	cost      *int64
+	overdraft bool
 }
 
 // WithAlgorithm sets the algorithm of a check or reset (FixedWindow, SlidingWindow or
@@ -42,6 +43,10 @@ func WithWindow(d time.Duration) Option { return WithWindowMS(d.Milliseconds()) 
 // WithCost sets the units a check spends (default 1; 0 looks without spending, spec §4.3).
 func WithCost(n int64) Option { return func(p *params) { p.cost = &n } }
 
+// WithOverdraft makes a check count its cost even when it is denied (spec §4.12): the cost
+// may then exceed the limit, up to 2,000,000,000.
+func WithOverdraft() Option { return func(p *params) { p.overdraft = true } }
+
 func collect(opts []Option) params {
 	var p params
 	for _, o := range opts {
@@ -58,6 +63,7 @@ type limitBody struct {
 	Limit     *int64 `json:"limit,omitempty"`
 	WindowMS  *int64 `json:"window_ms,omitempty"`
 	Cost      *int64 `json:"cost,omitempty"`
+	Overdraft bool   `json:"overdraft,omitempty"`
 }
 
 // LimitResult is the answer to a rate check (spec §4.1). A denial is a result with
@@ -89,7 +95,7 @@ func retryAfterSeconds(ms int64) int64 { return max(1, (ms+999)/1000) }
 func (c *Client) Limit(ctx context.Context, namespace, key string, opts ...Option) (*LimitResult, error) {
 	p := collect(opts)
 	var out LimitResult
-	_, err := c.call(ctx, http.MethodPost, "/v1/limit", limitBody{namespace, key, p.algorithm, p.limit, p.windowMS, p.cost}, false, &out)
+	_, err := c.call(ctx, http.MethodPost, "/v1/limit", limitBody{namespace, key, p.algorithm, p.limit, p.windowMS, p.cost, p.overdraft}, false, &out)
 	if err != nil {
 		return nil, err
 	}
@@ -103,7 +109,7 @@ func (c *Client) Reset(ctx context.Context, namespace, key string, opts ...Optio
 	var out struct {
 		Reset bool `json:"reset"`
 	}
-	_, err := c.call(ctx, http.MethodPost, "/v1/limit/reset", limitBody{namespace, key, p.algorithm, p.limit, p.windowMS, nil}, true, &out)
+	_, err := c.call(ctx, http.MethodPost, "/v1/limit/reset", limitBody{namespace, key, p.algorithm, p.limit, p.windowMS, nil, false}, true, &out)
 	if IsCode(err, CodeKeyNotFound) {
 		return false, nil
 	}

@@ -97,7 +97,8 @@ func NewServerWith(addr string, h http.Handler, t Timeouts) *http.Server {
 // limitHeaders answers 431 request_header_too_large in JSON for a request whose headers
 // exceed MaxHeaderBytes; the API does so itself, with its request id and metrics.
 func limitHeaders(h http.Handler) http.Handler {
-	if _, ok := h.(*API); ok {
+	switch h.(type) {
+	case *API, *fronted:
 		return h
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -110,6 +111,27 @@ func limitHeaders(h http.Handler) http.Handler {
 		}
 		h.ServeHTTP(w, r)
 	})
+}
+
+// fronted is a handler mounted in front of an API whose oversized requests the API
+// answers itself.
+type fronted struct {
+	api  *API
+	next http.Handler
+}
+
+// Front returns next (the console's mount, say, which passes /v1 on to api) with every
+// request whose headers exceed MaxHeaderBytes answered by api: 431 with its request id
+// and metrics, whatever the path (spec §3.9, §3.10).
+func Front(api *API, next http.Handler) http.Handler { return &fronted{api: api, next: next} }
+
+// ServeHTTP sends an oversized request to the API and every other one to next.
+func (f *fronted) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if headerBytes(r) > MaxHeaderBytes {
+		f.api.ServeHTTP(w, r)
+		return
+	}
+	f.next.ServeHTTP(w, r)
 }
 
 // headerBytes is the size of a request's header block as sent: the request line and

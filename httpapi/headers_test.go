@@ -47,7 +47,8 @@ func rawRequest(t *testing.T, addr, req string) (*http.Response, string) {
 
 // TestHeaderTooLarge: headers over 64 KiB (a cookie, an Authorization header, a long
 // query string) are 431 request_header_too_large with the JSON error body, on the /v1
-// listener and on a plain handler (the admin listener) alike (spec §3.10).
+// listener (the API itself, or a handler in front of it such as the console's mount, with
+// the API's X-Request-Id) and on a plain handler (the admin listener) alike (spec §3.10).
 func TestHeaderTooLarge(t *testing.T) {
 	e := newEnv(t, nil)
 	big := strings.Repeat("a", 100<<10)
@@ -60,7 +61,7 @@ func TestHeaderTooLarge(t *testing.T) {
 		name    string
 		handler http.Handler
 		reqID   bool
-	}{{"api", e.api, true}, {"plain handler", http.NotFoundHandler(), false}} {
+	}{{"api", e.api, true}, {"fronted", httpapi.Front(e.api, http.NotFoundHandler()), true}, {"plain handler", http.NotFoundHandler(), false}} {
 		addr := serveOn(t, h.handler)
 		for _, c := range cases {
 			res, body := rawRequest(t, addr, c.req)

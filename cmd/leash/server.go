@@ -266,7 +266,7 @@ func (s *server) bindHTTP() (err error) {
 		TrustedProxies: httpCfg.Proxies()})
 	var h http.Handler = api
 	if s.cfg.Console.Enabled {
-		h = console.Mount(api) // spec §16
+		h = httpapi.Front(api, console.Mount(api)) // spec §16; 431 answered by the API, spec §3.10
 	}
 	s.httpSrv = httpapi.NewServerWith(httpCfg.Addr, h, httpTimeouts(httpCfg))
 	s.httpSrv.ErrorLog = slog.NewLogLogger(s.log.Handler(), slog.LevelWarn)

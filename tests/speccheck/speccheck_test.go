@@ -141,7 +141,8 @@ func check(root string) []string {
 		}
 		name := d.Name()
 		if d.IsDir() {
-			if path != root && (name == ".git" || name == "testdata") {
+			// node_modules holds third-party packages (clients/typescript's dev dependencies).
+			if path != root && (name == ".git" || name == "testdata" || name == "node_modules") {
 				return filepath.SkipDir
 			}
 			return nil
