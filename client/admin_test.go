@@ -72,6 +72,14 @@ func TestAdminMethods(t *testing.T) {
 	if _, err := acme.Limit(ctx, "api", "u1", client.WithLimit(5), client.WithWindowMS(1000)); !client.IsCode(err, client.CodeAccountSuspended) {
 		t.Errorf("suspended: %v", err)
 	}
+	if own, err := acme.Account(ctx); err != nil || !own.Suspended {
+		t.Errorf("Account while suspended = %+v, %v", own, err)
+	}
+	// The account's own audit log stays readable while suspended (spec §15.10).
+	if pg, err := acme.Audit(ctx, client.AuditQuery{Limit: 1}); err != nil || len(pg.Entries) != 1 || pg.Entries[0].Action != "account.suspended" ||
+		pg.Entries[0].Actor.Type != "operator" || pg.NextCursor == "" {
+		t.Errorf("Audit while suspended = %+v, %v", pg, err)
+	}
 	if _, err := ops.AdminUpdateAccount(ctx, "acme", client.AccountUpdate{Suspended: &no}); err != nil {
 		t.Fatal(err)
 	}
@@ -129,6 +137,47 @@ func TestAdminMethods(t *testing.T) {
 	}
 	if u, err := ops.AdminUsage(ctx, "acme"); err != nil || len(u.Days) != 30 {
 		t.Errorf("AdminUsage = %+v, %v", u, err)
+	}
+	// The audit log, a page of 3 at a time, newest first: the operator's view of acme's, and
+	// acme's own.
+	var ids, actions []string
+	for cursor := ""; ; {
+		pg, err := ops.AdminAudit(ctx, client.AuditQuery{Account: "acme", Limit: 3, Cursor: cursor})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range pg.Entries {
+			ids, actions = append(ids, e.ID), append(actions, e.Action)
+		}
+		if cursor = pg.NextCursor; cursor == "" {
+			break
+		}
+	}
+	want := "rule.set key.issued key.revoked key.revoked key.issued account.resumed account.suspended account.plan_changed key.issued account.created"
+	if got := strings.Join(actions, " "); got != want {
+		t.Errorf("AdminAudit pages = %s, want %s", got, want)
+	}
+	mine, err := acme2.Audit(ctx, client.AuditQuery{Account: "ignored", Limit: 100})
+	if err != nil || len(mine.Entries) != len(ids) || mine.NextCursor != "" {
+		t.Fatalf("Audit = %+v, %v", mine, err)
+	}
+	for i, e := range mine.Entries {
+		if e.ID != ids[i] {
+			t.Errorf("Audit entry %d = %s, the operator's %s", i, e.ID, ids[i])
+		}
+	}
+	if set := mine.Entries[0]; set.Actor.Type != "account" || set.Actor.ID != "acme" || set.Actor.KeyID != k3.ID ||
+		set.Target != "jobs/concurrent" || set.Details["limit"] != "4" || set.RequestID == "" || set.Client == "" {
+		t.Errorf("rule.set entry = %+v", set)
+	}
+	if _, err := ops.AdminAudit(ctx, client.AuditQuery{Account: "Not An Id"}); !client.IsCode(err, client.CodeInvalidRequest) {
+		t.Errorf("AdminAudit of a bad account id: %v", err)
+	}
+	if _, err := acme2.AdminAudit(ctx, client.AuditQuery{}); !client.IsCode(err, client.CodeOperatorKeyRequired) {
+		t.Errorf("AdminAudit with an account's key: %v", err)
+	}
+	if _, err := ops.Audit(ctx, client.AuditQuery{}); !client.IsCode(err, client.CodeAccountKeyRequired) {
+		t.Errorf("Audit with an operator's key: %v", err)
 	}
 	if err := ops.AdminDeleteAccount(ctx, "acme"); err != nil {
 		t.Fatal(err)

@@ -45,6 +45,8 @@ var goOperations = map[string]any{
 	"listAccountKeys":  (*client.Client).AdminListKeys,
 	"revokeAccountKey": (*client.Client).AdminRevokeKey,
 	"getAccountUsage":  (*client.Client).AdminUsage,
+	"listAudit":        (*client.Client).AdminAudit,
+	"listOwnAudit":     (*client.Client).Audit,
 }
 
 // goSchema is how the Go client carries one schema: a type whose JSON tags are the fields,
@@ -62,6 +64,9 @@ var goSchemas = map[string]goSchema{
 	"AccountPage":              {typ: client.AccountPage{}},
 	"AccountUsage":             {typ: client.Usage{}},
 	"AccountUsage.namespaces":  {typ: client.NamespaceUsage{}},
+	"AuditEntry":               {typ: client.AuditEntry{}},
+	"AuditEntry.actor":         {typ: client.AuditActor{}},
+	"AuditPage":                {typ: client.AuditPage{}},
 	"DayStats":                 {typ: client.DayUsage{}},
 	"IssuedKey":                {typ: client.IssuedKey{}},
 	"LeaseList":                {typ: client.LeaseList{}},

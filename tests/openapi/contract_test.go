@@ -13,6 +13,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -172,6 +173,13 @@ func (v *validator) do(c call) []byte {
 	if res.Header.Get("X-Request-Id") == "" {
 		t.Errorf("%s: no X-Request-Id", name)
 	}
+	// Every /v1 answer (the document's conventions, spec §3.6).
+	if got := res.Header.Values("Cache-Control"); len(got) != 1 || got[0] != "no-store" {
+		t.Errorf("%s: Cache-Control %q, want no-store", name, got)
+	}
+	if got := res.Header.Values("X-Content-Type-Options"); len(got) != 1 || got[0] != "nosniff" {
+		t.Errorf("%s: X-Content-Type-Options %q, want nosniff", name, got)
+	}
 	for _, h := range apiHeaders {
 		if res.Header.Get(h) == "" {
 			continue
@@ -249,6 +257,8 @@ func TestEveryAnswerIsDocumented(t *testing.T) {
 		{op: "listOwnKeys", method: "GET", path: "/v1/keys"},
 		{op: "issueOwnKey", method: "POST", path: "/v1/keys", body: `{"name":"more"}`, bad: call{body: `{"name":1}`, want: 400}},
 		{op: "revokeOwnKey", method: "DELETE", path: "/v1/keys/" + ownKeyID, bad: call{path: "/v1/keys/key_0000000000000000", want: 404}},
+		{op: "listOwnAudit", method: "GET", path: "/v1/audit?limit=2", bad: call{path: "/v1/audit?account=acme", want: 400}},
+		{op: "listAudit", method: "GET", path: "/v1/admin/audit?account=acme&limit=2", admin: true, bad: call{path: "/v1/admin/audit?account=Not-An-Id", want: 400}},
 		{op: "listAccounts", method: "GET", path: "/v1/admin/accounts?limit=2", admin: true, bad: call{path: "/v1/admin/accounts?bogus=1", want: 400}},
 		{op: "getAccount", method: "GET", path: "/v1/admin/accounts/acme", admin: true, bad: call{path: "/v1/admin/accounts/nobody", want: 404}},
 		{op: "updateAccount", method: "PATCH", path: "/v1/admin/accounts/acme", body: `{"plan":"pro"}`, admin: true, bad: call{body: `{"plan":"gold"}`, want: 400}},
@@ -298,6 +308,38 @@ func TestEveryAnswerIsDocumented(t *testing.T) {
 	v.do(call{op: "checkLimit", variant: "not on the plan", method: "POST", path: "/v1/limit", key: freeKey, body: `{"namespace":"api","key":"k","algorithm":"token_bucket","limit":5,"window_ms":1000}`, want: 403})
 	v.do(call{op: "putWebhook", variant: "not on the plan", method: "PUT", path: "/v1/webhook", key: freeKey, body: `{"url":"http://127.0.0.1:9/hook"}`, want: 403})
 	v.do(call{op: "getWebhook", variant: "none set", method: "GET", path: "/v1/webhook", key: freeKey, want: 404})
+
+	// The audit log (spec §15.10): pages followed by their cursor, the filters, and every
+	// refusal of the query.
+	audit := []call{
+		{op: "listAudit", variant: "every account", path: "/v1/admin/audit", key: opKey},
+		{op: "listAudit", variant: "an account's first page", path: "/v1/admin/audit?account=acme&limit=1", key: opKey},
+		{op: "listAudit", variant: "an id no account has", path: "/v1/admin/audit?account=nobody", key: opKey},
+		{op: "listAudit", variant: "a deleted account's", path: "/v1/admin/audit?account=gone", key: opKey},
+		{op: "listAudit", variant: "empty account", path: "/v1/admin/audit?account=", key: opKey, want: 400},
+		{op: "listAudit", variant: "limit 0", path: "/v1/admin/audit?limit=0", key: opKey, want: 400},
+		{op: "listAudit", variant: "limit 1001", path: "/v1/admin/audit?limit=1001", key: opKey, want: 400},
+		{op: "listAudit", variant: "limit not plain", path: "/v1/admin/audit?limit=01", key: opKey, want: 400},
+		{op: "listAudit", variant: "not a cursor", path: "/v1/admin/audit?cursor=nope", key: opKey, want: 400},
+		{op: "listAudit", variant: "limit twice", path: "/v1/admin/audit?limit=1&limit=2", key: opKey, want: 400},
+		{op: "listAudit", variant: "unknown parameter", path: "/v1/admin/audit?bogus=1", key: opKey, want: 400},
+		{op: "listOwnAudit", variant: "suspended account", path: "/v1/audit", key: susKey},
+		{op: "listOwnAudit", variant: "first page", path: "/v1/audit?limit=1", key: key},
+		{op: "listOwnAudit", variant: "limit 0", path: "/v1/audit?limit=0", key: key, want: 400},
+		{op: "listOwnAudit", variant: "not a cursor", path: "/v1/audit?cursor=nope", key: key, want: 400},
+		{op: "listOwnAudit", variant: "cursor twice", path: "/v1/audit?cursor=a&cursor=b", key: key, want: 400},
+	}
+	for _, c := range audit {
+		c.method, c.from = "GET", 60
+		body := v.do(c)
+		if c.want != 0 || !strings.Contains(c.path, "limit=1") {
+			continue
+		}
+		// A full page of one has a cursor; the next page is read with it.
+		next := field(t, body, "next_cursor")
+		c.variant, c.path = "the next page", c.path+"&cursor="+url.QueryEscape(next)
+		v.do(c)
+	}
 
 	for path, item := range doc.Paths.Map() {
 		for method, op := range item.Operations() {

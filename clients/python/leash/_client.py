@@ -13,10 +13,10 @@ import urllib.request
 from typing import Any, Dict, List, Optional, Tuple, Union
 
 from ._errors import LeaseDenied, LeashError, error_for
-from ._types import (Account, AccountPage, AccountUsage, CreateAccountRequest, DeleteResult,
-                     IssueKeyRequest, IssuedKey, KeyList, LeaseDecision, LeaseList, LeaseRequest,
-                     LimitRequest, LimitResult, NamespaceList, Override, OwnAccount, ReleaseResult,
-                     RenewRequest, RenewResult, Rule, RuleList, RuleRequest, Stats,
+from ._types import (Account, AccountPage, AccountUsage, AuditPage, CreateAccountRequest,
+                     DeleteResult, IssueKeyRequest, IssuedKey, KeyList, LeaseDecision, LeaseList,
+                     LeaseRequest, LimitRequest, LimitResult, NamespaceList, Override, OwnAccount,
+                     ReleaseResult, RenewRequest, RenewResult, Rule, RuleList, RuleRequest, Stats,
                      UpdateAccountRequest, Webhook, WebhookRequest, WebhookTestResult,
                      WebhookWithSecret, decode, encode)
 
@@ -52,6 +52,8 @@ OPERATIONS: Dict[str, Tuple[str, str, bool]] = {
     "listAccountKeys": ("GET", "/v1/admin/accounts/{id}/keys", True),
     "revokeAccountKey": ("DELETE", "/v1/admin/accounts/{id}/keys/{key_id}", True),
     "getAccountUsage": ("GET", "/v1/admin/accounts/{id}/usage", True),
+    "listAudit": ("GET", "/v1/admin/audit", True),
+    "listOwnAudit": ("GET", "/v1/audit", True),
 }
 
 
@@ -254,6 +256,11 @@ class Client(_Base):
         """Queues a webhook.test event: POST /v1/webhook/test."""
         return decode(WebhookTestResult, self._t.call("testWebhook")[1])
 
+    def audit(self, *, limit: Optional[int] = None, cursor: Optional[str] = None) -> AuditPage:
+        """One page of the account's own audit log, newest first: GET /v1/audit (spec §15.10);
+        pass a page's ``next_cursor`` as ``cursor`` for the next. Allowed while suspended."""
+        return decode(AuditPage, self._t.call("listOwnAudit", query={"limit": limit, "cursor": cursor})[1])
+
 
 class AdminClient(_Base):
     """A client of the operators' routes, /v1/admin: ``leash.AdminClient(url, operator_key)``."""
@@ -295,6 +302,14 @@ class AdminClient(_Base):
     def usage(self, id: str) -> AccountUsage:
         """An account's usage: GET /v1/admin/accounts/{id}/usage."""
         return decode(AccountUsage, self._t.call("getAccountUsage", {"id": id})[1])
+
+    def audit(self, *, account: Optional[str] = None, limit: Optional[int] = None,
+              cursor: Optional[str] = None) -> AuditPage:
+        """One page of the audit log, newest first: GET /v1/admin/audit (spec §15.10); every
+        account's entries, or with ``account`` only that account's. Pass a page's
+        ``next_cursor`` as ``cursor`` for the next."""
+        query = {"account": account, "limit": limit, "cursor": cursor}
+        return decode(AuditPage, self._t.call("listAudit", query=query)[1])
 
 
 class Lease:

@@ -16,7 +16,7 @@ __all__ = ['LimitRequest', 'LimitResult', 'ResetResult', 'LeaseRequest', 'LeaseD
            'PlanLimits', 'OwnAccount', 'WebhookRequest', 'Webhook', 'WebhookWithSecret',
            'WebhookTestResult', 'Account', 'AccountPage', 'CreateAccountRequest',
            'UpdateAccountRequest', 'IssueKeyRequest', 'APIKey', 'IssuedKey', 'KeyList',
-           'ErrorBody', 'SCHEMAS', 'decode', 'encode']
+           'AuditActor', 'AuditEntry', 'AuditPage', 'ErrorBody', 'SCHEMAS', 'decode', 'encode']
 
 T = TypeVar("T")
 
@@ -224,9 +224,12 @@ class PlanLimits:
 
 @dataclasses.dataclass
 class OwnAccount:
-    """GET /v1/account."""
+    """GET /v1/account. ``suspended`` is True while an operator has the account suspended
+    (spec §15.6): its decisions, leases, rule writes, webhook writes and tests and the keys it
+    would issue itself raise AccountSuspended."""
     id: str
     plan: str
+    suspended: bool
     plan_limits: PlanLimits
 
 
@@ -320,6 +323,38 @@ class KeyList:
 
 
 @dataclasses.dataclass
+class AuditActor:
+    """Who made a change: ``type`` "operator" (``id`` the operator's id) or "account" (``id``
+    the account's, ``key_id`` the key it called with: ``key_…`` or ``config-N``)."""
+    type: str
+    id: str
+    key_id: Optional[str] = None
+
+
+@dataclasses.dataclass
+class AuditEntry:
+    """One change of the audit log (spec §15.10): ``time`` RFC 3339 in UTC by the store's
+    clock; ``details`` the change's facts as strings (``plan``, ``name``, ``window_ms``...)."""
+    id: str
+    time: str
+    actor: AuditActor
+    action: str
+    account: str
+    target: str
+    details: Dict[str, str]
+    client: str
+    request_id: str
+
+
+@dataclasses.dataclass
+class AuditPage:
+    """One page of GET /v1/audit or /v1/admin/audit, newest first; ``next_cursor`` None on
+    the last."""
+    entries: List[AuditEntry]
+    next_cursor: Optional[str]
+
+
+@dataclasses.dataclass
 class ErrorBody:
     """The body of every error answer."""
     error: str
@@ -330,6 +365,7 @@ class ErrorBody:
 SCHEMAS: Dict[str, type] = {
     "APIKey": APIKey, "Account": Account, "AccountPage": AccountPage,
     "AccountUsage": AccountUsage, "AccountUsage.namespaces": NamespaceUsage,
+    "AuditEntry": AuditEntry, "AuditEntry.actor": AuditActor, "AuditPage": AuditPage,
     "CreateAccountRequest": CreateAccountRequest, "DayStats": DayStats,
     "DeleteResult": DeleteResult, "Error": ErrorBody, "IssueKeyRequest": IssueKeyRequest,
     "IssuedKey": IssuedKey, "KeyList": KeyList, "LeaseDecision": LeaseDecision,

@@ -27,6 +27,7 @@ class ClientTest(unittest.TestCase):
         c = leash.Client(URL, issued.key)
         me = c.account()
         self.assertEqual(me.id, acct_id)
+        self.assertFalse(me.suspended)
         self.assertTrue(me.plan_limits.concurrent_limit)
 
         # Rules.
@@ -68,16 +69,46 @@ class ClientTest(unittest.TestCase):
         c.delete_webhook()
         self.assertIsNone(c.webhook())
 
-        # Suspended, then resumed; with the async clients.
+        # Suspended, then resumed; with the async clients. The audit log stays readable.
         async def suspended():
             aadmin, ac = leash.AsyncAdminClient(URL, KEYS["operator"]), leash.AsyncClient(URL, issued.key)
             self.assertTrue((await aadmin.update_account(acct_id, suspended=True)).suspended)
+            self.assertTrue((await ac.account()).suspended)
             with self.assertRaises(leash.AccountSuspended):
                 await ac.limit("api", "k", limit=1, window_ms=1000)
+            with self.assertRaises(leash.AccountSuspended):
+                await ac.create_key(name="while-suspended")
+            self.assertEqual((await ac.audit(limit=1)).entries[0].action, "account.suspended")
+            self.assertEqual((await aadmin.audit(account=acct_id, limit=1)).entries[0].action, "account.suspended")
             await aadmin.update_account(acct_id, suspended=False)
+            self.assertFalse((await ac.account()).suspended)
             self.assertTrue((await ac.limit("api", "k", limit=1, window_ms=1000)).allowed)
 
         asyncio.run(suspended())
+
+        # The audit log: the account's own, newest first, a page at a time; an operator's view.
+        own = c.audit(limit=2)
+        self.assertEqual([e.action for e in own.entries], ["account.resumed", "account.suspended"])
+        self.assertEqual(own.entries[0].actor.type, "operator")
+        self.assertIsInstance(own.next_cursor, str)
+        older = c.audit(limit=100, cursor=own.next_cursor)
+        self.assertIsNone(older.next_cursor)
+        self.assertEqual(older.entries[-1].action, "account.created")
+        rule_set = next(e for e in older.entries if e.action == "rule.set")
+        self.assertIsInstance(rule_set.actor, leash.AuditActor)
+        self.assertEqual((rule_set.actor.type, rule_set.details["window_ms"]), ("account", "1000"))
+        self.assertTrue(rule_set.actor.key_id.startswith("key_"))
+        self.assertTrue(rule_set.request_id)
+        ops = admin.audit(account=acct_id, limit=1)
+        self.assertEqual(ops.entries[0].id, own.entries[0].id)
+        self.assertEqual(admin.audit(account=acct_id, limit=1, cursor=ops.next_cursor).entries[0].id,
+                         own.entries[1].id)
+        with self.assertRaises(leash.InvalidRequest):
+            admin.audit(account="Not An Id")
+        with self.assertRaises(leash.AccountKeyRequired):
+            leash.Client(URL, KEYS["operator"]).audit()
+        with self.assertRaises(leash.OperatorKeyRequired):
+            leash.AdminClient(URL, issued.key).audit()
 
         # The wrong kind of key.
         with self.assertRaises(leash.AccountKeyRequired):

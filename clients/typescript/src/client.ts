@@ -3,9 +3,11 @@
 // renewed while work runs and always released.
 
 import {
+  auditFromWire,
   fromWire,
   toWire,
   type AccountPage,
+  type AuditPage,
   type Account,
   type AccountUsage,
   type CreateAccountRequest,
@@ -67,6 +69,8 @@ export const OPERATIONS = {
   listAccountKeys: { method: "GET", path: "/v1/admin/accounts/{id}/keys", retry: true },
   revokeAccountKey: { method: "DELETE", path: "/v1/admin/accounts/{id}/keys/{key_id}", retry: true },
   getAccountUsage: { method: "GET", path: "/v1/admin/accounts/{id}/usage", retry: true },
+  listAudit: { method: "GET", path: "/v1/admin/audit", retry: true },
+  listOwnAudit: { method: "GET", path: "/v1/audit", retry: true },
 } as const;
 
 /** An operationId of docs/openapi.yaml. */
@@ -356,6 +360,12 @@ export class Leash extends Base {
   async testWebhook(opts?: CallOptions): Promise<WebhookTestResult> {
     return fromWire((await this.call("testWebhook", { opts })).body);
   }
+
+  /** One page of the account's own audit log, newest first: GET /v1/audit (spec §15.10);
+   * pass a page's `nextCursor` as `cursor` for the next. Allowed while suspended. */
+  async audit(page: { limit?: number; cursor?: string } = {}, opts?: CallOptions): Promise<AuditPage> {
+    return auditFromWire((await this.call("listOwnAudit", { query: { limit: page.limit, cursor: page.cursor }, opts })).body);
+  }
 }
 
 /** A lease held by withLease: renewed in the background until released. */
@@ -472,5 +482,13 @@ export class LeashAdmin extends Base {
   /** An account's usage: GET /v1/admin/accounts/{id}/usage. */
   async usage(id: string, opts?: CallOptions): Promise<AccountUsage> {
     return fromWire((await this.call("getAccountUsage", { params: { id }, opts })).body);
+  }
+
+  /** One page of the audit log, newest first: GET /v1/admin/audit (spec §15.10); every
+   * account's entries, or with `account` only that account's. Pass a page's `nextCursor`
+   * as `cursor` for the next. */
+  async audit(page: { account?: string; limit?: number; cursor?: string } = {}, opts?: CallOptions): Promise<AuditPage> {
+    const query = { account: page.account, limit: page.limit, cursor: page.cursor };
+    return auditFromWire((await this.call("listAudit", { query, opts })).body);
   }
 }

@@ -192,6 +192,10 @@ export interface PlanLimits {
 export interface OwnAccount {
   id: string;
   plan: string;
+  /** True while an operator has the account suspended (spec §15.6): its decisions, leases,
+   * rule writes, webhook writes and tests and the keys it would issue itself are refused
+   * with `account_suspended`. */
+  suspended: boolean;
   planLimits: PlanLimits;
 }
 
@@ -272,6 +276,52 @@ export interface KeyList {
   keys: APIKey[];
 }
 
+/** Who made a change: an operator (`id` the operator's id) or an account (`id` the
+ * account's, `keyId` the key it called with: `key_…` or `config-N`). */
+export interface AuditActor {
+  type: "operator" | "account";
+  id: string;
+  keyId?: string;
+}
+
+/** One change of the audit log (spec §15.10). */
+export interface AuditEntry {
+  /** Unique; ids sort as the entries were recorded. */
+  id: string;
+  /** When it was recorded, by the store's clock: RFC 3339 in UTC with milliseconds. */
+  time: string;
+  actor: AuditActor;
+  action:
+    | "account.created"
+    | "account.plan_changed"
+    | "account.suspended"
+    | "account.resumed"
+    | "account.deleted"
+    | "key.issued"
+    | "key.revoked"
+    | "rule.set"
+    | "rule.deleted"
+    | "webhook.set"
+    | "webhook.deleted"
+    | "counter.reset";
+  /** The account the change concerns. */
+  account: string;
+  /** The account id, a key id, `<ns>/<rate or concurrent>`, `webhook`, or a namespace. */
+  target: string;
+  /** The change's facts, under their wire names (`plan`, `name`, `window_ms`, `host`...). */
+  details: Record<string, string>;
+  /** The client address. */
+  client: string;
+  /** The request's X-Request-Id. */
+  requestId: string;
+}
+
+/** One page of GET /v1/audit or /v1/admin/audit, newest first; `nextCursor` null on the last. */
+export interface AuditPage {
+  entries: AuditEntry[];
+  nextCursor: string | null;
+}
+
 /** The error body of every error answer. */
 export interface ErrorBody {
   error: string;
@@ -297,6 +347,9 @@ export const FIELDS = {
   Account: fields<Account>()(["id", "plan", "source", "suspended", "created_at", "keys"]),
   AccountPage: fields<AccountPage>()(["accounts", "next_cursor"]),
   AccountUsage: fields<AccountUsage>()(["month", "namespaces", "days"]),
+  AuditEntry: fields<AuditEntry>()(["id", "time", "actor", "action", "account", "target", "details", "client", "request_id"]),
+  "AuditEntry.actor": fields<AuditActor>()(["type", "id", "key_id"]),
+  AuditPage: fields<AuditPage>()(["entries", "next_cursor"]),
   "AccountUsage.namespaces": fields<NamespaceUsage>()(["namespace", "total", "blocked"]),
   CreateAccountRequest: fields<CreateAccountRequest>()(["id", "plan"]),
   DayStats: fields<DayStats>()(["day", "total", "blocked"]),
@@ -316,7 +369,7 @@ export const FIELDS = {
   "NamespaceList.namespaces": fields<NamespaceSummary>()(["namespace", "rules", "total", "blocked"]),
   Override: fields<Override>()(["key", "limit", "window_ms"]),
   OverrideRequest: fields<Override>()(["key", "limit", "window_ms"]),
-  OwnAccount: fields<OwnAccount>()(["id", "plan", "plan_limits"]),
+  OwnAccount: fields<OwnAccount>()(["id", "plan", "suspended", "plan_limits"]),
   "OwnAccount.plan_limits": fields<PlanLimits>()(["algorithms", "concurrent_limit", "webhooks", "monthly_quota", "hard_cap"]),
   ReleaseResult: fields<ReleaseResult>()(["released", "active"]),
   RenewRequest: fields<RenewRequest>()(["window_ms"]),
@@ -341,6 +394,15 @@ function camel(s: string): string {
 /** snake_case of a camelCase name. */
 function snake(s: string): string {
   return s.replace(/[A-Z]/g, (c) => "_" + c.toLowerCase());
+}
+
+/** An audit page from its JSON answer: the members' names in camelCase, except each entry's
+ * `details`, whose keys are data and keep their wire names. */
+export function auditFromWire(v: unknown): AuditPage {
+  const page = fromWire<AuditPage>(v);
+  const raw = v as { entries: { details: Record<string, string> }[] };
+  page.entries.forEach((e, i) => (e.details = { ...raw.entries[i]!.details }));
+  return page;
 }
 
 /** A JSON answer with its members' names in camelCase, all the way down. */

@@ -4,7 +4,7 @@ import assert from "node:assert/strict";
 import { Leash, LeashAdmin, LeashError, isCode } from "../src/index.js";
 import { keys, unique, url } from "./env.js";
 
-test("operators manage accounts and keys; an account manages its rules, keys, webhook and reads its usage", async () => {
+test("operators manage accounts and keys; an account manages its rules, keys, webhook and reads its usage and audit log", async () => {
   const admin = new LeashAdmin({ url, apiKey: keys["operator"] });
   const id = unique("ts").replace(/[^a-z0-9-]/g, "");
   const acct = await admin.createAccount({ id, plan: "pro" });
@@ -61,9 +61,33 @@ test("operators manage accounts and keys; an account manages its rules, keys, we
   assert.equal(await c.webhook(), null);
 
   // Suspended: decisions refused with account_suspended; resumed: served again.
+  assert.equal(me.suspended, false);
   assert.equal((await admin.updateAccount(id, { suspended: true })).suspended, true);
+  assert.equal((await c.account()).suspended, true);
   await assert.rejects(c.limit({ namespace: "api", key: "k", limit: 1, windowMs: 1000 }), (e) => isCode(e, "account_suspended"));
+  await assert.rejects(c.createKey({ name: "while-suspended" }), (e) => isCode(e, "account_suspended"));
   await admin.updateAccount(id, { suspended: false });
+  assert.equal((await c.account()).suspended, false);
+
+  // The audit log: the account's own, newest first, a page at a time; an operator's view.
+  const own = await c.audit({ limit: 2 });
+  assert.deepEqual(own.entries.map((e) => e.action), ["account.resumed", "account.suspended"]);
+  assert.equal(own.entries[0]!.actor.type, "operator");
+  assert.equal(typeof own.nextCursor, "string");
+  const older = await c.audit({ limit: 100, cursor: own.nextCursor! });
+  const set = older.entries.find((e) => e.action === "rule.set" && e.details["window_ms"] === "1000");
+  assert.ok(set, "a rule.set entry, its details under their wire names");
+  assert.equal(set.actor.type, "account");
+  assert.match(set.actor.keyId ?? "", /^key_/);
+  assert.match(set.requestId, /.+/);
+  assert.equal(older.nextCursor, null);
+  assert.equal(older.entries.at(-1)!.action, "account.created");
+  const ops = await admin.audit({ account: id, limit: 1 });
+  assert.equal(ops.entries[0]!.id, own.entries[0]!.id);
+  assert.equal((await admin.audit({ account: id, limit: 1, cursor: ops.nextCursor! })).entries[0]!.id, own.entries[1]!.id);
+  await assert.rejects(admin.audit({ account: "Not An Id" }), (e) => isCode(e, "invalid_request"));
+  await assert.rejects(new Leash({ url, apiKey: keys["operator"] }).audit(), (e) => isCode(e, "account_key_required"));
+  await assert.rejects(new LeashAdmin({ url, apiKey: issued.key }).audit(), (e) => isCode(e, "operator_key_required"));
   assert.equal((await c.limit({ namespace: "api", key: "k", limit: 1, windowMs: 1000 })).allowed, true);
 
   // The wrong kind of key.
