@@ -387,31 +387,14 @@ func (r *Reservations) reserve(ctx context.Context, key string, sp *engine.Spend
 // later call of the same instance: it decided nothing.
 var errLate = errors.New("hotpath: the reserve call reached the store too late")
 
-// overdraft decides an overdraft spend (spec §4.12) in the store, with this instance's
-// slice of the counter settled first; when it is denied (and so counted over the limit)
-// while another instance has a grant of the counter, it answers only once no slice taken
-// before it can decide (Port.Fence).
+// overdraft settles this instance's slice of the counter, then has the store decide the
+// overdraft spend (spec §4.12): the store fences the other instances' slices when it is
+// denied (Port.Fence).
 func (r *Reservations) overdraft(ctx context.Context, sp *engine.Spend, key string) (engine.Decision, bool, error) {
-	sh, e, err := r.settled(ctx, key)
-	if err != nil {
+	if err := r.giveBack(ctx, key); err != nil {
 		return engine.Decision{}, false, err
 	}
-	var rep Reply
-	if e != nil {
-		rep, err = r.call(ctx, sh, e, key, sp, 0)
-	} else {
-		sh.mu.Unlock()
-		rep, err = r.reserve(ctx, key, sp, r.newCall(0, 0, 0))
-	}
-	if err != nil {
-		return engine.Decision{}, false, err
-	}
-	if rep.Verdict != 1 && rep.Others > 0 {
-		if err := r.p.Fence(ctx, key); err != nil {
-			return engine.Decision{}, false, err
-		}
-	}
-	return decision(sp, rep), true, nil
+	return engine.Decision{}, false, nil
 }
 
 func decision(sp *engine.Spend, rep Reply) engine.Decision {

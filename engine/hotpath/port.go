@@ -9,7 +9,8 @@ import (
 
 // Port is what the hot path needs of a store that can reserve (the Redis store): one
 // reserve call, the fence log, and whether the store answers. Every method is one store
-// operation (or, for Fence, one and a wait).
+// operation (or, for Fence, one and a wait). The store's own Reset and overdraft Spend
+// fence the slices other instances hold (spec §4.13), so any instance may make them.
 type Port interface {
 	// CounterKey is c's key in the store; the hot path follows counters by it.
 	CounterKey(c engine.Counter) string

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/leashd/leash/engine"
+	"github.com/leashd/leash/engine/hotpath"
 )
 
 // Spend decides one rate-limit request with one EVALSHA of lua/spend.lua, which it may
@@ -16,6 +17,9 @@ func (s *Store) Spend(ctx context.Context, sp engine.Spend) (engine.Decision, er
 		return engine.Decision{}, fmt.Errorf("redisstore: spend: %w", err)
 	}
 	key := s.keys.counter(sp.Counter)
+	if sp.Overdraft && sp.Counter.Algorithm != engine.TokenBucket {
+		return s.overdraft(ctx, &sp, key)
+	}
 	code := spendCode(&sp)
 	var buf [4]int64 // the reply, without a heap allocation
 	keys := []string{key}
@@ -38,6 +42,27 @@ func (s *Store) Spend(ctx context.Context, sp engine.Spend) (engine.Decision, er
 		return engine.Decision{}, errors.New("redisstore: spend: malformed script reply")
 	}
 	return engine.Decision{Allowed: r[0] == 1, Limit: sp.Limit, Remaining: r[1], ResetMS: r[2], NowMS: r[3]}, nil
+}
+
+// overdraft decides an overdraft spend of a window counter (spec §4.12) with one
+// lua/reserve.lua request, which also tells how many instances hold a grant of the
+// counter: when it is denied, and so counted over the limit, while some do, it answers only
+// once no slice taken before it can decide anywhere (Fence, spec §4.13), whichever
+// instance made it and whether or not its own reservations are on.
+func (s *Store) overdraft(ctx context.Context, sp *engine.Spend, key string) (engine.Decision, error) {
+	rep, err := s.Reserve(ctx, key, sp, hotpath.Call{From: 1, Share: 1, Part: 1})
+	if err != nil {
+		return engine.Decision{}, err
+	}
+	if rep.Verdict < 0 {
+		return engine.Decision{}, errors.New("redisstore: overdraft: the call reached Redis after its deadline")
+	}
+	if rep.Verdict == 0 && rep.Others > 0 {
+		if err := s.Fence(ctx, key); err != nil {
+			return engine.Decision{}, err
+		}
+	}
+	return engine.Decision{Allowed: rep.Verdict == 1, Limit: sp.Limit, Remaining: rep.Remaining, ResetMS: rep.ResetMS, NowMS: rep.NowMS}, nil
 }
 
 // SpendAll decides several counters of one key with one EVALSHA of lua/spend_all.lua: all

@@ -100,7 +100,8 @@ func TestReservationResetIsLinearizable(t *testing.T) {
 
 // TestReservationOverdraftFences: instance A holds a slice when B's overdraft spend (spec
 // §4.12) of the whole limit is denied and counted; once it has answered, A denies too, as
-// Redis does (A's unspent slice given back would not bring the count under the limit).
+// Redis does (A's unspent slice given back would not bring the count under the limit). B
+// fences whether or not its own reservations are on.
 func TestReservationOverdraftFences(t *testing.T) {
 	t.Parallel()
 	for _, topo := range []string{"single", "cluster"} {
@@ -108,7 +109,8 @@ func TestReservationOverdraftFences(t *testing.T) {
 			t.Run(topo+"/"+alg.String(), func(t *testing.T) {
 				t.Parallel()
 				o := topoOptions(t, topo)
-				a, b := openReserving(t, o, hotOpts), openReserving(t, o, hotOpts)
+				// B's own reservations are off: the store fences all the same.
+				a, b := openReserving(t, o, hotOpts), openStore(t, o)
 				ctx := context.Background()
 				c := engine.Counter{Account: "a", Namespace: "ns", Key: "overdraft", Algorithm: alg, WindowMS: 3_600_000}
 				const limit = 2000
