@@ -1,0 +1,79 @@
+package config
+
+import (
+	"flag"
+	"os"
+	"strings"
+	"testing"
+)
+
+var updateSpec = flag.Bool("update-spec", false, "rewrite docs/spec.md's key table (§10.2) from keys")
+
+const specPath = "../docs/spec.md"
+
+// specKeyTable returns spec.md and the start and end of its §10.2 key table.
+func specKeyTable(t *testing.T) (spec string, start, end int) {
+	t.Helper()
+	data, err := os.ReadFile(specPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec = string(data)
+	const heading = "### §10.2 Keys\n\n"
+	start = strings.Index(spec, heading)
+	if start < 0 {
+		t.Fatalf("%s has no %q", specPath, strings.TrimSpace(heading))
+	}
+	start += len(heading)
+	end = strings.Index(spec[start:], "\n\n")
+	if end < 0 {
+		t.Fatalf("%s: the key table does not end", specPath)
+	}
+	return spec, start, start + end + 1
+}
+
+// TestSpecKeyTable: docs/spec.md's key table is the one keys describes (go test ./config
+// -run TestSpecKeyTable -update-spec rewrites it).
+func TestSpecKeyTable(t *testing.T) {
+	spec, start, end := specKeyTable(t)
+	want := keyTable()
+	if *updateSpec {
+		if err := os.WriteFile(specPath, []byte(spec[:start]+want+spec[end:]), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	got := spec[start:end]
+	if got == want {
+		return
+	}
+	g, w := strings.Split(got, "\n"), strings.Split(want, "\n")
+	for i := 0; i < len(g) || i < len(w); i++ {
+		var gl, wl string
+		if i < len(g) {
+			gl = g[i]
+		}
+		if i < len(w) {
+			wl = w[i]
+		}
+		if gl != wl {
+			t.Fatalf("docs/spec.md §10.2 differs from the keys of config/keys.go at table line %d:\n spec: %s\n keys: %s\n(go test ./config -run TestSpecKeyTable -update-spec rewrites the table)", i+1, gl, wl)
+		}
+	}
+}
+
+// TestKeysDescribeEveryKeyOnce: no key path is described twice, and every row of the key
+// table documents its keys.
+func TestKeysDescribeEveryKeyOnce(t *testing.T) {
+	seen := map[string]bool{}
+	for i, k := range keys() {
+		if seen[k.path] {
+			t.Errorf("%s is described twice", k.path)
+		}
+		seen[k.path] = true
+		if i == 0 && k.doc == "" {
+			t.Errorf("%s: the first key needs its meaning", k.path)
+		}
+		parseDefault(k) // panics on a bad duration
+	}
+}
