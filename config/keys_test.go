@@ -5,6 +5,8 @@ import (
 	"os"
 	"strings"
 	"testing"
+
+	"go.yaml.in/yaml/v3"
 )
 
 var updateSpec = flag.Bool("update-spec", false, "rewrite docs/spec.md's key table (§10.2) from keys")
@@ -75,5 +77,33 @@ func TestKeysDescribeEveryKeyOnce(t *testing.T) {
 			t.Errorf("%s: the first key needs its meaning", k.path)
 		}
 		parseDefault(k) // panics on a bad duration
+	}
+}
+
+// TestExampleListsEveryKey: config/example.yaml sets every key keys describes outside
+// plans, accounts, operators and envoy.domains, each at its own path or, where setting it
+// would clash with another key (cluster_addrs, sentinel), as a commented line (TestExample
+// checks that they are the defaults, and Load that it names no other key).
+func TestExampleListsEveryKey(t *testing.T) {
+	var doc map[string]any
+	if err := yaml.Unmarshal([]byte(Example()), &doc); err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range keys() {
+		if strings.ContainsAny(k.path, "<[") {
+			continue
+		}
+		var v any = doc
+		for _, seg := range strings.Split(k.path, ".") {
+			m, _ := v.(map[string]any)
+			var ok bool
+			if v, ok = m[seg]; !ok {
+				if strings.Contains(Example(), "# "+seg+":") || strings.Contains(Example(), "#   "+seg+":") {
+					break
+				}
+				t.Errorf("example.yaml does not list %s", k.path)
+				break
+			}
+		}
 	}
 }
