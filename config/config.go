@@ -21,17 +21,9 @@
 //     expected an integer"; every file is checked, and the values merged from them.
 //   - Durations are Go duration strings ("500ms", "2s", "5m"); 0 may be written bare.
 //
-// Further keys (all optional; spec §10.2 lists every key):
-//   - shutdown.timeout (default 10s): the whole SIGTERM budget (spec §12.3);
-//     shutdown.drain_delay must be below it.
-//   - store.redis.dial_timeout / read_timeout / write_timeout (default 500ms each):
-//     deadlines of the Redis client.
-//   - store.redis.pool_size (default 0 = the driver's default): pooled connections per node
-//     (decisions use one more per node, docs/redis.md "Connections").
-//   - http.read_header_timeout / read_timeout / write_timeout / idle_timeout (default
-//     5s / 30s / 30s / 120s): the /v1 listener's bounds on slow and idle clients.
-//   - http.trusted_proxies (default none): CIDRs of the proxies whose forwarded headers
-//     name the client (spec §15.7).
+// Every key is described once, in keys.go: its path, type, default and meaning. The
+// schema files are checked against, the defaults, the LEASH_ variables and spec §10.2's
+// key table (TestSpecKeyTable) come from that description.
 //
 // Plans (spec §2.3): a plan named like a built-in one (free, pro, scale)
 // merges field by field over it; an absent hard_cap inherits the built-in value and
