@@ -3,8 +3,10 @@ package config
 import (
 	"flag"
 	"os"
+	"reflect"
 	"strings"
 	"testing"
+	"time"
 
 	"go.yaml.in/yaml/v3"
 )
@@ -106,4 +108,70 @@ func TestExampleListsEveryKey(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestKeysNameFields: every key keys describes names a field of the document Load decodes
+// (matchKey), and every field of it is named by a key, so keys and Config cannot drift.
+func TestKeysNameFields(t *testing.T) {
+	named := map[string]bool{} // "Type.Field" of every field a key reaches
+	for _, k := range keys() {
+		typ := reflect.TypeOf(document{})
+		for _, seg := range strings.Split(k.path, ".") {
+			if _, ok := placeholderName(seg); ok {
+				continue
+			}
+			seg = strings.TrimSuffix(seg, "[]")
+			f, owner, ok := fieldOf(typ, seg)
+			if !ok {
+				t.Errorf("%s: %s has no field for %q", k.path, typ, seg)
+				break
+			}
+			named[owner+"."+f.Name] = true
+			typ = f.Type
+			for typ.Kind() == reflect.Map || typ.Kind() == reflect.Slice || typ.Kind() == reflect.Pointer {
+				typ = typ.Elem()
+			}
+		}
+	}
+	var walk func(typ reflect.Type)
+	walk = func(typ reflect.Type) {
+		for i := 0; i < typ.NumField(); i++ {
+			f := typ.Field(i)
+			if !f.IsExported() || f.Tag.Get("mapstructure") == "-" || f.Anonymous {
+				if f.Anonymous {
+					walk(f.Type)
+				}
+				continue
+			}
+			if !named[typ.Name()+"."+f.Name] {
+				t.Errorf("%s.%s: no key of keys.go names it", typ.Name(), f.Name)
+			}
+			ft := f.Type
+			for ft.Kind() == reflect.Map || ft.Kind() == reflect.Slice || ft.Kind() == reflect.Pointer {
+				ft = ft.Elem()
+			}
+			if ft.Kind() == reflect.Struct && ft != reflect.TypeOf(time.Duration(0)) {
+				walk(ft)
+			}
+		}
+	}
+	walk(reflect.TypeOf(document{}))
+}
+
+// fieldOf returns the field of the struct typ (or of a struct embedded in it) that key
+// names, and the name of the struct that declares it.
+func fieldOf(typ reflect.Type, key string) (f reflect.StructField, owner string, ok bool) {
+	for i := 0; i < typ.NumField(); i++ {
+		f := typ.Field(i)
+		if f.Anonymous {
+			if g, owner, ok := fieldOf(f.Type, key); ok {
+				return g, owner, true
+			}
+			continue
+		}
+		if f.IsExported() && f.Tag.Get("mapstructure") != "-" && matchKey(key, f.Name) {
+			return f, typ.Name(), true
+		}
+	}
+	return reflect.StructField{}, "", false
 }
