@@ -4,6 +4,7 @@ import (
 	"flag"
 	"os"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -111,12 +112,14 @@ func TestExampleListsEveryKey(t *testing.T) {
 }
 
 // TestKeysNameFields: every key keys describes names a field of the document Load decodes
-// (matchKey), and every field of it is named by a key, so keys and Config cannot drift.
+// (matchKey) of a Go type that holds its kind, and every field of it is named by a key, so
+// keys and Config cannot drift.
 func TestKeysNameFields(t *testing.T) {
 	named := map[string]bool{} // "Type.Field" of every field a key reaches
 	for _, k := range keys() {
 		typ := reflect.TypeOf(document{})
-		for _, seg := range strings.Split(k.path, ".") {
+		segs := strings.Split(k.path, ".")
+		for i, seg := range segs {
 			if _, ok := placeholderName(seg); ok {
 				continue
 			}
@@ -128,6 +131,9 @@ func TestKeysNameFields(t *testing.T) {
 			}
 			named[owner+"."+f.Name] = true
 			typ = f.Type
+			if want := goTypes[k.kind]; i == len(segs)-1 && !slices.Contains(want, typ.String()) {
+				t.Errorf("%s: a %s field holds it, want one of %v", k.path, typ, want)
+			}
 			for typ.Kind() == reflect.Map || typ.Kind() == reflect.Slice || typ.Kind() == reflect.Pointer {
 				typ = typ.Elem()
 			}
@@ -156,6 +162,17 @@ func TestKeysNameFields(t *testing.T) {
 		}
 	}
 	walk(reflect.TypeOf(document{}))
+}
+
+// goTypes are the Go types a field of each kind may have.
+var goTypes = map[kind][]string{
+	kString:   {"string"},
+	kInt:      {"int", "*int64"},
+	kBool:     {"bool", "*bool"},
+	kDuration: {"time.Duration"},
+	kFloat:    {"float64"},
+	kStrings:  {"[]string"},
+	kHardCap:  {"*int64"},
 }
 
 // fieldOf returns the field of the struct typ (or of a struct embedded in it) that key
