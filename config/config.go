@@ -21,17 +21,9 @@
 //     expected an integer"; every file is checked, and the values merged from them.
 //   - Durations are Go duration strings ("500ms", "2s", "5m"); 0 may be written bare.
 //
-// Further keys (all optional; spec §10.2 lists every key):
-//   - shutdown.timeout (default 10s): the whole SIGTERM budget (spec §12.3);
-//     shutdown.drain_delay must be below it.
-//   - store.redis.dial_timeout / read_timeout / write_timeout (default 500ms each):
-//     deadlines of the Redis client.
-//   - store.redis.pool_size (default 0 = the driver's default): pooled connections per node
-//     (decisions use one more per node, docs/redis.md "Connections").
-//   - http.read_header_timeout / read_timeout / write_timeout / idle_timeout (default
-//     5s / 30s / 30s / 120s): the /v1 listener's bounds on slow and idle clients.
-//   - http.trusted_proxies (default none): CIDRs of the proxies whose forwarded headers
-//     name the client (spec §15.7).
+// Every key is described once, in keys.go: its path, type, default and meaning. The
+// schema files are checked against, the defaults, the LEASH_ variables and spec §10.2's
+// key table (TestSpecKeyTable) come from that description.
 //
 // Plans (spec §2.3): a plan named like a built-in one (free, pro, scale)
 // merges field by field over it; an absent hard_cap inherits the built-in value and
@@ -94,7 +86,7 @@ type Config struct {
 	// Shutdown is SIGTERM handling.
 	Shutdown Shutdown
 	// Plans holds the built-in plans with the config's plans merged over them, by name.
-	Plans map[string]engine.Plan
+	Plans map[string]engine.Plan `mapstructure:"-"`
 	// Accounts are in file order; API key hashes are normalised to lower-case hex.
 	Accounts []Account
 	// Operators may use the admin API (spec §15.1); in file order, key hashes normalised
@@ -118,24 +110,24 @@ type Config struct {
 // HTTP configures the /v1 listener.
 type HTTP struct {
 	// Addr is the listen address (default ":8080").
-	Addr string `mapstructure:"addr"`
+	Addr string
 	// TLS, when set, serves HTTPS.
-	TLS TLS `mapstructure:"tls"`
+	TLS TLS
 	// ReadHeaderTimeout bounds reading a request's headers (default 5s): a client that
 	// sends them slower is disconnected.
-	ReadHeaderTimeout time.Duration `mapstructure:"read_header_timeout"`
+	ReadHeaderTimeout time.Duration
 	// ReadTimeout bounds reading a whole request, body included, from its first byte
 	// (default 30s).
-	ReadTimeout time.Duration `mapstructure:"read_timeout"`
+	ReadTimeout time.Duration
 	// WriteTimeout bounds writing a response, from the end of the request headers
 	// (default 30s).
-	WriteTimeout time.Duration `mapstructure:"write_timeout"`
+	WriteTimeout time.Duration
 	// IdleTimeout bounds how long a keep-alive connection waits for its next request
 	// (default 120s).
-	IdleTimeout time.Duration `mapstructure:"idle_timeout"`
+	IdleTimeout time.Duration
 	// TrustedProxies are the CIDRs (or single addresses) of the proxies whose
 	// X-Forwarded-For or Forwarded header names the client (spec §15.7); default none.
-	TrustedProxies []string `mapstructure:"trusted_proxies"`
+	TrustedProxies []string
 }
 
 // Proxies returns TrustedProxies parsed, a single address as a prefix of its full length;
@@ -169,92 +161,92 @@ func parseProxy(s string) (netip.Prefix, bool) {
 // Console configures the web console served at /console/ on the HTTP listener.
 type Console struct {
 	// Enabled serves the console (default true); false removes its routes.
-	Enabled bool `mapstructure:"enabled"`
+	Enabled bool
 }
 
 // TLS names a certificate and key; both empty means plain TCP.
 type TLS struct {
 	// CertFile is the PEM certificate chain.
-	CertFile string `mapstructure:"cert_file"`
+	CertFile string
 	// KeyFile is the PEM private key.
-	KeyFile string `mapstructure:"key_file"`
+	KeyFile string
 }
 
 // GRPC configures the Envoy rate-limit listener.
 type GRPC struct {
 	// Addr is the listen address (default ":8081"); "" disables gRPC.
-	Addr string `mapstructure:"addr"`
+	Addr string
 	// TLS, when set, serves gRPC over TLS.
-	TLS GRPCTLS `mapstructure:"tls"`
+	TLS GRPCTLS
 }
 
 // GRPCTLS is TLS for gRPC; with ClientCAFile, client certificates are required (mTLS).
 type GRPCTLS struct {
 	// CertFile is the PEM certificate chain.
-	CertFile string `mapstructure:"cert_file"`
+	CertFile string
 	// KeyFile is the PEM private key.
-	KeyFile string `mapstructure:"key_file"`
+	KeyFile string
 	// ClientCAFile is the PEM CA bundle client certificates must chain to.
-	ClientCAFile string `mapstructure:"client_ca_file"`
+	ClientCAFile string
 }
 
 // Admin configures the health, metrics and pprof listener.
 type Admin struct {
 	// Addr is the listen address (default ":9090").
-	Addr string `mapstructure:"addr"`
+	Addr string
 	// Pprof serves /debug/pprof/ (default false).
-	Pprof bool `mapstructure:"pprof"`
+	Pprof bool
 }
 
 // Store selects and configures the state backend.
 type Store struct {
 	// Backend is "memory" (default) or "redis".
-	Backend string `mapstructure:"backend"`
+	Backend string
 	// Redis configures the redis backend.
-	Redis Redis `mapstructure:"redis"`
+	Redis Redis
 	// Memory configures the memory backend.
-	Memory Memory `mapstructure:"memory"`
+	Memory Memory
 }
 
 // Redis configures the Redis store; exactly one of URL, ClusterAddrs and Sentinel is in use
 // (see Mode).
 type Redis struct {
 	// URL is a single node, redis:// or rediss:// (default "redis://127.0.0.1:6379/0").
-	URL string `mapstructure:"url"`
+	URL string
 	// ClusterAddrs are Redis Cluster seed nodes (host:port).
-	ClusterAddrs []string `mapstructure:"cluster_addrs"`
+	ClusterAddrs []string
 	// Sentinel names a Sentinel-managed master.
-	Sentinel Sentinel `mapstructure:"sentinel"`
+	Sentinel Sentinel
 	// Prefix starts every key (default "leash").
-	Prefix string `mapstructure:"prefix"`
+	Prefix string
 	// Username is the Redis ACL user.
-	Username string `mapstructure:"username"`
+	Username string
 	// Password is the Redis password; never log it.
-	Password string `mapstructure:"password"`
+	Password string
 	// WaitReplicas is how many replicas a lease acquisition waits for (default 0, spec §11.3).
-	WaitReplicas int `mapstructure:"wait_replicas"`
+	WaitReplicas int
 	// Reservations lets hot window counters be decided from local slices
 	// (default true, spec §4.13).
-	Reservations bool `mapstructure:"reservations"`
+	Reservations bool
 	// DialTimeout bounds connecting (default 500ms).
-	DialTimeout time.Duration `mapstructure:"dial_timeout"`
+	DialTimeout time.Duration
 	// ReadTimeout bounds reading a reply (default 500ms).
-	ReadTimeout time.Duration `mapstructure:"read_timeout"`
+	ReadTimeout time.Duration
 	// WriteTimeout bounds writing a command (default 500ms).
-	WriteTimeout time.Duration `mapstructure:"write_timeout"`
+	WriteTimeout time.Duration
 	// PoolSize is the connection pool size per node; 0 means the driver's default.
-	PoolSize int `mapstructure:"pool_size"`
+	PoolSize int
 	// TLS, when any file is set, encrypts every connection with a private CA and/or a
 	// client certificate.
-	TLS RedisTLS `mapstructure:"tls"`
+	TLS RedisTLS
 }
 
 // RedisTLS is the TLS of the Redis connections: a CA to verify the servers (the system's
 // roots when empty) and a client certificate.
 type RedisTLS struct {
-	CAFile   string `mapstructure:"ca_file"`
-	CertFile string `mapstructure:"cert_file"`
-	KeyFile  string `mapstructure:"key_file"`
+	CAFile   string
+	CertFile string
+	KeyFile  string
 }
 
 // Enabled reports whether any file is set.
@@ -263,9 +255,9 @@ func (t RedisTLS) Enabled() bool { return t.CAFile != "" || t.CertFile != "" || 
 // Sentinel names a Sentinel-managed master and the sentinels to ask.
 type Sentinel struct {
 	// Master is the monitored master's name.
-	Master string `mapstructure:"master"`
+	Master string
 	// Addrs are the sentinels (host:port).
-	Addrs []string `mapstructure:"addrs"`
+	Addrs []string
 }
 
 // RedisMode is how the Redis store connects.
@@ -292,196 +284,191 @@ func (r *Redis) Mode() RedisMode {
 // Memory configures the memory store.
 type Memory struct {
 	// MaxEntries bounds live counters and leases, one entry each (default 1000000, spec §11.1).
-	MaxEntries int `mapstructure:"max_entries"`
+	MaxEntries int
 }
 
 // Shutdown configures SIGTERM handling (spec §12.3).
 type Shutdown struct {
 	// DrainDelay is the time between /readyz turning 503 and listeners closing (default 2s).
-	DrainDelay time.Duration `mapstructure:"drain_delay"`
+	DrainDelay time.Duration
 	// Timeout is the whole shutdown budget (default 10s); DrainDelay is below it.
-	Timeout time.Duration `mapstructure:"timeout"`
+	Timeout time.Duration
 }
 
 // Account is one tenant as configured.
 type Account struct {
 	// ID matches [a-z0-9][a-z0-9_-]{0,63} and is unique.
-	ID string `mapstructure:"id"`
+	ID string
 	// Plan names a key of Config.Plans.
-	Plan string `mapstructure:"plan"`
+	Plan string
 	// APIKeys are plaintext keys (development and tests).
-	APIKeys []string `mapstructure:"api_keys"`
+	APIKeys []string
 	// APIKeySHA256 are SHA-256 digests of keys, 64 lower-case hex characters after Load.
-	APIKeySHA256 []string `mapstructure:"api_key_sha256"`
+	APIKeySHA256 []string
 }
 
 // Operator is an identity of the admin API (spec §15.1), as configured: it is no account,
 // and its keys take the same two forms as an account's.
 type Operator struct {
 	// ID matches [a-z0-9][a-z0-9_-]{0,63} and is unique among operators.
-	ID string `mapstructure:"id"`
+	ID string
 	// APIKeys are plaintext keys (development and tests).
-	APIKeys []string `mapstructure:"api_keys"`
+	APIKeys []string
 	// APIKeySHA256 are SHA-256 digests of keys, 64 lower-case hex characters after Load.
-	APIKeySHA256 []string `mapstructure:"api_key_sha256"`
+	APIKeySHA256 []string
 }
 
 // Envoy configures the Envoy rate-limit service.
 type Envoy struct {
 	// ConfigPaths are files or folders of envoyproxy/ratelimit descriptor YAML.
-	ConfigPaths []string `mapstructure:"config_paths"`
+	ConfigPaths []string
 	// DefaultAccount is the account of a domain not in Domains ("dev" with no config file).
-	DefaultAccount string `mapstructure:"default_account"`
+	DefaultAccount string
 	// Domains maps a domain to its account; names keep their spelling.
-	Domains map[string]EnvoyDomain `mapstructure:"domains"`
+	Domains map[string]EnvoyDomain
 	// ResponseHeaders adds RateLimit-* and Retry-After to replies (default true).
-	ResponseHeaders bool `mapstructure:"response_headers"`
+	ResponseHeaders bool
 	// HeaderNames are the names of the RateLimit-* headers on replies.
-	HeaderNames HeaderNames `mapstructure:"header_names"`
+	HeaderNames HeaderNames
 	// ShadowMode answers every OVER_LIMIT overall code as OK (spec §9.7).
-	ShadowMode bool `mapstructure:"shadow_mode"`
+	ShadowMode bool
 	// QuotaMode puts every descriptor in quota mode (spec §9.7).
-	QuotaMode bool `mapstructure:"quota_mode"`
+	QuotaMode bool
 	// Overdraft counts the hits of an over-limit descriptor, as the peer does (spec
 	// §4.12, §9.5); a domain or a descriptor may say otherwise.
-	Overdraft bool `mapstructure:"overdraft"`
+	Overdraft bool
 	// ResponseDynamicMetadata returns dynamic_metadata in replies (spec §9.7).
-	ResponseDynamicMetadata bool `mapstructure:"response_dynamic_metadata"`
+	ResponseDynamicMetadata bool
 	// JSONAddr is the listener of POST /json and GET /healthcheck; "" turns it off.
-	JSONAddr string `mapstructure:"json_addr"`
+	JSONAddr string
 	// LocalCache is the in-process cache of over-limit counters (spec §9.13).
-	LocalCache LocalCache `mapstructure:"local_cache"`
+	LocalCache LocalCache
 	// XDS is the management server descriptor configs may come from.
-	XDS XDS `mapstructure:"xds"`
+	XDS XDS
 	// RLQS tunes and bounds the Rate Limit Quota Service (spec §14).
-	RLQS RLQS `mapstructure:"rlqs"`
+	RLQS RLQS
 }
 
 // RLQS tunes and bounds the Rate Limit Quota Service (spec §14.5, §14.6).
 type RLQS struct {
 	// ReportingInterval is assumed for a stream until its reports show their own (default 1s).
-	ReportingInterval time.Duration `mapstructure:"reporting_interval"`
+	ReportingInterval time.Duration
 	// TTLIntervals is the assignments' time-to-live in reporting intervals (default 3).
-	TTLIntervals int `mapstructure:"ttl_intervals"`
+	TTLIntervals int
 	// MaxBucketsPerStream bounds the buckets tracked per stream (default 1000).
-	MaxBucketsPerStream int `mapstructure:"max_buckets_per_stream"`
+	MaxBucketsPerStream int
 	// MaxBucketsPerAccount bounds the buckets tracked per account on one instance (default 10000).
-	MaxBucketsPerAccount int `mapstructure:"max_buckets_per_account"`
+	MaxBucketsPerAccount int
 }
 
 // HeaderNames are the RateLimit-* header names of Envoy replies.
 type HeaderNames struct {
-	Limit     string `mapstructure:"limit"`
-	Remaining string `mapstructure:"remaining"`
-	Reset     string `mapstructure:"reset"`
+	Limit     string
+	Remaining string
+	Reset     string
 }
 
 // LocalCache bounds the over-limit cache; MaxEntries 0 turns it off (the default).
 type LocalCache struct {
-	MaxEntries int `mapstructure:"max_entries"`
+	MaxEntries int
 }
 
 // XDS is an xDS management server serving RateLimitConfig resources.
 type XDS struct {
 	// Address is host:port; "" turns xDS off.
-	Address string `mapstructure:"address"`
+	Address string
 	// NodeID is this instance's node id in requests (default "leash").
-	NodeID string `mapstructure:"node_id"`
+	NodeID string
 	// TLS, when any file is set, connects with TLS.
-	TLS XDSTLS `mapstructure:"tls"`
+	TLS XDSTLS
 }
 
 // XDSTLS is the TLS of the xDS connection: a CA to verify the server, an optional client
 // certificate, and the server name to verify.
 type XDSTLS struct {
-	CAFile     string `mapstructure:"ca_file"`
-	CertFile   string `mapstructure:"cert_file"`
-	KeyFile    string `mapstructure:"key_file"`
-	ServerName string `mapstructure:"server_name"`
+	CAFile     string
+	CertFile   string
+	KeyFile    string
+	ServerName string
 }
 
 // Metrics bounds and tunes the decision metrics.
 type Metrics struct {
 	// Namespaces get their own label on /v1 decision metrics; every other namespace is
 	// counted as "other" (default none).
-	Namespaces []string `mapstructure:"namespaces"`
+	Namespaces []string
 	// NearLimitRatio is the share of a limit from which an allowed request counts as near
 	// the limit (default 0.8, the peer's NEAR_LIMIT_RATIO).
-	NearLimitRatio float64 `mapstructure:"near_limit_ratio"`
+	NearLimitRatio float64
 }
 
 // Tracing configures OpenTelemetry traces; Exporter "none" (the default) turns them off.
 type Tracing struct {
 	// Exporter is none, otlp_grpc or otlp_http.
-	Exporter string `mapstructure:"exporter"`
+	Exporter string
 	// Endpoint is the OTLP receiver: host:port for otlp_grpc, host:port or a URL for otlp_http.
-	Endpoint string `mapstructure:"endpoint"`
+	Endpoint string
 	// Insecure sends without TLS.
-	Insecure bool `mapstructure:"insecure"`
+	Insecure bool
 	// SamplingRatio is the share of new traces sampled (0 to 1; default 1); a caller's
 	// sampled trace is always followed.
-	SamplingRatio float64 `mapstructure:"sampling_ratio"`
+	SamplingRatio float64
 	// ServiceName is service.name of the spans (default leash).
-	ServiceName string `mapstructure:"service_name"`
+	ServiceName string
 }
 
 // EnvoyDomain says which account an Envoy domain counts against.
 type EnvoyDomain struct {
 	// Account is the id of an account (or "dev" when none are configured).
-	Account string `mapstructure:"account"`
+	Account string
 	// Overdraft, when set, overrides envoy.overdraft for the domain's descriptors.
-	Overdraft *bool `mapstructure:"overdraft"`
+	Overdraft *bool
 }
 
 // Webhooks configures webhook screening and delivery.
 type Webhooks struct {
 	// AllowHTTP admits http:// URLs (tests only; default false).
-	AllowHTTP bool `mapstructure:"allow_http"`
+	AllowHTTP bool
 	// AllowPrivateTargets admits loopback and private addresses (tests only; default false).
-	AllowPrivateTargets bool `mapstructure:"allow_private_targets"`
+	AllowPrivateTargets bool
 	// Timeout bounds one delivery attempt (default 10s).
-	Timeout time.Duration `mapstructure:"timeout"`
+	Timeout time.Duration
 	// MaxAttempts bounds deliveries of one event (default 12).
-	MaxAttempts int `mapstructure:"max_attempts"`
+	MaxAttempts int
 	// BackoffBase is the first retry delay, doubled per attempt (default 1s).
-	BackoffBase time.Duration `mapstructure:"backoff_base"`
+	BackoffBase time.Duration
 	// BackoffMax caps the retry delay (default 5m).
-	BackoffMax time.Duration `mapstructure:"backoff_max"`
+	BackoffMax time.Duration
 }
 
 // Log configures log/slog.
 type Log struct {
 	// Level is debug, info (default), warn or error.
-	Level string `mapstructure:"level"`
+	Level string
 	// Format is json (default) or text.
-	Format string `mapstructure:"format"`
+	Format string
 }
 
-// document is what viper decodes: the config with plans still raw.
+// document is what viper decodes: the config with plans still raw. Keys match fields by
+// name (matchKey), so the key names are those of keys.go alone.
 type document struct {
-	HTTP      HTTP               `mapstructure:"http"`
-	Console   Console            `mapstructure:"console"`
-	GRPC      GRPC               `mapstructure:"grpc"`
-	Admin     Admin              `mapstructure:"admin"`
-	Store     Store              `mapstructure:"store"`
-	Shutdown  Shutdown           `mapstructure:"shutdown"`
-	Plans     map[string]planDoc `mapstructure:"plans"`
-	Accounts  []Account          `mapstructure:"accounts"`
-	Operators []Operator         `mapstructure:"operators"`
-	Envoy     Envoy              `mapstructure:"envoy"`
-	Metrics   Metrics            `mapstructure:"metrics"`
-	Tracing   Tracing            `mapstructure:"tracing"`
-	Webhooks  Webhooks           `mapstructure:"webhooks"`
-	Log       Log                `mapstructure:"log"`
+	Config `mapstructure:",squash"`
+	Plans  map[string]planDoc
+}
+
+// matchKey reports whether a config key names a struct field: read_header_timeout names
+// ReadHeaderTimeout.
+func matchKey(key, field string) bool {
+	return strings.EqualFold(strings.ReplaceAll(key, "_", ""), field)
 }
 
 // planDoc is a plan as written; nil fields were not given.
 type planDoc struct {
-	Algorithms      []string `mapstructure:"algorithms"`
-	ConcurrentLimit *bool    `mapstructure:"concurrent_limit"`
-	Webhooks        *bool    `mapstructure:"webhooks"`
-	MonthlyQuota    *int64   `mapstructure:"monthly_quota"`
-	HardCap         *int64   `mapstructure:"hard_cap"`
+	Algorithms      []string
+	ConcurrentLimit *bool
+	Webhooks        *bool
+	MonthlyQuota    *int64
+	HardCap         *int64
 }
 
 // file is one config file's name and content.
@@ -554,15 +541,13 @@ func load(files []file, environ []string) (*Config, error) {
 	if err := v.UnmarshalExact(&doc, func(c *mapstructure.DecoderConfig) {
 		c.WeaklyTypedInput = false
 		c.DecodeHook = mapstructure.StringToTimeDurationHookFunc()
+		c.MatchName = matchKey
 	}); err != nil {
 		all.addRaw(err.Error())
 		return nil, all.err()
 	}
 
-	cfg := &Config{
-		HTTP: doc.HTTP, Console: doc.Console, GRPC: doc.GRPC, Admin: doc.Admin, Store: doc.Store, Shutdown: doc.Shutdown,
-		Accounts: doc.Accounts, Operators: doc.Operators, Envoy: doc.Envoy, Metrics: doc.Metrics, Tracing: doc.Tracing, Webhooks: doc.Webhooks, Log: doc.Log,
-	}
+	cfg := &doc.Config
 	normalise(cfg)
 	if len(files) == 0 && !env["envoy.default_account"] {
 		cfg.Envoy.DefaultAccount = DevAccountID
