@@ -234,7 +234,7 @@ func New(opts Options) *API {
 	if a.guard == nil {
 		a.guard = engine.NewAuthGuard(engine.AuthGuardOptions{})
 	}
-	a.exchanges.New = func() any { return new(exchange) }
+	a.exchanges.New = func() any { return &exchange{a: a} }
 	routes := routeTable()
 	a.literal = make(map[string][]literalRoute)
 	for i := range routes {
@@ -284,13 +284,13 @@ func (a *API) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h["Cache-Control"], h["X-Content-Type-Options"] = a.hdrNoStore, a.hdrNosniff
 	if headerBytes(r) > MaxHeaderBytes {
 		x.w.Header().Set("Connection", "close")
-		a.writeError(x, http.StatusRequestHeaderFieldsTooLarge, codeHeaderTooLarge, msgHeaderTooLarge)
+		x.writeError(http.StatusRequestHeaderFieldsTooLarge, codeHeaderTooLarge, msgHeaderTooLarge)
 		return
 	}
 	if !cleanPath(r.URL.EscapedPath()) {
 		// ServeMux would redirect to the cleaned path, turning a POST into a GET on most
 		// clients; an API path is either exact or not found.
-		a.notFound(x)
+		x.notFound()
 		return
 	}
 	for _, rt := range a.literal[r.URL.Path] {
@@ -326,7 +326,7 @@ func (a *API) finish(x *exchange, start time.Time) {
 			}
 			panic(v)
 		}
-		a.log.Error("panic serving request", "request_id", a.requestID(x), "method", x.r.Method,
+		a.log.Error("panic serving request", "request_id", x.requestID(), "method", x.r.Method,
 			"route", x.route, "panic", v, "stack", string(debug.Stack()))
 		if x.status != 0 {
 			// The response has begun: abort the connection rather than let a partial
@@ -335,7 +335,7 @@ func (a *API) finish(x *exchange, start time.Time) {
 			panic(http.ErrAbortHandler)
 		}
 		x.err = nil
-		a.writeError(x, http.StatusInternalServerError, engine.CodeInternal, msgInternal)
+		x.writeError(http.StatusInternalServerError, engine.CodeInternal, msgInternal)
 		a.observe(x, start)
 		return
 	}
@@ -343,10 +343,10 @@ func (a *API) finish(x *exchange, start time.Time) {
 		x.WriteHeader(http.StatusOK)
 	}
 	if x.status >= 400 && x.status < 500 {
-		a.refusals.refused(x.r.Context(), x, a.requestID(x), a.client(x))
+		a.refusals.refused(x.r.Context(), x, x.requestID(), x.client())
 	}
 	if x.status >= 500 && x.err != nil {
-		a.log.Error("request failed", "request_id", a.requestID(x), "client", a.client(x).String(), "method", x.r.Method,
+		a.log.Error("request failed", "request_id", x.requestID(), "client", x.client().String(), "method", x.r.Method,
 			"route", x.route, "status", x.status, "err", x.err)
 	}
 	a.observe(x, start)
@@ -369,22 +369,22 @@ func (a *API) observe(x *exchange, start time.Time) {
 		x.span = nil
 	}
 	if a.log.Enabled(x.r.Context(), slog.LevelDebug) {
-		a.log.Debug("request", "request_id", a.requestID(x), "method", x.r.Method, "route", x.route,
+		a.log.Debug("request", "request_id", x.requestID(), "method", x.r.Method, "route", x.route,
 			"status", x.status, "duration_ms", float64(time.Since(start).Microseconds())/1000)
 	}
 }
 
 // annotate adds a decision's attributes to the request's span (tracing on only).
-func (a *API) annotate(x *exchange, attrs ...attribute.KeyValue) {
+func (x *exchange) annotate(attrs ...attribute.KeyValue) {
 	if x.span != nil && x.span.IsRecording() {
 		x.span.SetAttributes(attrs...)
 	}
 }
 
 // client returns the request's client address (spec §15.7), resolved once per request.
-func (a *API) client(x *exchange) netip.Addr {
+func (x *exchange) client() netip.Addr {
 	if !x.clientSet {
-		x.clientAddr, x.clientSet = a.proxies.client(x.r), true
+		x.clientAddr, x.clientSet = x.a.proxies.client(x.r), true
 	}
 	return x.clientAddr
 }
@@ -392,10 +392,10 @@ func (a *API) client(x *exchange) netip.Addr {
 // requestID returns the call's request id: the client's, if sane, else one generated
 // from the instance prefix and a counter, unique per process without any per-request
 // randomness.
-func (a *API) requestID(x *exchange) string {
+func (x *exchange) requestID() string {
 	if x.id == "" {
 		var b [40]byte
-		x.id = string(a.appendGeneratedID(b[:0], x.idSeq))
+		x.id = string(x.a.appendGeneratedID(b[:0], x.idSeq))
 	}
 	return x.id
 }

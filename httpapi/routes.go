@@ -50,26 +50,26 @@ type route struct {
 	// audited routes make changes the audit log records (spec §15.10): their context
 	// carries the request's origin.
 	audited bool
-	serve   func(a *API, x *exchange)
+	serve   func(x *exchange)
 }
 
 // routeTable returns the routes, built fresh so no caller can alter another's table.
 func routeTable() []route {
 	t := []route{
-		{Route: Route{http.MethodPost, "/v1/limit"}, body: requiredBody, serve: (*API).check},
-		{Route: Route{http.MethodPost, "/v1/limit/reset"}, body: requiredBody, audited: true, serve: (*API).reset},
-		{Route: Route{http.MethodPost, "/v1/leases"}, body: requiredBody, gate: engine.LeasesAllowed, serve: (*API).acquire},
-		{Route: Route{http.MethodDelete, "/v1/leases/{lease_id}"}, serve: (*API).release},
-		{Route: Route{http.MethodPost, "/v1/leases/{lease_id}/renew"}, body: optionalBody, serve: (*API).renew},
-		{Route: Route{http.MethodGet, "/v1/namespaces/{ns}/rules"}, serve: (*API).listRules},
-		{Route: Route{http.MethodPost, "/v1/namespaces/{ns}/rules"}, body: requiredBody, audited: true, serve: (*API).putRule},
+		{Route: Route{http.MethodPost, "/v1/limit"}, body: requiredBody, serve: check},
+		{Route: Route{http.MethodPost, "/v1/limit/reset"}, body: requiredBody, audited: true, serve: reset},
+		{Route: Route{http.MethodPost, "/v1/leases"}, body: requiredBody, gate: engine.LeasesAllowed, serve: acquire},
+		{Route: Route{http.MethodDelete, "/v1/leases/{lease_id}"}, serve: release},
+		{Route: Route{http.MethodPost, "/v1/leases/{lease_id}/renew"}, body: optionalBody, serve: renew},
+		{Route: Route{http.MethodGet, "/v1/namespaces/{ns}/rules"}, serve: listRules},
+		{Route: Route{http.MethodPost, "/v1/namespaces/{ns}/rules"}, body: requiredBody, audited: true, serve: putRule},
 		{Route: Route{http.MethodDelete, "/v1/namespaces/{ns}/rules/{kind}"},
-			kinds: []string{engine.RateRule.String(), engine.ConcurrentRule.String()}, audited: true, serve: (*API).deleteRule},
-		{Route: Route{http.MethodGet, "/v1/namespaces/{ns}/stats"}, serve: (*API).stats},
-		{Route: Route{http.MethodGet, "/v1/webhook"}, serve: (*API).getWebhook},
-		{Route: Route{http.MethodPut, "/v1/webhook"}, body: requiredBody, gate: engine.WebhooksAllowed, audited: true, serve: (*API).putWebhook},
-		{Route: Route{http.MethodDelete, "/v1/webhook"}, audited: true, serve: (*API).deleteWebhook},
-		{Route: Route{http.MethodPost, "/v1/webhook/test"}, gate: engine.WebhooksAllowed, serve: (*API).testWebhook},
+			kinds: []string{engine.RateRule.String(), engine.ConcurrentRule.String()}, audited: true, serve: deleteRule},
+		{Route: Route{http.MethodGet, "/v1/namespaces/{ns}/stats"}, serve: stats},
+		{Route: Route{http.MethodGet, "/v1/webhook"}, serve: getWebhook},
+		{Route: Route{http.MethodPut, "/v1/webhook"}, body: requiredBody, gate: engine.WebhooksAllowed, audited: true, serve: putWebhook},
+		{Route: Route{http.MethodDelete, "/v1/webhook"}, audited: true, serve: deleteWebhook},
+		{Route: Route{http.MethodPost, "/v1/webhook/test"}, gate: engine.WebhooksAllowed, serve: testWebhook},
 	}
 	t = append(t, accountRoutes()...)
 	for i := range t {
@@ -103,20 +103,20 @@ func (a *API) routeHandler(rt *route) http.Handler {
 			return
 		}
 		acct := x.acct
-		if rt.body != noBody && !a.readBody(x, rt.body == requiredBody) {
+		if rt.body != noBody && !x.readBody(rt.body == requiredBody) {
 			return
 		}
 		if rt.gate != nil {
 			if err := rt.gate(acct); err != nil {
-				a.engineError(x, err)
+				x.engineError(err)
 				return
 			}
 		}
 		if rt.audited {
 			x.r = x.r.WithContext(engine.WithOrigin(x.r.Context(),
-				engine.Origin{Client: a.client(x).String(), RequestID: a.requestID(x), KeyID: x.keyID}))
+				engine.Origin{Client: x.client().String(), RequestID: x.requestID(), KeyID: x.keyID}))
 		}
-		rt.serve(a, x)
+		rt.serve(x)
 	})
 }
 
@@ -127,10 +127,10 @@ func (a *API) authorize(x *exchange, operator bool) bool {
 	r := x.r
 	var addr netip.Addr
 	if a.guard.Tracking() {
-		addr = a.client(x)
+		addr = x.client()
 		if retry, ok := a.guard.Check(addr); !ok {
 			x.w.Header()["Retry-After"] = []string{strconv.FormatInt(retry, 10)}
-			a.writeError(x, http.StatusTooManyRequests, engine.CodeTooManyAuthFailures, msgTooManyAuthFailures)
+			x.writeError(http.StatusTooManyRequests, engine.CodeTooManyAuthFailures, msgTooManyAuthFailures)
 			return false
 		}
 	}
@@ -141,7 +141,7 @@ func (a *API) authorize(x *exchange, operator bool) bool {
 			return true
 		}
 		if _, ok := a.eng.Authenticate(key); ok {
-			a.writeError(x, http.StatusForbidden, codeOperatorKeyRequired, msgOperatorKeyRequired)
+			x.writeError(http.StatusForbidden, codeOperatorKeyRequired, msgOperatorKeyRequired)
 			return false
 		}
 	} else {
@@ -150,16 +150,16 @@ func (a *API) authorize(x *exchange, operator bool) bool {
 			return true
 		}
 		if _, ok := a.eng.AuthenticateOperator(key); ok {
-			a.writeError(x, http.StatusForbidden, codeAccountKeyRequired, msgAccountKeyRequired)
+			x.writeError(http.StatusForbidden, codeAccountKeyRequired, msgAccountKeyRequired)
 			return false
 		}
 	}
 	if !addr.IsValid() {
-		addr = a.client(x)
+		addr = x.client()
 	}
 	a.guard.Failed(addr)
 	x.w.Header()["Www-Authenticate"] = a.hdrBearer
-	a.writeError(x, http.StatusUnauthorized, codeUnauthorized, msgUnauthorized)
+	x.writeError(http.StatusUnauthorized, codeUnauthorized, msgUnauthorized)
 	return false
 }
 
