@@ -133,8 +133,8 @@ func (x *exchange) actor() engine.Actor {
 
 // noContent answers 204 with the request id.
 func (x *exchange) noContent() {
-	x.w.Header()[RequestIDHeader] = []string{x.requestID()}
-	x.WriteHeader(http.StatusNoContent)
+	x.rw.Header()[RequestIDHeader] = []string{x.requestID()}
+	x.rw.WriteHeader(http.StatusNoContent)
 }
 
 // query returns the request's query parameters, refusing one this route does not define

@@ -9,6 +9,7 @@ package httpapi
 
 import (
 	"cmp"
+	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"log/slog"
@@ -169,6 +170,14 @@ type Options struct {
 	// TrustedProxies are the proxies whose X-Forwarded-For or Forwarded header names the
 	// client (http.trusted_proxies, spec §15.7); none: the client is the peer.
 	TrustedProxies []netip.Prefix
+	// Middleware wraps every route's handler, the first outermost: ordinary
+	// func(http.Handler) http.Handler middleware, which may wrap the ResponseWriter and
+	// the request. It runs once the request is routed, inside the API's request id,
+	// metrics, tracing and panic recovery, and sees every answer of a routed request,
+	// refusals included; 404 and 405 are answered before it. A middleware must not let
+	// a route's handler run on once it has returned (as http.TimeoutHandler does after
+	// its timeout): the API reuses a request's state once the request is answered.
+	Middleware []func(http.Handler) http.Handler
 }
 
 // API is the /v1 HTTP handler.
@@ -195,6 +204,7 @@ type API struct {
 
 	refusals *refusalLog
 	guard    *engine.AuthGuard
+	wrap     []func(http.Handler) http.Handler // Options.Middleware
 	proxies  trustedProxies
 
 	// Header values shared by every response. They are never mutated: net/http only
@@ -225,6 +235,7 @@ func New(opts Options) *API {
 		idPrefix:   hex.EncodeToString(pfx[:]) + "-",
 		refusals:   newRefusalLog(opts.Logger, opts.Clock),
 		guard:      opts.AuthGuard,
+		wrap:       opts.Middleware,
 		proxies:    trustedProxies(opts.TrustedProxies),
 		hdrJSON:    []string{"application/json"},
 		hdrBearer:  []string{"Bearer"},
@@ -259,19 +270,18 @@ func New(opts Options) *API {
 func (a *API) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	x := a.exchanges.Get().(*exchange)
+	// The request's context carries its exchange to the route's handlers, whatever
+	// writer and request a middleware hands them.
+	ctx := r.Context()
 	if a.tr != nil {
 		// An unsampled request's span records nothing: it is not kept, and the request
 		// is served as with tracing off.
-		if ctx, span := a.tr.StartHTTP(r); span.IsRecording() {
-			r = r.WithContext(ctx)
-			x.begin(w, r)
-			x.span = span
-		} else {
-			x.begin(w, r)
+		if sctx, span := a.tr.StartHTTP(r); span.IsRecording() {
+			ctx, x.span = sctx, span
 		}
-	} else {
-		x.begin(w, r)
 	}
+	r = r.WithContext(context.WithValue(ctx, exchangeKey{}, x))
+	x.begin(w, r)
 	if v := r.Header[RequestIDHeader]; len(v) > 0 && saneRequestID(v[0]) {
 		x.id = v[0]
 	} else {
@@ -317,6 +327,7 @@ type literalRoute struct {
 func (a *API) finish(x *exchange, start time.Time) {
 	x.routed = true
 	if v := recover(); v != nil {
+		x.rw = x // a middleware's writer may be past use: what is left is answered directly
 		if v == http.ErrAbortHandler {
 			// The server aborts the connection; the span still ends, marked as failed.
 			if x.span != nil {

@@ -21,9 +21,12 @@ import (
 // by the API so that those buffers are reused. What a route decodes and answers lives
 // in the route's own request and reply types.
 type exchange struct {
-	a      *API // the API the exchange is pooled by, for its engine, settings and metrics
-	w      http.ResponseWriter
-	r      *http.Request
+	a *API                // the API the exchange is pooled by, for its engine, settings and metrics
+	w http.ResponseWriter // the server's writer, which the exchange wraps
+	r *http.Request       // the request as the running handler was given it
+	// rw is the writer the running handler was given: the exchange itself, or a
+	// middleware's wrapper of it. Every answer is written through it.
+	rw     http.ResponseWriter
 	status int
 	route  string
 	routed bool   // false while the mux routes: what it writes then is its own 404 or 405
@@ -49,7 +52,7 @@ type exchange struct {
 const maxPooledBody = 8 << 10
 
 func (x *exchange) begin(w http.ResponseWriter, r *http.Request) {
-	x.w, x.r = w, r
+	x.w, x.r, x.rw = w, r, x
 	x.status, x.muxErr, x.routed, x.code = 0, 0, true, ""
 	x.route = unmatchedRoute
 	x.acct, x.op, x.err, x.keyID = nil, nil, nil, ""
@@ -58,7 +61,7 @@ func (x *exchange) begin(w http.ResponseWriter, r *http.Request) {
 
 // end drops the references the exchange holds so a pooled one pins nothing.
 func (x *exchange) end() {
-	x.w, x.r, x.acct, x.op, x.err, x.id, x.idSeq, x.span = nil, nil, nil, nil, nil, "", 0, nil
+	x.w, x.r, x.rw, x.acct, x.op, x.err, x.id, x.idSeq, x.span = nil, nil, nil, nil, nil, nil, "", 0, nil
 	for _, b := range []*bytes.Buffer{&x.body, &x.out} {
 		if b.Cap() > maxPooledBody {
 			*b = bytes.Buffer{}
@@ -170,9 +173,9 @@ func (x *exchange) engineError(err error) {
 	}
 	switch {
 	case e.Code == engine.CodeHardCapExceeded:
-		x.w.Header()["Retry-After"] = []string{strconv.FormatInt(max(1, e.RetryAfterSec), 10)}
+		x.rw.Header()["Retry-After"] = []string{strconv.FormatInt(max(1, e.RetryAfterSec), 10)}
 	case e.Code == engine.CodeUnavailable:
-		x.w.Header()["Retry-After"] = x.a.hdrRetry1
+		x.rw.Header()["Retry-After"] = x.a.hdrRetry1
 		x.err = err
 	case status == http.StatusInternalServerError:
 		x.err = err
@@ -189,7 +192,7 @@ func (a *API) routed(x *exchange) {
 		return
 	}
 	x.routed = true
-	h := x.w.Header()
+	h := x.rw.Header()
 	delete(h, "Location")
 	if x.muxErr == http.StatusMethodNotAllowed {
 		x.writeError(http.StatusMethodNotAllowed, codeMethodNotAllowed, msgMethod)
@@ -237,13 +240,13 @@ func (x *exchange) reply(status int, v any) {
 
 // writeJSON sends a JSON response, with X-Request-Id unless the handler set it.
 func (x *exchange) writeJSON(status int, body []byte) {
-	h := x.w.Header()
+	h := x.rw.Header()
 	if _, ok := h[RequestIDHeader]; !ok {
 		h[RequestIDHeader] = []string{x.requestID()}
 	}
 	h["Content-Type"] = x.a.hdrJSON
-	x.WriteHeader(status)
-	_, _ = x.w.Write(body) // a failed write is the client's disconnect; nothing to do
+	x.rw.WriteHeader(status)
+	_, _ = x.rw.Write(body) // a failed write is the client's disconnect; nothing to do
 }
 
 // readBody applies the size and media-type checks (413, 415) and reads the body into
@@ -258,7 +261,7 @@ func (x *exchange) readBody(required bool) bool {
 	if r.ContentLength != 0 {
 		body := r.Body
 		if r.ContentLength < 0 { // chunked: the length is only known by reading
-			body = http.MaxBytesReader(x.w, r.Body, MaxBodyBytes)
+			body = http.MaxBytesReader(x.rw, r.Body, MaxBodyBytes)
 		}
 		if _, err := x.body.ReadFrom(body); err != nil {
 			if _, ok := errors.AsType[*http.MaxBytesError](err); ok {
@@ -278,7 +281,7 @@ func (x *exchange) readBody(required bool) bool {
 
 func (x *exchange) tooLarge() {
 	// Close the connection rather than read the rest of an oversized body.
-	x.w.Header().Set("Connection", "close")
+	x.rw.Header().Set("Connection", "close")
 	x.writeError(http.StatusRequestEntityTooLarge, codeRequestTooLarge, msgTooLarge)
 }
 

@@ -139,7 +139,7 @@ func (x *exchange) rateLimitHeaders(d *limitReply) {
 	}
 	vals := make([]string, 5)
 	vals[0], vals[1], vals[2], vals[3], vals[4] = x.id, s[e0:e1], s[e1:e2], s[e2:e3], s[e3:]
-	h := x.w.Header()
+	h := x.rw.Header()
 	h[RequestIDHeader] = vals[0:1:1]
 	h["Ratelimit-Limit"] = vals[1:2:2]
 	h["Ratelimit-Remaining"] = vals[2:3:3]

@@ -3,6 +3,7 @@ package httpapi
 import (
 	"net/http"
 	"net/netip"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -93,43 +94,107 @@ func (a *API) register(mux *http.ServeMux, rt *route) http.Handler {
 	return h
 }
 
-// routeHandler runs the checks every /v1 route shares, in the order of spec §3.7,
-// then the route's own handler.
+// routeHandler composes rt's handler from the checks every /v1 route shares, each an
+// ordinary middleware, in the order of spec §3.7: auth (401), size and media type
+// (413, 415), the plan gate needing no body (403), the audit origin; then the route's
+// own handler. Options.Middleware wraps the whole, inside the mark of the route.
 func (a *API) routeHandler(rt *route) http.Handler {
+	h := serve(rt.serve)
+	if rt.audited {
+		h = withOrigin(h)
+	}
+	if rt.gate != nil {
+		h = planGate(rt.gate, h)
+	}
+	if rt.body != noBody {
+		h = limitBody(rt.body == requiredBody, h)
+	}
+	h = authenticate(rt.operator, h)
+	for _, mw := range slices.Backward(a.wrap) {
+		h = mw(h)
+	}
+	return markRoute(rt.pattern, h)
+}
+
+// exchangeKey is the context key of a request's exchange.
+type exchangeKey struct{}
+
+// enter returns the exchange of the request a handler was given, now running with w
+// and r: what it writes goes through w, and what it reads is r's.
+func enter(w http.ResponseWriter, r *http.Request) *exchange {
+	x := r.Context().Value(exchangeKey{}).(*exchange)
+	x.rw, x.r = w, r
+	return x
+}
+
+// markRoute marks the request as routed to pattern: from here on, what is written is the
+// route's answer, not the router's 404 or 405.
+func markRoute(pattern string, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		x := w.(*exchange)
-		x.routed, x.route = true, rt.pattern
-		if !a.authorize(x, rt.operator) {
+		x := enter(w, r)
+		x.routed, x.route = true, pattern
+		next.ServeHTTP(w, r)
+	})
+}
+
+// serve runs a route's own handler.
+func serve(h func(*exchange)) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { h(enter(w, r)) })
+}
+
+// authenticate admits a request whose bearer key authenticates as an account, or on an
+// operator route as an operator (spec §3.1, §15.1), and answers any other itself.
+func authenticate(operator bool, next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if authorize(enter(w, r), operator) {
+			next.ServeHTTP(w, r)
+		}
+	})
+}
+
+// limitBody admits a request whose body passes the size and media-type checks (413,
+// 415), read into the exchange; a required body must be there.
+func limitBody(required bool, next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if enter(w, r).readBody(required) {
+			next.ServeHTTP(w, r)
+		}
+	})
+}
+
+// planGate admits a request whose account's plan passes gate (spec §3.7).
+func planGate(gate func(*engine.Account) error, next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		x := enter(w, r)
+		if err := gate(x.acct); err != nil {
+			x.engineError(err)
 			return
 		}
-		acct := x.acct
-		if rt.body != noBody && !x.readBody(rt.body == requiredBody) {
-			return
-		}
-		if rt.gate != nil {
-			if err := rt.gate(acct); err != nil {
-				x.engineError(err)
-				return
-			}
-		}
-		if rt.audited {
-			x.r = x.r.WithContext(engine.WithOrigin(x.r.Context(),
-				engine.Origin{Client: x.client().String(), RequestID: x.requestID(), KeyID: x.keyID}))
-		}
-		rt.serve(x)
+		next.ServeHTTP(w, r)
+	})
+}
+
+// withOrigin gives the request's context the origin the audit log records (spec
+// §15.10): the client, the request id and the key.
+func withOrigin(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		x := enter(w, r)
+		next.ServeHTTP(w, r.WithContext(engine.WithOrigin(r.Context(),
+			engine.Origin{Client: x.client().String(), RequestID: x.requestID(), KeyID: x.keyID})))
 	})
 }
 
 // authorize authenticates the request's bearer key as an account, or on an operator
 // route as an operator (spec §3.1, §15.1), refusing a client address that failed too often
 // (spec §15.7). It answers the refusal itself and returns false.
-func (a *API) authorize(x *exchange, operator bool) bool {
+func authorize(x *exchange, operator bool) bool {
+	a := x.a
 	r := x.r
 	var addr netip.Addr
 	if a.guard.Tracking() {
 		addr = x.client()
 		if retry, ok := a.guard.Check(addr); !ok {
-			x.w.Header()["Retry-After"] = []string{strconv.FormatInt(retry, 10)}
+			x.rw.Header()["Retry-After"] = []string{strconv.FormatInt(retry, 10)}
 			x.writeError(http.StatusTooManyRequests, engine.CodeTooManyAuthFailures, msgTooManyAuthFailures)
 			return false
 		}
@@ -158,7 +223,7 @@ func (a *API) authorize(x *exchange, operator bool) bool {
 		addr = x.client()
 	}
 	a.guard.Failed(addr)
-	x.w.Header()["Www-Authenticate"] = a.hdrBearer
+	x.rw.Header()["Www-Authenticate"] = a.hdrBearer
 	x.writeError(http.StatusUnauthorized, codeUnauthorized, msgUnauthorized)
 	return false
 }

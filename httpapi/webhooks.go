@@ -60,8 +60,8 @@ func deleteWebhook(x *exchange) {
 		x.engineError(err)
 		return
 	}
-	x.w.Header()[RequestIDHeader] = []string{x.requestID()}
-	x.WriteHeader(http.StatusNoContent)
+	x.rw.Header()[RequestIDHeader] = []string{x.requestID()}
+	x.rw.WriteHeader(http.StatusNoContent)
 }
 
 // testWebhook serves POST /v1/webhook/test (no body): 202 {event_id}.
