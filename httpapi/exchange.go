@@ -19,7 +19,9 @@ import (
 // and the handlers write through (it records the status for the metrics and the log),
 // the request id, the route, the account, and the body and reply buffers. It is pooled
 // by the API so that those buffers are reused. What a route decodes and answers lives
-// in the route's own request and reply types.
+// in the route's own request and reply types. A route's handlers find it in the
+// request's context (enter), never by asserting the ResponseWriter's type, so any
+// middleware may wrap the writer they are given.
 type exchange struct {
 	a *API                // the API the exchange is pooled by, for its engine, settings and metrics
 	w http.ResponseWriter // the server's writer, which the exchange wraps
