@@ -19,24 +19,24 @@ const DefaultAccountsPage = 100
 
 func accountRoutes() []route {
 	return []route{
-		{Route: Route{http.MethodPost, "/v1/admin/accounts"}, operator: true, body: requiredBody, audited: true, serve: (*API).createAccount},
-		{Route: Route{http.MethodGet, "/v1/admin/accounts"}, operator: true, serve: (*API).listAccounts},
-		{Route: Route{http.MethodGet, "/v1/admin/accounts/{id}"}, operator: true, serve: (*API).getAccount},
-		{Route: Route{http.MethodPatch, "/v1/admin/accounts/{id}"}, operator: true, body: requiredBody, audited: true, serve: (*API).patchAccount},
-		{Route: Route{http.MethodDelete, "/v1/admin/accounts/{id}"}, operator: true, audited: true, serve: (*API).deleteAccount},
-		{Route: Route{http.MethodPost, "/v1/admin/accounts/{id}/keys"}, operator: true, body: optionalBody, audited: true, serve: (*API).adminIssueKey},
-		{Route: Route{http.MethodGet, "/v1/admin/accounts/{id}/keys"}, operator: true, serve: (*API).adminListKeys},
-		{Route: Route{http.MethodDelete, "/v1/admin/accounts/{id}/keys/{key_id}"}, operator: true, audited: true, serve: (*API).adminRevokeKey},
-		{Route: Route{http.MethodGet, "/v1/account"}, serve: (*API).ownAccount},
-		{Route: Route{http.MethodGet, "/v1/keys"}, serve: (*API).ownKeys},
-		{Route: Route{http.MethodPost, "/v1/keys"}, body: optionalBody, audited: true, serve: (*API).ownIssueKey},
-		{Route: Route{http.MethodDelete, "/v1/keys/{key_id}"}, audited: true, serve: (*API).ownRevokeKey},
-		{Route: Route{http.MethodGet, "/v1/usage"}, serve: (*API).ownUsage},
-		{Route: Route{http.MethodGet, "/v1/admin/accounts/{id}/usage"}, operator: true, serve: (*API).adminUsage},
-		{Route: Route{http.MethodGet, "/v1/namespaces"}, serve: (*API).listNamespaces},
-		{Route: Route{http.MethodGet, "/v1/namespaces/{ns}/leases"}, serve: (*API).listLeases},
-		{Route: Route{http.MethodGet, "/v1/admin/audit"}, operator: true, serve: (*API).adminAudit},
-		{Route: Route{http.MethodGet, "/v1/audit"}, serve: (*API).ownAudit},
+		{Route: Route{http.MethodPost, "/v1/admin/accounts"}, operator: true, body: requiredBody, audited: true, serve: createAccount},
+		{Route: Route{http.MethodGet, "/v1/admin/accounts"}, operator: true, serve: listAccounts},
+		{Route: Route{http.MethodGet, "/v1/admin/accounts/{id}"}, operator: true, serve: getAccount},
+		{Route: Route{http.MethodPatch, "/v1/admin/accounts/{id}"}, operator: true, body: requiredBody, audited: true, serve: patchAccount},
+		{Route: Route{http.MethodDelete, "/v1/admin/accounts/{id}"}, operator: true, audited: true, serve: deleteAccount},
+		{Route: Route{http.MethodPost, "/v1/admin/accounts/{id}/keys"}, operator: true, body: optionalBody, audited: true, serve: adminIssueKey},
+		{Route: Route{http.MethodGet, "/v1/admin/accounts/{id}/keys"}, operator: true, serve: adminListKeys},
+		{Route: Route{http.MethodDelete, "/v1/admin/accounts/{id}/keys/{key_id}"}, operator: true, audited: true, serve: adminRevokeKey},
+		{Route: Route{http.MethodGet, "/v1/account"}, serve: ownAccount},
+		{Route: Route{http.MethodGet, "/v1/keys"}, serve: ownKeys},
+		{Route: Route{http.MethodPost, "/v1/keys"}, body: optionalBody, audited: true, serve: ownIssueKey},
+		{Route: Route{http.MethodDelete, "/v1/keys/{key_id}"}, audited: true, serve: ownRevokeKey},
+		{Route: Route{http.MethodGet, "/v1/usage"}, serve: ownUsage},
+		{Route: Route{http.MethodGet, "/v1/admin/accounts/{id}/usage"}, operator: true, serve: adminUsage},
+		{Route: Route{http.MethodGet, "/v1/namespaces"}, serve: listNamespaces},
+		{Route: Route{http.MethodGet, "/v1/namespaces/{ns}/leases"}, serve: listLeases},
+		{Route: Route{http.MethodGet, "/v1/admin/audit"}, operator: true, serve: adminAudit},
+		{Route: Route{http.MethodGet, "/v1/audit"}, serve: ownAudit},
 	}
 }
 
@@ -132,9 +132,9 @@ func (x *exchange) actor() engine.Actor {
 }
 
 // noContent answers 204 with the request id.
-func (a *API) noContent(x *exchange) {
-	x.w.Header()[RequestIDHeader] = []string{a.requestID(x)}
-	x.WriteHeader(http.StatusNoContent)
+func (x *exchange) noContent() {
+	x.rw.Header()[RequestIDHeader] = []string{x.requestID()}
+	x.rw.WriteHeader(http.StatusNoContent)
 }
 
 // query returns the request's query parameters, refusing one this route does not define
@@ -162,27 +162,28 @@ func query(x *exchange, allowed ...string) (map[string]string, error) {
 }
 
 // createAccount serves POST /v1/admin/accounts {id, plan}: 201 with the account.
-func (a *API) createAccount(x *exchange) {
+func createAccount(x *exchange) {
+	a := x.a
 	var req createAccountRequest
 	if err := decodeBody(x.body.Bytes(), &req); err != nil {
-		a.engineError(x, err)
+		x.engineError(err)
 		return
 	}
 	if !req.ID.set {
-		a.engineError(x, engine.Invalid("id is required"))
+		x.engineError(engine.Invalid("id is required"))
 		return
 	}
 	if !req.Plan.set {
-		a.engineError(x, engine.Invalid("plan is required"))
+		x.engineError(engine.Invalid("plan is required"))
 		return
 	}
 	info, err := a.eng.CreateAccount(x.r.Context(), x.actor(), req.ID.s, req.Plan.s)
 	if err != nil {
-		a.engineError(x, err)
+		x.engineError(err)
 		return
 	}
 	r := accountOf(info)
-	a.reply(x, http.StatusCreated, &r)
+	x.reply(http.StatusCreated, &r)
 }
 
 // accountsPage is the reply of GET /v1/admin/accounts.
@@ -192,24 +193,25 @@ type accountsPage struct {
 }
 
 // listAccounts serves GET /v1/admin/accounts?limit=N&cursor=C.
-func (a *API) listAccounts(x *exchange) {
+func listAccounts(x *exchange) {
+	a := x.a
 	q, err := query(x, "limit", "cursor")
 	if err != nil {
-		a.engineError(x, err)
+		x.engineError(err)
 		return
 	}
 	limit := DefaultAccountsPage
 	if s, ok := q["limit"]; ok {
 		n, err := strconv.Atoi(s)
 		if err != nil || n < 1 || n > engine.MaxAccountsPage || strconv.Itoa(n) != s {
-			a.engineError(x, engine.Invalid("limit must be an integer from 1 to 1000"))
+			x.engineError(engine.Invalid("limit must be an integer from 1 to 1000"))
 			return
 		}
 		limit = n
 	}
 	list, next, err := a.eng.ListAccounts(x.r.Context(), limit, q["cursor"])
 	if err != nil {
-		a.engineError(x, err)
+		x.engineError(err)
 		return
 	}
 	page := accountsPage{Accounts: make([]accountReply, len(list))}
@@ -219,63 +221,67 @@ func (a *API) listAccounts(x *exchange) {
 	if next != "" {
 		page.NextCursor = &next
 	}
-	a.reply(x, http.StatusOK, &page)
+	x.reply(http.StatusOK, &page)
 }
 
 // getAccount serves GET /v1/admin/accounts/{id}.
-func (a *API) getAccount(x *exchange) {
+func getAccount(x *exchange) {
+	a := x.a
 	info, err := a.eng.GetAccount(x.r.Context(), x.r.PathValue("id"))
 	if err != nil {
-		a.engineError(x, err)
+		x.engineError(err)
 		return
 	}
 	r := accountOf(info)
-	a.reply(x, http.StatusOK, &r)
+	x.reply(http.StatusOK, &r)
 }
 
 // patchAccount serves PATCH /v1/admin/accounts/{id} {plan?, suspended?}.
-func (a *API) patchAccount(x *exchange) {
+func patchAccount(x *exchange) {
+	a := x.a
 	var req patchAccountRequest
 	if err := decodeBody(x.body.Bytes(), &req); err != nil {
-		a.engineError(x, err)
+		x.engineError(err)
 		return
 	}
 	info, err := a.eng.UpdateAccount(x.r.Context(), x.actor(), x.r.PathValue("id"),
 		engine.AccountUpdate{Plan: req.Plan.ptr(), Suspended: req.Suspended.ptr()})
 	if err != nil {
-		a.engineError(x, err)
+		x.engineError(err)
 		return
 	}
 	r := accountOf(info)
-	a.reply(x, http.StatusOK, &r)
+	x.reply(http.StatusOK, &r)
 }
 
 // deleteAccount serves DELETE /v1/admin/accounts/{id}: 204.
-func (a *API) deleteAccount(x *exchange) {
+func deleteAccount(x *exchange) {
+	a := x.a
 	if err := a.eng.DeleteAccount(x.r.Context(), x.actor(), x.r.PathValue("id")); err != nil {
-		a.engineError(x, err)
+		x.engineError(err)
 		return
 	}
-	a.noContent(x)
+	x.noContent()
 }
 
 // issueKey issues a key to account: 201 {id, name, key, prefix, created_at}.
-func (a *API) issueKey(x *exchange, account string) {
+func issueKey(x *exchange, account string) {
+	a := x.a
 	var req issueKeyRequest
 	if !emptyBody(x.body.Bytes()) {
 		if err := decodeBody(x.body.Bytes(), &req); err != nil {
-			a.engineError(x, err)
+			x.engineError(err)
 			return
 		}
 	}
 	k, err := a.eng.IssueKey(x.r.Context(), x.actor(), account, req.Name.s)
 	if err != nil {
-		a.engineError(x, err)
+		x.engineError(err)
 		return
 	}
 	r := keyOf(k.KeyInfo)
 	r.Key, r.Source = k.Key, ""
-	a.reply(x, http.StatusCreated, &r)
+	x.reply(http.StatusCreated, &r)
 }
 
 // keysReply is the reply of the key lists.
@@ -284,34 +290,36 @@ type keysReply struct {
 }
 
 // listKeys answers the keys of account.
-func (a *API) listKeys(x *exchange, account string) {
+func listKeys(x *exchange, account string) {
+	a := x.a
 	keys, err := a.eng.ListKeys(x.r.Context(), account)
 	if err != nil {
-		a.engineError(x, err)
+		x.engineError(err)
 		return
 	}
 	r := keysReply{Keys: make([]keyReply, len(keys))}
 	for i, k := range keys {
 		r.Keys[i] = keyOf(k)
 	}
-	a.reply(x, http.StatusOK, &r)
+	x.reply(http.StatusOK, &r)
 }
 
 // revokeKey revokes one key of account: 204.
-func (a *API) revokeKey(x *exchange, account string) {
+func revokeKey(x *exchange, account string) {
+	a := x.a
 	if err := a.eng.RevokeKey(x.r.Context(), x.actor(), account, x.r.PathValue("key_id")); err != nil {
-		a.engineError(x, err)
+		x.engineError(err)
 		return
 	}
-	a.noContent(x)
+	x.noContent()
 }
 
-func (a *API) adminIssueKey(x *exchange)  { a.issueKey(x, x.r.PathValue("id")) }
-func (a *API) adminListKeys(x *exchange)  { a.listKeys(x, x.r.PathValue("id")) }
-func (a *API) adminRevokeKey(x *exchange) { a.revokeKey(x, x.r.PathValue("id")) }
-func (a *API) ownIssueKey(x *exchange)    { a.issueKey(x, x.acct.ID) }
-func (a *API) ownKeys(x *exchange)        { a.listKeys(x, x.acct.ID) }
-func (a *API) ownRevokeKey(x *exchange)   { a.revokeKey(x, x.acct.ID) }
+func adminIssueKey(x *exchange)  { issueKey(x, x.r.PathValue("id")) }
+func adminListKeys(x *exchange)  { listKeys(x, x.r.PathValue("id")) }
+func adminRevokeKey(x *exchange) { revokeKey(x, x.r.PathValue("id")) }
+func ownIssueKey(x *exchange)    { issueKey(x, x.acct.ID) }
+func ownKeys(x *exchange)        { listKeys(x, x.acct.ID) }
+func ownRevokeKey(x *exchange)   { revokeKey(x, x.acct.ID) }
 
 // planLimits is a plan as GET /v1/account shows it.
 type planLimits struct {
@@ -323,7 +331,7 @@ type planLimits struct {
 }
 
 // ownAccount serves GET /v1/account: {id, plan, suspended, plan_limits}.
-func (a *API) ownAccount(x *exchange) {
+func ownAccount(x *exchange) {
 	p := &x.acct.Plan
 	lim := planLimits{Algorithms: []string{}, ConcurrentLimit: p.ConcurrentLimit, Webhooks: p.Webhooks,
 		MonthlyQuota: p.MonthlyQuota, HardCap: p.HardCap}
@@ -332,7 +340,7 @@ func (a *API) ownAccount(x *exchange) {
 			lim.Algorithms = append(lim.Algorithms, alg.String())
 		}
 	}
-	a.reply(x, http.StatusOK, &struct {
+	x.reply(http.StatusOK, &struct {
 		ID         string     `json:"id"`
 		Plan       string     `json:"plan"`
 		Suspended  bool       `json:"suspended"`
@@ -353,7 +361,7 @@ type totalsJSON struct {
 	Blocked   int64  `json:"blocked"`
 }
 
-func (a *API) writeUsage(x *exchange, u engine.AccountUsage) {
+func (x *exchange) writeUsage(u engine.AccountUsage) {
 	out := usageJSON{
 		Month: monthJSON{Month: u.Month.Month.String(), Total: u.Month.Total, Quota: u.Month.Quota,
 			OverQuota: u.Month.OverQuota, HardCap: u.Month.HardCap},
@@ -366,34 +374,37 @@ func (a *API) writeUsage(x *exchange, u engine.AccountUsage) {
 	for i, d := range u.Days {
 		out.Days[i] = dayJSON{Day: d.Day.String(), Total: d.Total, Blocked: d.Blocked}
 	}
-	a.reply(x, http.StatusOK, &out)
+	x.reply(http.StatusOK, &out)
 }
 
 // ownUsage serves GET /v1/usage: the account across all its namespaces.
-func (a *API) ownUsage(x *exchange) {
+func ownUsage(x *exchange) {
+	a := x.a
 	u, err := a.eng.Usage(x.r.Context(), x.acct)
 	if err != nil {
-		a.engineError(x, err)
+		x.engineError(err)
 		return
 	}
-	a.writeUsage(x, u)
+	x.writeUsage(u)
 }
 
 // adminUsage serves GET /v1/admin/accounts/{id}/usage: the same body for any account.
-func (a *API) adminUsage(x *exchange) {
+func adminUsage(x *exchange) {
+	a := x.a
 	u, err := a.eng.UsageOf(x.r.Context(), x.r.PathValue("id"))
 	if err != nil {
-		a.engineError(x, err)
+		x.engineError(err)
 		return
 	}
-	a.writeUsage(x, u)
+	x.writeUsage(u)
 }
 
 // listNamespaces serves GET /v1/namespaces.
-func (a *API) listNamespaces(x *exchange) {
+func listNamespaces(x *exchange) {
+	a := x.a
 	list, err := a.eng.Namespaces(x.r.Context(), x.acct)
 	if err != nil {
-		a.engineError(x, err)
+		x.engineError(err)
 		return
 	}
 	type nsJSON struct {
@@ -408,24 +419,25 @@ func (a *API) listNamespaces(x *exchange) {
 	for i, n := range list {
 		out.Namespaces[i] = nsJSON{n.Namespace, n.Rules, n.Total, n.Blocked}
 	}
-	a.reply(x, http.StatusOK, &out)
+	x.reply(http.StatusOK, &out)
 }
 
 // listLeases serves GET /v1/namespaces/{ns}/leases?key=K.
-func (a *API) listLeases(x *exchange) {
+func listLeases(x *exchange) {
+	a := x.a
 	q, err := query(x, "key")
 	if err != nil {
-		a.engineError(x, err)
+		x.engineError(err)
 		return
 	}
 	key, ok := q["key"]
 	if !ok {
-		a.engineError(x, engine.Invalid("key is required: ?key=K"))
+		x.engineError(engine.Invalid("key is required: ?key=K"))
 		return
 	}
 	l, err := a.eng.Leases(x.r.Context(), x.acct, x.r.PathValue("ns"), key)
 	if err != nil {
-		a.engineError(x, err)
+		x.engineError(err)
 		return
 	}
 	type leaseJSON struct {
@@ -442,5 +454,5 @@ func (a *API) listLeases(x *exchange) {
 	for i, v := range l.Leases {
 		out.Leases[i] = leaseJSON{v.LeaseID, v.ExpiresInMS}
 	}
-	a.reply(x, http.StatusOK, &out)
+	x.reply(http.StatusOK, &out)
 }

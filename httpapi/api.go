@@ -9,6 +9,7 @@ package httpapi
 
 import (
 	"cmp"
+	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"log/slog"
@@ -169,6 +170,14 @@ type Options struct {
 	// TrustedProxies are the proxies whose X-Forwarded-For or Forwarded header names the
 	// client (http.trusted_proxies, spec §15.7); none: the client is the peer.
 	TrustedProxies []netip.Prefix
+	// Middleware wraps every route's handler, the first outermost: ordinary
+	// func(http.Handler) http.Handler middleware, which may wrap the ResponseWriter and
+	// the request. It runs once the request is routed, inside the API's request id,
+	// metrics, tracing and panic recovery, and sees every answer of a routed request,
+	// refusals included; 404 and 405 are answered before it. A middleware must not let
+	// a route's handler run on once it has returned (as http.TimeoutHandler does after
+	// its timeout): the API reuses a request's state once the request is answered.
+	Middleware []func(http.Handler) http.Handler
 }
 
 // API is the /v1 HTTP handler.
@@ -195,6 +204,7 @@ type API struct {
 
 	refusals *refusalLog
 	guard    *engine.AuthGuard
+	wrap     []func(http.Handler) http.Handler // Options.Middleware
 	proxies  trustedProxies
 
 	// Header values shared by every response. They are never mutated: net/http only
@@ -225,6 +235,7 @@ func New(opts Options) *API {
 		idPrefix:   hex.EncodeToString(pfx[:]) + "-",
 		refusals:   newRefusalLog(opts.Logger, opts.Clock),
 		guard:      opts.AuthGuard,
+		wrap:       opts.Middleware,
 		proxies:    trustedProxies(opts.TrustedProxies),
 		hdrJSON:    []string{"application/json"},
 		hdrBearer:  []string{"Bearer"},
@@ -234,7 +245,7 @@ func New(opts Options) *API {
 	if a.guard == nil {
 		a.guard = engine.NewAuthGuard(engine.AuthGuardOptions{})
 	}
-	a.exchanges.New = func() any { return new(exchange) }
+	a.exchanges.New = func() any { return &exchange{a: a} }
 	routes := routeTable()
 	a.literal = make(map[string][]literalRoute)
 	for i := range routes {
@@ -259,19 +270,18 @@ func New(opts Options) *API {
 func (a *API) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	x := a.exchanges.Get().(*exchange)
+	// The request's context carries its exchange to the route's handlers, whatever
+	// writer and request a middleware hands them.
+	ctx := r.Context()
 	if a.tr != nil {
 		// An unsampled request's span records nothing: it is not kept, and the request
 		// is served as with tracing off.
-		if ctx, span := a.tr.StartHTTP(r); span.IsRecording() {
-			r = r.WithContext(ctx)
-			x.begin(w, r)
-			x.span = span
-		} else {
-			x.begin(w, r)
+		if sctx, span := a.tr.StartHTTP(r); span.IsRecording() {
+			ctx, x.span = sctx, span
 		}
-	} else {
-		x.begin(w, r)
 	}
+	r = r.WithContext(context.WithValue(ctx, exchangeKey{}, x))
+	x.begin(w, r)
 	if v := r.Header[RequestIDHeader]; len(v) > 0 && saneRequestID(v[0]) {
 		x.id = v[0]
 	} else {
@@ -284,13 +294,13 @@ func (a *API) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h["Cache-Control"], h["X-Content-Type-Options"] = a.hdrNoStore, a.hdrNosniff
 	if headerBytes(r) > MaxHeaderBytes {
 		x.w.Header().Set("Connection", "close")
-		a.writeError(x, http.StatusRequestHeaderFieldsTooLarge, codeHeaderTooLarge, msgHeaderTooLarge)
+		x.writeError(http.StatusRequestHeaderFieldsTooLarge, codeHeaderTooLarge, msgHeaderTooLarge)
 		return
 	}
 	if !cleanPath(r.URL.EscapedPath()) {
 		// ServeMux would redirect to the cleaned path, turning a POST into a GET on most
 		// clients; an API path is either exact or not found.
-		a.notFound(x)
+		x.notFound()
 		return
 	}
 	for _, rt := range a.literal[r.URL.Path] {
@@ -317,6 +327,7 @@ type literalRoute struct {
 func (a *API) finish(x *exchange, start time.Time) {
 	x.routed = true
 	if v := recover(); v != nil {
+		x.rw = x // a middleware's writer may be past use: what is left is answered directly
 		if v == http.ErrAbortHandler {
 			// The server aborts the connection; the span still ends, marked as failed.
 			if x.span != nil {
@@ -326,7 +337,7 @@ func (a *API) finish(x *exchange, start time.Time) {
 			}
 			panic(v)
 		}
-		a.log.Error("panic serving request", "request_id", a.requestID(x), "method", x.r.Method,
+		a.log.Error("panic serving request", "request_id", x.requestID(), "method", x.r.Method,
 			"route", x.route, "panic", v, "stack", string(debug.Stack()))
 		if x.status != 0 {
 			// The response has begun: abort the connection rather than let a partial
@@ -335,7 +346,7 @@ func (a *API) finish(x *exchange, start time.Time) {
 			panic(http.ErrAbortHandler)
 		}
 		x.err = nil
-		a.writeError(x, http.StatusInternalServerError, engine.CodeInternal, msgInternal)
+		x.writeError(http.StatusInternalServerError, engine.CodeInternal, msgInternal)
 		a.observe(x, start)
 		return
 	}
@@ -343,10 +354,10 @@ func (a *API) finish(x *exchange, start time.Time) {
 		x.WriteHeader(http.StatusOK)
 	}
 	if x.status >= 400 && x.status < 500 {
-		a.refusals.refused(x.r.Context(), x, a.requestID(x), a.client(x))
+		a.refusals.refused(x.r.Context(), x, x.requestID(), x.client())
 	}
 	if x.status >= 500 && x.err != nil {
-		a.log.Error("request failed", "request_id", a.requestID(x), "client", a.client(x).String(), "method", x.r.Method,
+		a.log.Error("request failed", "request_id", x.requestID(), "client", x.client().String(), "method", x.r.Method,
 			"route", x.route, "status", x.status, "err", x.err)
 	}
 	a.observe(x, start)
@@ -369,22 +380,22 @@ func (a *API) observe(x *exchange, start time.Time) {
 		x.span = nil
 	}
 	if a.log.Enabled(x.r.Context(), slog.LevelDebug) {
-		a.log.Debug("request", "request_id", a.requestID(x), "method", x.r.Method, "route", x.route,
+		a.log.Debug("request", "request_id", x.requestID(), "method", x.r.Method, "route", x.route,
 			"status", x.status, "duration_ms", float64(time.Since(start).Microseconds())/1000)
 	}
 }
 
 // annotate adds a decision's attributes to the request's span (tracing on only).
-func (a *API) annotate(x *exchange, attrs ...attribute.KeyValue) {
+func (x *exchange) annotate(attrs ...attribute.KeyValue) {
 	if x.span != nil && x.span.IsRecording() {
 		x.span.SetAttributes(attrs...)
 	}
 }
 
 // client returns the request's client address (spec §15.7), resolved once per request.
-func (a *API) client(x *exchange) netip.Addr {
+func (x *exchange) client() netip.Addr {
 	if !x.clientSet {
-		x.clientAddr, x.clientSet = a.proxies.client(x.r), true
+		x.clientAddr, x.clientSet = x.a.proxies.client(x.r), true
 	}
 	return x.clientAddr
 }
@@ -392,10 +403,10 @@ func (a *API) client(x *exchange) netip.Addr {
 // requestID returns the call's request id: the client's, if sane, else one generated
 // from the instance prefix and a counter, unique per process without any per-request
 // randomness.
-func (a *API) requestID(x *exchange) string {
+func (x *exchange) requestID() string {
 	if x.id == "" {
 		var b [40]byte
-		x.id = string(a.appendGeneratedID(b[:0], x.idSeq))
+		x.id = string(x.a.appendGeneratedID(b[:0], x.idSeq))
 	}
 	return x.id
 }

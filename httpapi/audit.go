@@ -42,16 +42,17 @@ type auditPage struct {
 // audit answers a page of account's entries ("" every account), with the query's limit
 // and cursor; own is the account's own log (x.acct's). extra names the other query
 // parameter the route takes, if any.
-func (a *API) audit(x *exchange, account string, own bool, extra ...string) {
+func audit(x *exchange, account string, own bool, extra ...string) {
+	a := x.a
 	q, err := query(x, append([]string{"limit", "cursor"}, extra...)...)
 	if err != nil {
-		a.engineError(x, err)
+		x.engineError(err)
 		return
 	}
 	if len(extra) > 0 {
 		account = q["account"]
 		if _, ok := q["account"]; ok && account == "" {
-			a.engineError(x, engine.Invalid("account must match [a-z0-9][a-z0-9_-]{0,63}"))
+			x.engineError(engine.Invalid("account must match [a-z0-9][a-z0-9_-]{0,63}"))
 			return
 		}
 	}
@@ -59,7 +60,7 @@ func (a *API) audit(x *exchange, account string, own bool, extra ...string) {
 	if s, ok := q["limit"]; ok {
 		n, err := strconv.Atoi(s)
 		if err != nil || n < 1 || n > engine.MaxAuditPage || strconv.Itoa(n) != s {
-			a.engineError(x, engine.Invalid("limit must be an integer from 1 to 1000"))
+			x.engineError(engine.Invalid("limit must be an integer from 1 to 1000"))
 			return
 		}
 		limit = n
@@ -70,7 +71,7 @@ func (a *API) audit(x *exchange, account string, own bool, extra ...string) {
 	}
 	page, err := a.eng.Audit().List(x.r.Context(), account, q["cursor"], limit, own, created)
 	if err != nil {
-		a.engineError(x, err)
+		x.engineError(err)
 		return
 	}
 	out := auditPage{Entries: make([]auditEntryJSON, len(page.Entries))}
@@ -89,12 +90,12 @@ func (a *API) audit(x *exchange, account string, own bool, extra ...string) {
 	if page.Next != "" {
 		out.NextCursor = &page.Next
 	}
-	a.reply(x, http.StatusOK, &out)
+	x.reply(http.StatusOK, &out)
 }
 
 // adminAudit serves GET /v1/admin/audit?account=A&limit=N&cursor=C.
-func (a *API) adminAudit(x *exchange) { a.audit(x, "", false, "account") }
+func adminAudit(x *exchange) { audit(x, "", false, "account") }
 
 // ownAudit serves GET /v1/audit?limit=N&cursor=C: the calling account's entries, not
 // those of a deleted account that had its id.
-func (a *API) ownAudit(x *exchange) { a.audit(x, x.acct.ID, true) }
+func ownAudit(x *exchange) { audit(x, x.acct.ID, true) }

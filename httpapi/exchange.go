@@ -19,10 +19,16 @@ import (
 // and the handlers write through (it records the status for the metrics and the log),
 // the request id, the route, the account, and the body and reply buffers. It is pooled
 // by the API so that those buffers are reused. What a route decodes and answers lives
-// in the route's own request and reply types.
+// in the route's own request and reply types. A route's handlers find it in the
+// request's context (enter), never by asserting the ResponseWriter's type, so any
+// middleware may wrap the writer they are given.
 type exchange struct {
-	w      http.ResponseWriter
-	r      *http.Request
+	a *API                // the API the exchange is pooled by, for its engine, settings and metrics
+	w http.ResponseWriter // the server's writer, which the exchange wraps
+	r *http.Request       // the request as the running handler was given it
+	// rw is the writer the running handler was given: the exchange itself, or a
+	// middleware's wrapper of it. Every answer is written through it.
+	rw     http.ResponseWriter
 	status int
 	route  string
 	routed bool   // false while the mux routes: what it writes then is its own 404 or 405
@@ -32,7 +38,7 @@ type exchange struct {
 	acct   *engine.Account
 	op     *engine.Operator // on an operator route
 	keyID  string           // the id of the account key the request was made with
-	// clientAddr is the client's address once clientSet (API.client).
+	// clientAddr is the client's address once clientSet (exchange.client).
 	clientAddr netip.Addr
 	clientSet  bool
 	code       engine.Code // the error code answered, for the refusal log
@@ -48,7 +54,7 @@ type exchange struct {
 const maxPooledBody = 8 << 10
 
 func (x *exchange) begin(w http.ResponseWriter, r *http.Request) {
-	x.w, x.r = w, r
+	x.w, x.r, x.rw = w, r, x
 	x.status, x.muxErr, x.routed, x.code = 0, 0, true, ""
 	x.route = unmatchedRoute
 	x.acct, x.op, x.err, x.keyID = nil, nil, nil, ""
@@ -57,7 +63,7 @@ func (x *exchange) begin(w http.ResponseWriter, r *http.Request) {
 
 // end drops the references the exchange holds so a pooled one pins nothing.
 func (x *exchange) end() {
-	x.w, x.r, x.acct, x.op, x.err, x.id, x.idSeq, x.span = nil, nil, nil, nil, nil, "", 0, nil
+	x.w, x.r, x.rw, x.acct, x.op, x.err, x.id, x.idSeq, x.span = nil, nil, nil, nil, nil, nil, "", 0, nil
 	for _, b := range []*bytes.Buffer{&x.body, &x.out} {
 		if b.Cap() > maxPooledBody {
 			*b = bytes.Buffer{}
@@ -153,32 +159,32 @@ func statusOf(code engine.Code) int {
 
 // engineError answers err, an error from the engine (or the body decoder). Only an
 // *engine.Error's Message reaches the client, and never for a 500; causes go to the log.
-func (a *API) engineError(x *exchange, err error) {
+func (x *exchange) engineError(err error) {
 	var e *engine.Error
 	if !errors.As(err, &e) {
 		if x.span != nil {
-			a.annotate(x, tracing.AttrErrorCode.String(string(engine.CodeInternal)))
+			x.annotate(tracing.AttrErrorCode.String(string(engine.CodeInternal)))
 		}
 		x.err = err
-		a.writeError(x, http.StatusInternalServerError, engine.CodeInternal, msgInternal)
+		x.writeError(http.StatusInternalServerError, engine.CodeInternal, msgInternal)
 		return
 	}
 	status := statusOf(e.Code)
 	if x.span != nil { // recording: an unsampled request builds no attributes
-		a.annotate(x, tracing.AttrErrorCode.String(string(e.Code)))
+		x.annotate(tracing.AttrErrorCode.String(string(e.Code)))
 	}
 	switch {
 	case e.Code == engine.CodeHardCapExceeded:
-		x.w.Header()["Retry-After"] = []string{strconv.FormatInt(max(1, e.RetryAfterSec), 10)}
+		x.rw.Header()["Retry-After"] = []string{strconv.FormatInt(max(1, e.RetryAfterSec), 10)}
 	case e.Code == engine.CodeUnavailable:
-		x.w.Header()["Retry-After"] = a.hdrRetry1
+		x.rw.Header()["Retry-After"] = x.a.hdrRetry1
 		x.err = err
 	case status == http.StatusInternalServerError:
 		x.err = err
-		a.writeError(x, status, engine.CodeInternal, msgInternal)
+		x.writeError(status, engine.CodeInternal, msgInternal)
 		return
 	}
-	a.writeError(x, status, e.Code, e.Message)
+	x.writeError(status, e.Code, e.Message)
 }
 
 // routed finishes a request no route served: the mux answered 404, or 405 with the
@@ -188,20 +194,20 @@ func (a *API) routed(x *exchange) {
 		return
 	}
 	x.routed = true
-	h := x.w.Header()
+	h := x.rw.Header()
 	delete(h, "Location")
 	if x.muxErr == http.StatusMethodNotAllowed {
-		a.writeError(x, http.StatusMethodNotAllowed, codeMethodNotAllowed, msgMethod)
+		x.writeError(http.StatusMethodNotAllowed, codeMethodNotAllowed, msgMethod)
 		return
 	}
 	delete(h, "Allow")
-	a.notFound(x)
+	x.notFound()
 }
 
 // notFound answers 404 not_found.
-func (a *API) notFound(x *exchange) {
+func (x *exchange) notFound() {
 	x.route = unmatchedRoute
-	a.writeError(x, http.StatusNotFound, codeNotFound, msgNotFound)
+	x.writeError(http.StatusNotFound, codeNotFound, msgNotFound)
 }
 
 // errorReply is the body of every error (spec §3.6).
@@ -211,9 +217,9 @@ type errorReply struct {
 }
 
 // writeError writes the error body {"error": msg, "code": code}.
-func (a *API) writeError(x *exchange, status int, code engine.Code, msg string) {
+func (x *exchange) writeError(status int, code engine.Code, msg string) {
 	x.code = code
-	a.reply(x, status, &errorReply{Error: msg, Code: code})
+	x.reply(status, &errorReply{Error: msg, Code: code})
 }
 
 // encodeOptions are the options of every reply: a string that is not valid UTF-8 is
@@ -222,7 +228,7 @@ var encodeOptions = json.JoinOptions(jsontext.AllowInvalidUTF8(true))
 
 // reply writes v, a route's reply type, as the JSON response: the one encoder of every
 // route but POST /v1/limit, whose reply is appendLimitReply's (docs/performance.md).
-func (a *API) reply(x *exchange, status int, v any) {
+func (x *exchange) reply(status int, v any) {
 	x.out.Reset()
 	if err := json.MarshalWrite(&x.out, v, encodeOptions); err != nil {
 		// The reply types always encode; a failure is a bug, answered as one.
@@ -231,54 +237,54 @@ func (a *API) reply(x *exchange, status int, v any) {
 		x.out.WriteString(`{"error":"` + msgInternal + `","code":"` + string(engine.CodeInternal) + `"}`)
 		status, x.code = http.StatusInternalServerError, engine.CodeInternal
 	}
-	a.writeJSON(x, status, x.out.Bytes())
+	x.writeJSON(status, x.out.Bytes())
 }
 
 // writeJSON sends a JSON response, with X-Request-Id unless the handler set it.
-func (a *API) writeJSON(x *exchange, status int, body []byte) {
-	h := x.w.Header()
+func (x *exchange) writeJSON(status int, body []byte) {
+	h := x.rw.Header()
 	if _, ok := h[RequestIDHeader]; !ok {
-		h[RequestIDHeader] = []string{a.requestID(x)}
+		h[RequestIDHeader] = []string{x.requestID()}
 	}
-	h["Content-Type"] = a.hdrJSON
-	x.WriteHeader(status)
-	_, _ = x.w.Write(body) // a failed write is the client's disconnect; nothing to do
+	h["Content-Type"] = x.a.hdrJSON
+	x.rw.WriteHeader(status)
+	_, _ = x.rw.Write(body) // a failed write is the client's disconnect; nothing to do
 }
 
 // readBody applies the size and media-type checks (413, 415) and reads the body into
 // x.body. A route with an optional body accepts an empty one whatever its Content-Type.
-func (a *API) readBody(x *exchange, required bool) bool {
+func (x *exchange) readBody(required bool) bool {
 	r := x.r
 	if r.ContentLength > MaxBodyBytes {
-		a.tooLarge(x)
+		x.tooLarge()
 		return false
 	}
 	x.body.Reset()
 	if r.ContentLength != 0 {
 		body := r.Body
 		if r.ContentLength < 0 { // chunked: the length is only known by reading
-			body = http.MaxBytesReader(x.w, r.Body, MaxBodyBytes)
+			body = http.MaxBytesReader(x.rw, r.Body, MaxBodyBytes)
 		}
 		if _, err := x.body.ReadFrom(body); err != nil {
 			if _, ok := errors.AsType[*http.MaxBytesError](err); ok {
-				a.tooLarge(x)
+				x.tooLarge()
 				return false
 			}
-			a.writeError(x, http.StatusBadRequest, engine.CodeInvalidRequest, msgReadBody)
+			x.writeError(http.StatusBadRequest, engine.CodeInvalidRequest, msgReadBody)
 			return false
 		}
 	}
 	if (required || x.body.Len() > 0) && !jsonMediaType(r.Header["Content-Type"]) {
-		a.writeError(x, http.StatusUnsupportedMediaType, codeUnsupportedMediaType, msgMediaType)
+		x.writeError(http.StatusUnsupportedMediaType, codeUnsupportedMediaType, msgMediaType)
 		return false
 	}
 	return true
 }
 
-func (a *API) tooLarge(x *exchange) {
+func (x *exchange) tooLarge() {
 	// Close the connection rather than read the rest of an oversized body.
-	x.w.Header().Set("Connection", "close")
-	a.writeError(x, http.StatusRequestEntityTooLarge, codeRequestTooLarge, msgTooLarge)
+	x.rw.Header().Set("Connection", "close")
+	x.writeError(http.StatusRequestEntityTooLarge, codeRequestTooLarge, msgTooLarge)
 }
 
 // jsonMediaType reports whether a Content-Type is application/json, parameters allowed;

@@ -63,7 +63,8 @@ type limitCall struct {
 var limitCalls = sync.Pool{New: func() any { return new(limitCall) }}
 
 // check serves POST /v1/limit (spec §4.1): a query of one item, decided by the engine.
-func (a *API) check(x *exchange) {
+func check(x *exchange) {
+	a := x.a
 	lc := limitCalls.Get().(*limitCall)
 	defer func() {
 		*lc = limitCall{} // a decode merges into what it is given, and nothing is pinned
@@ -71,7 +72,7 @@ func (a *API) check(x *exchange) {
 	}()
 	req := &lc.req
 	if err := decodeBody(x.body.Bytes(), req); err != nil {
-		a.engineError(x, err)
+		x.engineError(err)
 		return
 	}
 	lc.items[0] = engine.CheckItem(string(req.Key),
@@ -79,7 +80,7 @@ func (a *API) check(x *exchange) {
 	lc.items[0].Overdraft = bool(req.Overdraft)
 	lc.q = engine.Query{Edge: engine.EdgeLimit, Namespace: string(req.Namespace), Items: lc.items[:], StrictCost: true}
 	if _, err := a.eng.Decide(x.r.Context(), x.acct, &lc.q, lc.res[:]); err != nil {
-		a.engineError(x, err)
+		x.engineError(err)
 		return
 	}
 	r := &lc.res[0]
@@ -89,13 +90,13 @@ func (a *API) check(x *exchange) {
 		a.limitDecisions.Inc(d.Allowed)
 	}
 	if x.span != nil { // recording: an unsampled request builds no attributes
-		a.annotate(x, tracing.AttrEdge.String(string(engine.EdgeLimit)), tracing.AttrNamespace.String(lc.q.Namespace),
+		x.annotate(tracing.AttrEdge.String(string(engine.EdgeLimit)), tracing.AttrNamespace.String(lc.q.Namespace),
 			tracing.Outcome(d.Allowed), tracing.AttrAlgorithm.String(r.Limit.Algorithm.String()))
 	}
-	a.rateLimitHeaders(x, d)
+	x.rateLimitHeaders(d)
 	x.out.Reset()
 	x.out.Write(appendLimitReply(x.out.AvailableBuffer(), d))
-	a.writeJSON(x, http.StatusOK, x.out.Bytes())
+	x.writeJSON(http.StatusOK, x.out.Bytes())
 }
 
 // appendLimitReply appends d as JSON, exactly as reply would write it (a test holds the
@@ -115,12 +116,12 @@ func appendLimitReply(b []byte, d *limitReply) []byte {
 
 // rateLimitHeaders sets X-Request-Id (when generated), RateLimit-* and Retry-After. They
 // share one string and one slice, so these headers cost two allocations together.
-func (a *API) rateLimitHeaders(x *exchange, d *limitReply) {
+func (x *exchange) rateLimitHeaders(d *limitReply) {
 	resetSec := ceilSec(d.ResetMS)
 	var nb [128]byte
 	b := nb[:0]
 	if x.id == "" {
-		b = a.appendGeneratedID(b, x.idSeq)
+		b = x.a.appendGeneratedID(b, x.idSeq)
 	}
 	e0 := len(b)
 	b = strconv.AppendInt(b, d.Limit, 10)
@@ -138,7 +139,7 @@ func (a *API) rateLimitHeaders(x *exchange, d *limitReply) {
 	}
 	vals := make([]string, 5)
 	vals[0], vals[1], vals[2], vals[3], vals[4] = x.id, s[e0:e1], s[e1:e2], s[e2:e3], s[e3:]
-	h := x.w.Header()
+	h := x.rw.Header()
 	h[RequestIDHeader] = vals[0:1:1]
 	h["Ratelimit-Limit"] = vals[1:2:2]
 	h["Ratelimit-Remaining"] = vals[2:3:3]
@@ -158,19 +159,20 @@ func ceilSec(ms int64) int64 {
 
 // reset serves POST /v1/limit/reset: the check's fields, limit, cost and overdraft ignored
 // (spec §4.11).
-func (a *API) reset(x *exchange) {
+func reset(x *exchange) {
+	a := x.a
 	var req limitRequest
 	if err := decodeBody(x.body.Bytes(), &req); err != nil {
-		a.engineError(x, err)
+		x.engineError(err)
 		return
 	}
 	rst := engine.ResetRequest{Namespace: string(req.Namespace), Key: string(req.Key),
 		Algorithm: req.Algorithm.engineAlgorithm(), WindowMS: req.WindowMS.ptr()}
 	if err := a.eng.Reset(x.r.Context(), x.acct, &rst); err != nil {
-		a.engineError(x, err)
+		x.engineError(err)
 		return
 	}
-	a.reply(x, http.StatusOK, &struct {
+	x.reply(http.StatusOK, &struct {
 		Reset bool `json:"reset"`
 	}{true})
 }
@@ -193,40 +195,42 @@ type acquireReply struct {
 }
 
 // acquire serves POST /v1/leases (spec §5.1).
-func (a *API) acquire(x *exchange) {
+func acquire(x *exchange) {
+	a := x.a
 	var req acquireRequest
 	if err := decodeBody(x.body.Bytes(), &req); err != nil {
-		a.engineError(x, err)
+		x.engineError(err)
 		return
 	}
 	acq := engine.AcquireRequest{Namespace: string(req.Namespace), Key: string(req.Key), Limit: req.Limit.ptr(), WindowMS: req.WindowMS.ptr()}
 	d, err := a.eng.Acquire(x.r.Context(), x.acct, &acq)
 	if err != nil {
-		a.engineError(x, err)
+		x.engineError(err)
 		return
 	}
 	if a.met != nil {
 		a.leaseDecisions.Inc(d.Allowed)
 	}
 	if x.span != nil { // recording: an unsampled request builds no attributes
-		a.annotate(x, tracing.AttrEdge.String(string(engine.EdgeLeases)), tracing.AttrNamespace.String(acq.Namespace),
+		x.annotate(tracing.AttrEdge.String(string(engine.EdgeLeases)), tracing.AttrNamespace.String(acq.Namespace),
 			tracing.Outcome(d.Allowed), tracing.AttrAlgorithm.String(engine.ConcurrentLimit.String()))
 	}
 	out := acquireReply{Allowed: d.Allowed, Active: d.Active, Limit: d.Limit, ResetMS: d.ResetMS}
 	if d.Allowed {
 		out.LeaseID = d.LeaseID
 	}
-	a.reply(x, http.StatusOK, &out)
+	x.reply(http.StatusOK, &out)
 }
 
 // release serves DELETE /v1/leases/{lease_id}; it reads no body.
-func (a *API) release(x *exchange) {
+func release(x *exchange) {
+	a := x.a
 	res, err := a.eng.Release(x.r.Context(), x.acct, x.r.PathValue("lease_id"))
 	if err != nil {
-		a.engineError(x, err)
+		x.engineError(err)
 		return
 	}
-	a.reply(x, http.StatusOK, &struct {
+	x.reply(http.StatusOK, &struct {
 		Released bool  `json:"released"`
 		Active   int64 `json:"active"`
 	}{res.Released, res.Active})
@@ -238,20 +242,21 @@ type renewRequest struct {
 }
 
 // renew serves POST /v1/leases/{lease_id}/renew with an optional body {window_ms?}.
-func (a *API) renew(x *exchange) {
+func renew(x *exchange) {
+	a := x.a
 	var req renewRequest
 	if !emptyBody(x.body.Bytes()) {
 		if err := decodeBody(x.body.Bytes(), &req); err != nil {
-			a.engineError(x, err)
+			x.engineError(err)
 			return
 		}
 	}
 	res, err := a.eng.Renew(x.r.Context(), x.acct, x.r.PathValue("lease_id"), req.WindowMS.ptr())
 	if err != nil {
-		a.engineError(x, err)
+		x.engineError(err)
 		return
 	}
-	a.reply(x, http.StatusOK, &struct {
+	x.reply(http.StatusOK, &struct {
 		Renewed bool  `json:"renewed"`
 		Active  int64 `json:"active"`
 		ResetMS int64 `json:"reset_ms"`
@@ -340,40 +345,42 @@ func toRuleJSON(ns string, r engine.Rule) ruleJSON {
 }
 
 // listRules serves GET /v1/namespaces/{ns}/rules.
-func (a *API) listRules(x *exchange) {
+func listRules(x *exchange) {
+	a := x.a
 	ns := x.r.PathValue("ns")
 	rules, err := a.eng.Rules(x.r.Context(), x.acct, ns)
 	if err != nil {
-		a.engineError(x, err)
+		x.engineError(err)
 		return
 	}
 	out := rulesJSON{Namespace: ns, Rules: make([]ruleJSON, 0, len(rules))}
 	for _, r := range rules {
 		out.Rules = append(out.Rules, toRuleJSON(ns, r))
 	}
-	a.reply(x, http.StatusOK, &out)
+	x.reply(http.StatusOK, &out)
 }
 
 // putRule serves POST /v1/namespaces/{ns}/rules: 201 created, 200 replaced.
-func (a *API) putRule(x *exchange) {
+func putRule(x *exchange) {
+	a := x.a
 	ns := x.r.PathValue("ns")
 	if err := engine.CheckNamespace(ns); err != nil {
-		a.engineError(x, err)
+		x.engineError(err)
 		return
 	}
 	var body ruleRequest
 	if err := decodeBody(x.body.Bytes(), &body); err != nil {
-		a.engineError(x, err)
+		x.engineError(err)
 		return
 	}
 	req, err := body.engineRequest()
 	if err != nil {
-		a.engineError(x, err)
+		x.engineError(err)
 		return
 	}
 	rule, created, err := a.eng.PutRule(x.r.Context(), x.acct, ns, &req)
 	if err != nil {
-		a.engineError(x, err)
+		x.engineError(err)
 		return
 	}
 	status := http.StatusOK
@@ -381,29 +388,31 @@ func (a *API) putRule(x *exchange) {
 		status = http.StatusCreated
 	}
 	out := toRuleJSON(rule.Namespace, rule.Rule)
-	a.reply(x, status, &out)
+	x.reply(status, &out)
 }
 
 // deleteRule serves DELETE /v1/namespaces/{ns}/rules/{kind}; the router has already
 // restricted kind, the path's last segment, to rate or concurrent.
-func (a *API) deleteRule(x *exchange) {
+func deleteRule(x *exchange) {
+	a := x.a
 	p := x.r.URL.Path
 	kind, _ := engine.ParseRuleKind(p[strings.LastIndexByte(p, '/')+1:])
 	deleted, err := a.eng.DeleteRule(x.r.Context(), x.acct, x.r.PathValue("ns"), kind)
 	if err != nil {
-		a.engineError(x, err)
+		x.engineError(err)
 		return
 	}
-	a.reply(x, http.StatusOK, &struct {
+	x.reply(http.StatusOK, &struct {
 		Deleted bool `json:"deleted"`
 	}{deleted})
 }
 
 // stats serves GET /v1/namespaces/{ns}/stats.
-func (a *API) stats(x *exchange) {
+func stats(x *exchange) {
+	a := x.a
 	st, err := a.eng.Stats(x.r.Context(), x.acct, x.r.PathValue("ns"))
 	if err != nil {
-		a.engineError(x, err)
+		x.engineError(err)
 		return
 	}
 	out := statsJSON{
@@ -422,5 +431,5 @@ func (a *API) stats(x *exchange) {
 	for i, d := range st.Days {
 		out.Days[i] = dayJSON{Day: d.Day.String(), Total: d.Total, Blocked: d.Blocked}
 	}
-	a.reply(x, http.StatusOK, &out)
+	x.reply(http.StatusOK, &out)
 }

@@ -3,6 +3,7 @@ package httpapi
 import (
 	"net/http"
 	"net/netip"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -50,26 +51,26 @@ type route struct {
 	// audited routes make changes the audit log records (spec §15.10): their context
 	// carries the request's origin.
 	audited bool
-	serve   func(a *API, x *exchange)
+	serve   func(x *exchange)
 }
 
 // routeTable returns the routes, built fresh so no caller can alter another's table.
 func routeTable() []route {
 	t := []route{
-		{Route: Route{http.MethodPost, "/v1/limit"}, body: requiredBody, serve: (*API).check},
-		{Route: Route{http.MethodPost, "/v1/limit/reset"}, body: requiredBody, audited: true, serve: (*API).reset},
-		{Route: Route{http.MethodPost, "/v1/leases"}, body: requiredBody, gate: engine.LeasesAllowed, serve: (*API).acquire},
-		{Route: Route{http.MethodDelete, "/v1/leases/{lease_id}"}, serve: (*API).release},
-		{Route: Route{http.MethodPost, "/v1/leases/{lease_id}/renew"}, body: optionalBody, serve: (*API).renew},
-		{Route: Route{http.MethodGet, "/v1/namespaces/{ns}/rules"}, serve: (*API).listRules},
-		{Route: Route{http.MethodPost, "/v1/namespaces/{ns}/rules"}, body: requiredBody, audited: true, serve: (*API).putRule},
+		{Route: Route{http.MethodPost, "/v1/limit"}, body: requiredBody, serve: check},
+		{Route: Route{http.MethodPost, "/v1/limit/reset"}, body: requiredBody, audited: true, serve: reset},
+		{Route: Route{http.MethodPost, "/v1/leases"}, body: requiredBody, gate: engine.LeasesAllowed, serve: acquire},
+		{Route: Route{http.MethodDelete, "/v1/leases/{lease_id}"}, serve: release},
+		{Route: Route{http.MethodPost, "/v1/leases/{lease_id}/renew"}, body: optionalBody, serve: renew},
+		{Route: Route{http.MethodGet, "/v1/namespaces/{ns}/rules"}, serve: listRules},
+		{Route: Route{http.MethodPost, "/v1/namespaces/{ns}/rules"}, body: requiredBody, audited: true, serve: putRule},
 		{Route: Route{http.MethodDelete, "/v1/namespaces/{ns}/rules/{kind}"},
-			kinds: []string{engine.RateRule.String(), engine.ConcurrentRule.String()}, audited: true, serve: (*API).deleteRule},
-		{Route: Route{http.MethodGet, "/v1/namespaces/{ns}/stats"}, serve: (*API).stats},
-		{Route: Route{http.MethodGet, "/v1/webhook"}, serve: (*API).getWebhook},
-		{Route: Route{http.MethodPut, "/v1/webhook"}, body: requiredBody, gate: engine.WebhooksAllowed, audited: true, serve: (*API).putWebhook},
-		{Route: Route{http.MethodDelete, "/v1/webhook"}, audited: true, serve: (*API).deleteWebhook},
-		{Route: Route{http.MethodPost, "/v1/webhook/test"}, gate: engine.WebhooksAllowed, serve: (*API).testWebhook},
+			kinds: []string{engine.RateRule.String(), engine.ConcurrentRule.String()}, audited: true, serve: deleteRule},
+		{Route: Route{http.MethodGet, "/v1/namespaces/{ns}/stats"}, serve: stats},
+		{Route: Route{http.MethodGet, "/v1/webhook"}, serve: getWebhook},
+		{Route: Route{http.MethodPut, "/v1/webhook"}, body: requiredBody, gate: engine.WebhooksAllowed, audited: true, serve: putWebhook},
+		{Route: Route{http.MethodDelete, "/v1/webhook"}, audited: true, serve: deleteWebhook},
+		{Route: Route{http.MethodPost, "/v1/webhook/test"}, gate: engine.WebhooksAllowed, serve: testWebhook},
 	}
 	t = append(t, accountRoutes()...)
 	for i := range t {
@@ -93,44 +94,108 @@ func (a *API) register(mux *http.ServeMux, rt *route) http.Handler {
 	return h
 }
 
-// routeHandler runs the checks every /v1 route shares, in the order of spec §3.7,
-// then the route's own handler.
+// routeHandler composes rt's handler from the checks every /v1 route shares, each an
+// ordinary middleware, in the order of spec §3.7: auth (401), size and media type
+// (413, 415), the plan gate needing no body (403), the audit origin; then the route's
+// own handler. Options.Middleware wraps the whole, inside the mark of the route.
 func (a *API) routeHandler(rt *route) http.Handler {
+	h := serve(rt.serve)
+	if rt.audited {
+		h = withOrigin(h)
+	}
+	if rt.gate != nil {
+		h = planGate(rt.gate, h)
+	}
+	if rt.body != noBody {
+		h = limitBody(rt.body == requiredBody, h)
+	}
+	h = authenticate(rt.operator, h)
+	for _, mw := range slices.Backward(a.wrap) {
+		h = mw(h)
+	}
+	return markRoute(rt.pattern, h)
+}
+
+// exchangeKey is the context key of a request's exchange.
+type exchangeKey struct{}
+
+// enter returns the exchange of the request a handler was given, now running with w
+// and r: what it writes goes through w, and what it reads is r's.
+func enter(w http.ResponseWriter, r *http.Request) *exchange {
+	x := r.Context().Value(exchangeKey{}).(*exchange)
+	x.rw, x.r = w, r
+	return x
+}
+
+// markRoute marks the request as routed to pattern: from here on, what is written is the
+// route's answer, not the router's 404 or 405.
+func markRoute(pattern string, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		x := w.(*exchange)
-		x.routed, x.route = true, rt.pattern
-		if !a.authorize(x, rt.operator) {
+		x := enter(w, r)
+		x.routed, x.route = true, pattern
+		next.ServeHTTP(w, r)
+	})
+}
+
+// serve runs a route's own handler.
+func serve(h func(*exchange)) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { h(enter(w, r)) })
+}
+
+// authenticate admits a request whose bearer key authenticates as an account, or on an
+// operator route as an operator (spec §3.1, §15.1), and answers any other itself.
+func authenticate(operator bool, next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if authorize(enter(w, r), operator) {
+			next.ServeHTTP(w, r)
+		}
+	})
+}
+
+// limitBody admits a request whose body passes the size and media-type checks (413,
+// 415), read into the exchange; a required body must be there.
+func limitBody(required bool, next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if enter(w, r).readBody(required) {
+			next.ServeHTTP(w, r)
+		}
+	})
+}
+
+// planGate admits a request whose account's plan passes gate (spec §3.7).
+func planGate(gate func(*engine.Account) error, next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		x := enter(w, r)
+		if err := gate(x.acct); err != nil {
+			x.engineError(err)
 			return
 		}
-		acct := x.acct
-		if rt.body != noBody && !a.readBody(x, rt.body == requiredBody) {
-			return
-		}
-		if rt.gate != nil {
-			if err := rt.gate(acct); err != nil {
-				a.engineError(x, err)
-				return
-			}
-		}
-		if rt.audited {
-			x.r = x.r.WithContext(engine.WithOrigin(x.r.Context(),
-				engine.Origin{Client: a.client(x).String(), RequestID: a.requestID(x), KeyID: x.keyID}))
-		}
-		rt.serve(a, x)
+		next.ServeHTTP(w, r)
+	})
+}
+
+// withOrigin gives the request's context the origin the audit log records (spec
+// §15.10): the client, the request id and the key.
+func withOrigin(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		x := enter(w, r)
+		next.ServeHTTP(w, r.WithContext(engine.WithOrigin(r.Context(),
+			engine.Origin{Client: x.client().String(), RequestID: x.requestID(), KeyID: x.keyID})))
 	})
 }
 
 // authorize authenticates the request's bearer key as an account, or on an operator
 // route as an operator (spec §3.1, §15.1), refusing a client address that failed too often
 // (spec §15.7). It answers the refusal itself and returns false.
-func (a *API) authorize(x *exchange, operator bool) bool {
+func authorize(x *exchange, operator bool) bool {
+	a := x.a
 	r := x.r
 	var addr netip.Addr
 	if a.guard.Tracking() {
-		addr = a.client(x)
+		addr = x.client()
 		if retry, ok := a.guard.Check(addr); !ok {
-			x.w.Header()["Retry-After"] = []string{strconv.FormatInt(retry, 10)}
-			a.writeError(x, http.StatusTooManyRequests, engine.CodeTooManyAuthFailures, msgTooManyAuthFailures)
+			x.rw.Header()["Retry-After"] = []string{strconv.FormatInt(retry, 10)}
+			x.writeError(http.StatusTooManyRequests, engine.CodeTooManyAuthFailures, msgTooManyAuthFailures)
 			return false
 		}
 	}
@@ -141,7 +206,7 @@ func (a *API) authorize(x *exchange, operator bool) bool {
 			return true
 		}
 		if _, ok := a.eng.Authenticate(key); ok {
-			a.writeError(x, http.StatusForbidden, codeOperatorKeyRequired, msgOperatorKeyRequired)
+			x.writeError(http.StatusForbidden, codeOperatorKeyRequired, msgOperatorKeyRequired)
 			return false
 		}
 	} else {
@@ -150,16 +215,16 @@ func (a *API) authorize(x *exchange, operator bool) bool {
 			return true
 		}
 		if _, ok := a.eng.AuthenticateOperator(key); ok {
-			a.writeError(x, http.StatusForbidden, codeAccountKeyRequired, msgAccountKeyRequired)
+			x.writeError(http.StatusForbidden, codeAccountKeyRequired, msgAccountKeyRequired)
 			return false
 		}
 	}
 	if !addr.IsValid() {
-		addr = a.client(x)
+		addr = x.client()
 	}
 	a.guard.Failed(addr)
-	x.w.Header()["Www-Authenticate"] = a.hdrBearer
-	a.writeError(x, http.StatusUnauthorized, codeUnauthorized, msgUnauthorized)
+	x.rw.Header()["Www-Authenticate"] = a.hdrBearer
+	x.writeError(http.StatusUnauthorized, codeUnauthorized, msgUnauthorized)
 	return false
 }
 

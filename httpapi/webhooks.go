@@ -22,53 +22,57 @@ type webhookReply struct {
 }
 
 // getWebhook serves GET /v1/webhook: {url}, never the secret.
-func (a *API) getWebhook(x *exchange) {
+func getWebhook(x *exchange) {
+	a := x.a
 	u, err := a.eng.Webhook(x.r.Context(), x.acct)
 	if err != nil {
-		a.engineError(x, err)
+		x.engineError(err)
 		return
 	}
-	a.reply(x, http.StatusOK, &webhookReply{URL: u})
+	x.reply(http.StatusOK, &webhookReply{URL: u})
 }
 
 // putWebhook serves PUT /v1/webhook {url}: {url, secret}, the only time the secret is
 // shown.
-func (a *API) putWebhook(x *exchange) {
+func putWebhook(x *exchange) {
+	a := x.a
 	var req webhookRequest
 	if err := decodeBody(x.body.Bytes(), &req); err != nil {
-		a.engineError(x, err)
+		x.engineError(err)
 		return
 	}
 	if !req.URL.set {
-		a.engineError(x, engine.Invalid("url is required"))
+		x.engineError(engine.Invalid("url is required"))
 		return
 	}
 	w, err := a.eng.PutWebhook(x.r.Context(), x.acct, req.URL.s)
 	if err != nil {
-		a.engineError(x, err)
+		x.engineError(err)
 		return
 	}
-	a.reply(x, http.StatusOK, &webhookReply{URL: w.URL, Secret: w.Secret})
+	x.reply(http.StatusOK, &webhookReply{URL: w.URL, Secret: w.Secret})
 }
 
 // deleteWebhook serves DELETE /v1/webhook: 204, whether or not one was set.
-func (a *API) deleteWebhook(x *exchange) {
+func deleteWebhook(x *exchange) {
+	a := x.a
 	if err := a.eng.DeleteWebhook(x.r.Context(), x.acct); err != nil {
-		a.engineError(x, err)
+		x.engineError(err)
 		return
 	}
-	x.w.Header()[RequestIDHeader] = []string{a.requestID(x)}
-	x.WriteHeader(http.StatusNoContent)
+	x.rw.Header()[RequestIDHeader] = []string{x.requestID()}
+	x.rw.WriteHeader(http.StatusNoContent)
 }
 
 // testWebhook serves POST /v1/webhook/test (no body): 202 {event_id}.
-func (a *API) testWebhook(x *exchange) {
+func testWebhook(x *exchange) {
+	a := x.a
 	id, err := a.eng.TestWebhook(x.r.Context(), x.acct)
 	if err != nil {
-		a.engineError(x, err)
+		x.engineError(err)
 		return
 	}
-	a.reply(x, http.StatusAccepted, &struct {
+	x.reply(http.StatusAccepted, &struct {
 		EventID string `json:"event_id"`
 	}{id})
 }
