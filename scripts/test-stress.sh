@@ -3,7 +3,8 @@
 # fails here rather than on a busy CI machine. Each round runs PARALLEL copies of
 # `go test -race -count=1` over the same packages at once, beside a CPU hog (one busy
 # loop per core); the round passes when every copy passes. It stops at the first failing
-# round and prints the failures; the full logs stay in the folder it names.
+# round (with KEEP_GOING=1 it runs every round and fails at the end) and prints the
+# failures; the full logs stay in the folder it names.
 #
 #   scripts/test-stress.sh              every package but ./tests/... (see below)
 #   scripts/test-stress.sh ./engine/... only the packages named (any go list patterns)
@@ -17,6 +18,7 @@
 #   ROUNDS    rounds; default 5
 #   PARALLEL  copies of the suite per round; default 2
 #   HOGS      busy loops beside them; default: the number of cores
+#   KEEP_GOING  1: run every round even after one failed
 #   GO        the go command; default go
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -24,6 +26,7 @@ GO=${GO:-go}
 ROUNDS=${ROUNDS:-5}
 PARALLEL=${PARALLEL:-2}
 HOGS=${HOGS:-$(nproc)}
+KEEP_GOING=${KEEP_GOING:-0}
 if [ $# -gt 0 ]; then
 	mapfile -t pkgs < <($GO list "$@")
 else
@@ -64,7 +67,14 @@ for round in $(seq "$ROUNDS"); do
 	done
 	echo "test-stress: round $round $([ $failed = 0 ] && echo passed || echo FAILED) in $(($(date +%s) - start)) s"
 	if [ $failed != 0 ]; then
-		exit 1
+		failures=$((${failures:-0} + 1))
+		if [ "$KEEP_GOING" != 1 ]; then
+			exit 1
+		fi
 	fi
 done
+if [ "${failures:-0}" != 0 ]; then
+	echo "test-stress: $failures of $ROUNDS rounds failed"
+	exit 1
+fi
 echo "test-stress: all $ROUNDS rounds passed"
