@@ -114,6 +114,7 @@ func TestReservationsNeverOverAdmit(t *testing.T) {
 // withLogger is o with the tests' quiet logger.
 func withLogger(o Options) Options {
 	o.Logger = quietLogger()
+	o.ReadTimeout = testReadTimeout(o.ReadTimeout)
 	return o
 }
 
