@@ -111,7 +111,7 @@ func TestReservationsNeverOverAdmit(t *testing.T) {
 	}
 }
 
-// withLogger is o with the tests' quiet logger.
+// withLogger is o with the tests' quiet logger and ReadTimeout (testReadTimeout).
 func withLogger(o Options) Options {
 	o.Logger = quietLogger()
 	o.ReadTimeout = testReadTimeout(o.ReadTimeout)
