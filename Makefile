@@ -6,7 +6,7 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -s -w -X main.version=$(VERSION)
 IMAGE   ?= leash:$(VERSION)
 
-.PHONY: build run test clients-deps clients-test console-test fuzz reliability-long rlqs-long bench bench-http bench-load bench-grpc bench-cluster bench-load-ratio bench-grpc-ratio image helm-test fmt vet clean
+.PHONY: build run test test-stress clients-deps clients-test console-test fuzz reliability-long rlqs-long bench bench-http bench-load bench-grpc bench-cluster bench-load-ratio bench-grpc-ratio image helm-test fmt vet clean
 
 # Time per fuzz target: FUZZTIME for `make fuzz`, TEST_FUZZTIME for the short run that ends
 # `make test`. FUZZPARALLEL, if set, is the number of fuzzing workers per target.
@@ -29,6 +29,15 @@ test: clients-deps
 	$(GO) test -count=1 -run '^TestTracingUnsampledAddsNoAllocation$$' ./adapter/rls/
 	$(GO) test -count=1 -run '^TestCallsDoNotAllocate$$' ./engine/redisstore/respipe/
 	GO=$(GO) FUZZTIME=$(TEST_FUZZTIME) bash scripts/fuzz.sh
+
+# The unit suites under load (scripts/test-stress.sh): STRESS_ROUNDS rounds (default 5),
+# each STRESS_PARALLEL copies (default 2) of go test -race -count=1 over every package but
+# ./tests/... at once, beside a busy loop per core; a test that depends on timing fails
+# here. It stops at the first failing round; a round takes minutes on a 2-core machine.
+STRESS_ROUNDS   ?= 5
+STRESS_PARALLEL ?= 2
+test-stress:
+	GO=$(GO) ROUNDS=$(STRESS_ROUNDS) PARALLEL=$(STRESS_PARALLEL) bash scripts/test-stress.sh
 
 # The TypeScript client's dev dependencies (typescript, @types/node) from
 # clients/typescript/package-lock.json; make test needs them for tests/clients. Without npm

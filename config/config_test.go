@@ -514,8 +514,17 @@ func TestWatch(t *testing.T) {
 			t.Error("Watch did not return after ctx was cancelled")
 		}
 	}()
-	// Let the watcher register the folder, so the first edit is seen by its event.
-	time.Sleep(150 * time.Millisecond)
+	// Wait until the watcher has made its first check and watches the folder (it says so
+	// at debug level), so that the in-place edit below is seen by its event, whole.
+	watching := time.After(5 * time.Second)
+	for started := false; !started; {
+		select {
+		case msg := <-logs.ch:
+			started = strings.HasPrefix(msg, "file watch: watching")
+		case <-watching:
+			t.Fatal("the watcher did not start within 5s")
+		}
+	}
 
 	expect := func(id string) {
 		t.Helper()
@@ -524,8 +533,8 @@ func TestWatch(t *testing.T) {
 			if len(c.Accounts) != 1 || c.Accounts[0].ID != id {
 				t.Fatalf("callback with accounts %+v, want %s", c.Accounts, id)
 			}
-		case <-time.After(2 * time.Second):
-			t.Fatalf("no callback within 2s for account %s", id)
+		case <-time.After(5 * time.Second):
+			t.Fatalf("no callback within 5s for account %s", id)
 		}
 	}
 
@@ -533,7 +542,7 @@ func TestWatch(t *testing.T) {
 	expect("two")
 
 	write("accounts: [{id: three, plan: nosuchplan}]\n", true) // invalid
-	deadline := time.After(2 * time.Second)
+	deadline := time.After(5 * time.Second)
 	for rejected := false; !rejected; {
 		select {
 		case msg := <-logs.ch:
@@ -541,7 +550,7 @@ func TestWatch(t *testing.T) {
 		case c := <-changes:
 			t.Fatalf("callback for an invalid config: %+v", c.Accounts)
 		case <-deadline:
-			t.Fatal("invalid config was not logged within 2s")
+			t.Fatal("invalid config was not logged within 5s")
 		}
 	}
 	select {

@@ -23,6 +23,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/leashd/leash/testkit"
 	"github.com/leashd/leash/tracing"
 )
 
@@ -175,10 +176,7 @@ func TestGRPCInterceptors(t *testing.T) {
 		t.Fatal(err)
 	}
 	cancel()
-	deadline := time.Now().Add(5 * time.Second)
-	for len(rec.Ended()) < 3 && time.Now().Before(deadline) {
-		time.Sleep(10 * time.Millisecond)
-	}
+	testkit.Eventually(t, "three spans ended", 5*time.Second, func() bool { return len(rec.Ended()) >= 3 })
 	ended := rec.Ended()
 	if len(ended) != 3 {
 		t.Fatalf("%d spans, want 3 (two Checks, one Watch)", len(ended))

@@ -79,6 +79,9 @@ type fixture struct {
 	mu       sync.Mutex
 	outcomes []webhook.Outcome
 	logs     bytes.Buffer // guarded by mu
+	// stop ends the Deliverer's Run and waits for it, with every delivery it started; it
+	// is idempotent and also runs at the test's cleanup.
+	stop func()
 }
 
 func (f *fixture) Write(p []byte) (int, error) {
@@ -154,7 +157,8 @@ func newFixtureWith(t *testing.T, opts webhook.Options, before func(*fixture)) *
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { webhook.New(opts).Run(ctx); close(done) }()
-	t.Cleanup(func() { cancel(); <-done })
+	f.stop = func() { cancel(); <-done }
+	t.Cleanup(f.stop)
 	return f
 }
 
@@ -266,7 +270,9 @@ func TestRetryThenDeliver(t *testing.T) {
 			t.Fatalf("attempt %d: event %s body %s; want %s and the first body", i, d.header.Get("Leash-Event-Id"), d.body, id)
 		}
 	}
-	time.Sleep(100 * time.Millisecond) // more than the backoff: nothing else arrives
+	// Nothing else arrives: the outbox is empty, and once the Deliverer has stopped, with
+	// every delivery it started, the receiver has still seen three.
+	f.stop()
 	if n := len(rc.deliveries()); n != 3 || f.outboxLen(t) != 0 {
 		t.Fatalf("after delivery: %d attempts, outbox %d", n, f.outboxLen(t))
 	}
@@ -283,7 +289,7 @@ func TestGiveUp(t *testing.T) {
 	f.setWebhook(t, rc.srv.URL)
 	f.sendTest(t)
 	f.waitOutcomes(t, webhook.Retried, webhook.Retried, webhook.Failed)
-	time.Sleep(100 * time.Millisecond)
+	f.stop() // with every delivery it started: what the receiver saw is final
 	if n := len(rc.deliveries()); n != 3 || f.outboxLen(t) != 0 {
 		t.Fatalf("%d attempts (want 3), outbox %d (want 0)", n, f.outboxLen(t))
 	}

@@ -134,13 +134,12 @@ func (h *watchHarness) quiet(d time.Duration) {
 // waitLog waits until the log contains s.
 func (h *watchHarness) waitLog(s string, within time.Duration) {
 	h.t.Helper()
-	deadline := time.Now().Add(within)
-	for !strings.Contains(h.logs.String(), s) {
-		if time.Now().After(deadline) {
-			h.t.Fatalf("log does not contain %q within %v:\n%s", s, within, h.logs)
+	defer func() {
+		if h.t.Failed() {
+			h.t.Logf("log:\n%s", h.logs)
 		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	}()
+	testkit.Eventually(h.t, "log contains "+strconv.Quote(s), within, func() bool { return strings.Contains(h.logs.String(), s) })
 }
 
 func limitOf(t *testing.T, c *Config, domain string) int64 {

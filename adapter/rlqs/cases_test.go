@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"strconv"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -311,6 +312,8 @@ func TestBadInput(t *testing.T) {
 	s := testScale()
 	st := s.setup()
 	st.opts.MaxBucketsPerStream, st.opts.MaxBucketsPerAccount = 20, 30
+	var buckets atomic.Int64 // tracked by the service
+	st.opts.Counters.Buckets = func(d int) { buckets.Add(int64(d)) }
 	in := startInstance(t, memStore(t), st, "")
 	for _, tc := range []struct {
 		name, domain string
@@ -372,7 +375,7 @@ func TestBadInput(t *testing.T) {
 		t.Errorf("the second stream got %d, want the account's remaining 10", n)
 	}
 	r.stop() // its 20 buckets are released
-	time.Sleep(200 * time.Millisecond)
+	testkit.Eventually(t, "the ended stream's buckets released", 5*time.Second, func() bool { return buckets.Load() == 10 })
 	r3 := openRaw(t, in.addr)
 	r3.send("web")
 	if n := flood(r3, 200); n != 20 {

@@ -28,6 +28,7 @@ import (
 	"github.com/leashd/leash/engine"
 	"github.com/leashd/leash/engine/memstore"
 	"github.com/leashd/leash/engine/redisstore"
+	"github.com/leashd/leash/testkit"
 	"github.com/leashd/leash/testkit/redistest"
 )
 
@@ -102,16 +103,11 @@ func startInstance(t *testing.T, store engine.Store, st setup, addr string) *ins
 		addr = "127.0.0.1:0"
 	}
 	var ln net.Listener
-	for try := 0; ; try++ { // a restarted instance takes its predecessor's port
+	// A restarted instance takes its predecessor's port, once the kernel lets it go.
+	testkit.Eventually(t, "listening on "+addr, 5*time.Second, func() bool {
 		ln, err = net.Listen("tcp", addr)
-		if err == nil || try == 50 {
-			break
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
+		return err == nil
+	})
 	in := &instance{t: t, eng: eng, rls: rlsSvc, quota: quota, srv: srv, addr: ln.Addr().String()}
 	go func() { _ = srv.Serve(ln) }()
 	t.Cleanup(in.kill)

@@ -13,6 +13,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/leashd/leash/adapter/rls"
+	"github.com/leashd/leash/testkit"
 )
 
 // TestWatchHealthCoversQuota: a registered quota service's health follows the store like
@@ -40,17 +41,10 @@ func TestWatchHealthCoversQuota(t *testing.T) {
 	}()
 	wait := func(want healthpb.HealthCheckResponse_ServingStatus) {
 		t.Helper()
-		deadline := time.Now().Add(2 * time.Second)
-		for {
+		testkit.Eventually(t, "quota health "+want.String(), 2*time.Second, func() bool {
 			st, err := hs.Check(context.Background(), &healthpb.HealthCheckRequest{Service: rls.QuotaServiceName})
-			if err == nil && st.Status == want {
-				return
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("quota health = %v, %v; want %v", st, err, want)
-			}
-			time.Sleep(5 * time.Millisecond)
-		}
+			return err == nil && st.Status == want
+		})
 	}
 	wait(healthpb.HealthCheckResponse_NOT_SERVING)
 	down.Store(false)

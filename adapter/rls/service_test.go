@@ -719,17 +719,10 @@ func waitHealth(t *testing.T, hs interface {
 	Check(context.Context, *healthpb.HealthCheckRequest) (*healthpb.HealthCheckResponse, error)
 }, want healthpb.HealthCheckResponse_ServingStatus) {
 	t.Helper()
-	deadline := time.Now().Add(2 * time.Second)
-	for {
+	testkit.Eventually(t, "health "+want.String(), 2*time.Second, func() bool {
 		st, err := hs.Check(context.Background(), &healthpb.HealthCheckRequest{Service: rls.ServiceName})
-		if err == nil && st.Status == want {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("health = %v, %v; want %v", st, err, want)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+		return err == nil && st.Status == want
+	})
 }
 
 func TestReflectionListsService(t *testing.T) {

@@ -120,13 +120,9 @@ func TestAPIAccountClashesWithConfig(t *testing.T) {
 		t.Fatalf("create: %d %s %s", code, out, errOut)
 	}
 	testkit.ReplaceFile(t, path, base+"  - {id: acme, plan: pro, api_keys: [other-key]}\n")
-	deadline := time.Now().Add(3 * time.Second)
-	for !p.HasLog("config reload: accounts rejected; keeping the running config") {
-		if time.Now().After(deadline) {
-			t.Fatal("the clashing reload was not refused within 3 s")
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	testkit.Eventually(t, "the clashing reload refused", 3*time.Second, func() bool {
+		return p.HasLog("config reload: accounts rejected; keeping the running config")
+	})
 	named := false
 	for _, rec := range p.Logs() {
 		if err, _ := rec["err"].(string); rec["msg"] == "config reload: accounts rejected; keeping the running config" && strings.Contains(err, `"acme"`) {

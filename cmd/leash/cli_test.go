@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/leashd/leash/testkit"
 	"github.com/leashd/leash/testkit/leashproc"
 )
 
@@ -249,15 +250,11 @@ func TestCLI(t *testing.T) {
 	expect("webhook delete", code, 0, out, "")
 
 	// stats: 30 bars and the month against quota and hard cap (usage appears within 2 s).
-	deadline := time.Now().Add(5 * time.Second)
-	for {
+	testkit.Eventually(t, "stats shows the 4 decisions", 5*time.Second, func() bool {
 		code, out, eo = run("stats", "api")
 		expect("stats", code, 0, out, eo)
-		if strings.HasPrefix(out, "api: 4 decisions in 30 days, 1 blocked") || time.Now().After(deadline) {
-			break
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+		return strings.HasPrefix(out, "api: 4 decisions in 30 days, 1 blocked")
+	})
 	days := regexp.MustCompile(`(?m)^\d{4}-\d{2}-\d{2} `).FindAllString(out, -1)
 	if !strings.HasPrefix(out, "api: 4 decisions in 30 days, 1 blocked") || len(days) != 30 ||
 		!regexp.MustCompile(`(?m)^\d{4}-\d{2}-\d{2} █+░+ +4 \(1 blocked\)$`).MatchString(out) ||

@@ -64,20 +64,27 @@ envoy:
 	}
 	waitFor := func(what string, cond func() bool) {
 		t.Helper()
-		deadline := time.Now().Add(3 * time.Second)
-		for !cond() {
-			if time.Now().After(deadline) {
-				t.Fatalf("not within 3 s: %s", what)
+		testkit.Eventually(t, what, 3*time.Second, cond)
+	}
+	// refused waits until a descriptor reload logged since the record before is refused.
+	refused := func(before int) {
+		t.Helper()
+		waitFor("the descriptor edit refused", func() bool {
+			for _, r := range p.Logs()[before:] {
+				if m, _ := r["msg"].(string); strings.HasPrefix(m, "descriptors: config not ") && strings.HasSuffix(m, "; the previous one stays in force") {
+					return true
+				}
 			}
-			time.Sleep(50 * time.Millisecond)
-		}
+			return false
+		})
 	}
 	// A valid edit applies without a restart.
 	testkit.ReplaceFile(t, descFile, "domain: edge\ndescriptors:\n  - key: user\n    rate_limit: {unit: minute, requests_per_unit: 500}\n")
 	waitFor("new limit served", func() bool { return limitOf() == 500 })
 	// A broken edit is logged and the running config stays.
+	before := len(p.Logs())
 	testkit.ReplaceFile(t, descFile, "domain: edge\ndescriptors:\n  - key: user\n    rate_limit: {unit: fortnight, requests_per_unit: 1}\n")
-	time.Sleep(2 * time.Second)
+	refused(before)
 	if got := limitOf(); got != 500 {
 		t.Fatalf("a broken descriptor file changed the limit to %d", got)
 	}
@@ -92,8 +99,9 @@ envoy:
 		code, _ := leashproc.Call(t, "POST", "http://"+p.HTTP+"/v1/limit", "k", `{"namespace":"n","key":"k","algorithm":"token_bucket","limit":5,"window_ms":1000}`)
 		return code == 403
 	})
+	before = len(p.Logs())
 	testkit.ReplaceFile(t, descFile, "domain: edge\ndescriptors:\n  - key: user\n    rate_limit: {unit: minute, requests_per_unit: 7, algorithm: token_bucket}\n")
-	time.Sleep(2 * time.Second)
+	refused(before)
 	if got := limitOf(); got != 500 {
 		t.Fatalf("a descriptor file whose algorithm is not on the plan was applied: limit %d", got)
 	}
@@ -134,15 +142,8 @@ func checkEnvoyUnavailable(t *testing.T, c leashproc.RLSClient) {
 	if d := time.Since(start); d > 2*time.Second {
 		t.Fatalf("UNAVAILABLE took %v", d)
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for {
+	testkit.Eventually(t, "health NOT_SERVING with the store down", 5*time.Second, func() bool {
 		st, err := c.Health.Check(context.Background(), &healthpb.HealthCheckRequest{})
-		if err == nil && st.Status == healthpb.HealthCheckResponse_NOT_SERVING {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("health with the store down: %v %v", st, err)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return err == nil && st.Status == healthpb.HealthCheckResponse_NOT_SERVING
+	})
 }

@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/leashd/leash/testkit"
 	"github.com/leashd/leash/testkit/leashproc"
 	"github.com/leashd/leash/testkit/redistest"
 )
@@ -160,17 +161,10 @@ metrics:
 		}
 	}
 	// The hard cap: usage reaches the store within about a second.
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	testkit.Eventually(t, "the hard cap of 2 refuses a check", 10*time.Second, func() bool {
 		code, _ := leashproc.Call(t, "POST", p.URL+"/v1/limit", "key-capped", `{"namespace":"n","key":"k","algorithm":"fixed_window","limit":100,"window_ms":60000}`)
-		if code == http.StatusTooManyRequests {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the hard cap of 2 never refused a check (last status %d)", code)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return code == http.StatusTooManyRequests
+	})
 	return p
 }
 

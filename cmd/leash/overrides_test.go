@@ -2,9 +2,11 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
+	"github.com/leashd/leash/testkit"
 	"github.com/leashd/leash/testkit/leashproc"
 	"github.com/leashd/leash/testkit/redistest"
 )
@@ -56,16 +58,7 @@ func TestOverridesAcrossInstances(t *testing.T) {
 	// includes the time other probes took.
 	within := func(what string, written time.Time, probe func() float64, want float64) {
 		t.Helper()
-		for {
-			got := probe()
-			if got == want {
-				break
-			}
-			if time.Since(written) > 3*time.Second {
-				t.Fatalf("%s: b still reports %v, want %v", what, got, want)
-			}
-			time.Sleep(5 * time.Millisecond)
-		}
+		testkit.Eventually(t, fmt.Sprintf("%s: b reports %v", what, want), 3*time.Second-time.Since(written), func() bool { return probe() == want })
 		lag := time.Since(written)
 		if lag >= time.Second {
 			t.Fatalf("%s: in force on b after %v; the bound is 1 s", what, lag)

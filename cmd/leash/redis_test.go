@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/leashd/leash/testkit"
 	"github.com/leashd/leash/testkit/leashproc"
 	"github.com/leashd/leash/testkit/redistest"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
@@ -62,29 +63,17 @@ func TestServeOnRedis(t *testing.T) {
 		t.Fatal(err)
 	}
 	deadline := time.Now().Add(10 * time.Second)
-	for {
+	testkit.Eventually(t, "/v1/limit serves again after Redis returned", 10*time.Second, func() bool {
 		code, out := leashproc.Call(t, "POST", base+"/v1/limit", "k", `{"namespace":"n","key":"fresh","limit":2,"window_ms":60000}`)
-		if code == 200 && out["allowed"] == true {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no recovery after Redis returned: %d %v", code, out)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return code == 200 && out["allowed"] == true
+	})
 	if resp, err := http.Get("http://" + p.Admin + "/readyz"); err != nil || resp.StatusCode != 200 {
 		t.Fatalf("readyz after recovery: %v %v", resp.StatusCode, err)
 	}
-	for {
+	testkit.Eventually(t, "gRPC health SERVING after recovery", time.Until(deadline), func() bool {
 		st, err := c.Health.Check(context.Background(), &healthpb.HealthCheckRequest{})
-		if err == nil && st.Status == healthpb.HealthCheckResponse_SERVING {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("gRPC health after recovery: %v %v", st, err)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return err == nil && st.Status == healthpb.HealthCheckResponse_SERVING
+	})
 	if _, err := c.ShouldRateLimit(context.Background(), leashproc.Request("n", leashproc.Counted())); err != nil {
 		t.Fatalf("gRPC after recovery: %v", err)
 	}

@@ -11,6 +11,7 @@ import (
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	rlconf "github.com/envoyproxy/go-control-plane/ratelimit/config/ratelimit/v3"
 
+	"github.com/leashd/leash/testkit"
 	"github.com/leashd/leash/testkit/leashproc"
 	"github.com/leashd/leash/testkit/xdstest"
 )
@@ -59,7 +60,9 @@ func TestServeXDS(t *testing.T) {
 	}
 
 	mgmt.Stop()
-	time.Sleep(300 * time.Millisecond)
+	testkit.Eventually(t, "leash sees the management server gone", 5*time.Second, func() bool {
+		return p.HasLog("xds: stream to the management server ended; keeping the last good config and reconnecting")
+	})
 	if n := limit("d"); n != 7 {
 		t.Fatalf("limit %d with the server away, want 7 still", n)
 	}

@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/leashd/leash/testkit"
@@ -84,7 +85,14 @@ func TestShardCount(t *testing.T) {
 	}
 }
 
+// TestSweeperReclaimsExpired runs in a synctest bubble: the sweeper's ticker keeps the
+// bubble's fake time, so "six rounds of the sweeper" and "one round after the expiry" are
+// exact, whatever the machine's load.
 func TestSweeperReclaimsExpired(t *testing.T) {
+	synctest.Test(t, testSweeperReclaimsExpired)
+}
+
+func testSweeperReclaimsExpired(t *testing.T) {
 	s, clock := newTestStore(t, Options{SweepInterval: 5 * time.Millisecond, Shards: 2})
 	for i := range 5000 {
 		mustSpend(t, s, counter("k"+strconv.Itoa(i)), 10, 1)
@@ -96,17 +104,18 @@ func TestSweeperReclaimsExpired(t *testing.T) {
 	if n := s.Len(); n != 5001 {
 		t.Fatalf("Len = %d, want 5001", n)
 	}
-	time.Sleep(30 * time.Millisecond)
+	time.Sleep(30 * time.Millisecond) // six of the sweeper's rounds, in the bubble's fake time
+	synctest.Wait()
 	if n := s.Len(); n != 5001 {
 		t.Fatalf("the sweeper reclaimed live state: Len = %d", n)
 	}
 	clock.Advance(time.Minute) // every window ends, the lease expires
-	deadline := time.Now().Add(5 * time.Second)
-	for s.Len() != 0 {
-		if time.Now().After(deadline) {
-			t.Fatalf("sweeper left %d expired entries", s.Len())
-		}
-		time.Sleep(5 * time.Millisecond)
+	// Two rounds: a round examines up to sweepBudget counters per shard, and each of the
+	// two shards holds about 2500.
+	time.Sleep(10 * time.Millisecond)
+	synctest.Wait()
+	if n := s.Len(); n != 0 {
+		t.Fatalf("two rounds of the sweeper left %d expired entries", n)
 	}
 	if s.Evictions() != 0 {
 		t.Fatalf("expiry counted as %d evictions", s.Evictions())
@@ -325,13 +334,9 @@ func TestClose(t *testing.T) {
 	if _, err := s.Spend(ctx, engine.Spend{Counter: counter("k"), Limit: 1, Cost: 1}); !errors.Is(err, ErrClosed) {
 		t.Fatalf("Spend after Close: %v", err)
 	}
-	deadline := time.Now().Add(2 * time.Second)
-	for runtime.NumGoroutine() > before {
-		if time.Now().After(deadline) {
-			t.Fatalf("goroutines: %d before New, %d after Close", before, runtime.NumGoroutine())
-		}
-		time.Sleep(time.Millisecond)
-	}
+	testkit.Eventually(t, "the goroutines New started end after Close", 2*time.Second, func() bool {
+		return runtime.NumGoroutine() <= before
+	})
 }
 
 func TestInvalidSpend(t *testing.T) {

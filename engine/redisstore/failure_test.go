@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -41,6 +42,7 @@ func TestRedisStoppedAndRestarted(t *testing.T) {
 	var loadWG sync.WaitGroup
 	var slowest time.Duration
 	var slowMu sync.Mutex
+	var spent, failed atomic.Int64 // the load's calls, and those that failed
 	for range 8 {
 		loadWG.Add(1)
 		go func() {
@@ -53,7 +55,9 @@ func TestRedisStoppedAndRestarted(t *testing.T) {
 				}
 				start := time.Now()
 				_, err := s.Spend(ctx, sp)
+				spent.Add(1)
 				if d := time.Since(start); err != nil {
+					failed.Add(1)
 					slowMu.Lock()
 					slowest = max(slowest, d)
 					slowMu.Unlock()
@@ -61,9 +65,10 @@ func TestRedisStoppedAndRestarted(t *testing.T) {
 			}
 		}()
 	}
-	time.Sleep(100 * time.Millisecond)
+	testkit.Eventually(t, "the load under way", 5*time.Second, func() bool { return spent.Load() >= 100 })
 	srv.Stop()
-	time.Sleep(300 * time.Millisecond)
+	// Calls in flight and calls made after the stop fail: enough of them to time.
+	testkit.Eventually(t, "the load's calls failing", 5*time.Second, func() bool { return failed.Load() >= 16 })
 
 	var worst time.Duration
 	for range 10 {
@@ -95,18 +100,11 @@ func TestRedisStoppedAndRestarted(t *testing.T) {
 	if err := srv.Start(); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(10 * time.Second)
 	back := time.Now()
-	for {
+	testkit.Eventually(t, "the store serves again after Redis came back", 10*time.Second, func() bool {
 		_, err := s.Spend(ctx, sp)
-		if err == nil && s.Ping(ctx) == nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("store did not recover after Redis came back: %v", err)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return err == nil && s.Ping(ctx) == nil
+	})
 	t.Logf("recovered %v after Redis restarted", time.Since(back).Round(time.Millisecond))
 	// Scripts were lost with the restart (NOSCRIPT): EVAL reloads them; every call works.
 	for range 20 {
@@ -150,15 +148,10 @@ func TestHungRedisTimesOut(t *testing.T) {
 		}
 	}
 	srv.Signal(syscall.SIGCONT)
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		if _, err := s.Spend(ctx, sp); err == nil {
-			break
-		} else if time.Now().After(deadline) {
-			t.Fatalf("no recovery after the freeze: %v", err)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	testkit.Eventually(t, "recovery after the freeze", 5*time.Second, func() bool {
+		_, err := s.Spend(ctx, sp)
+		return err == nil
+	})
 }
 
 // TestStartupWaitsForRedis: Open retries a Redis that is not up yet, logging it, and
@@ -177,7 +170,10 @@ func TestStartupWaitsForRedis(t *testing.T) {
 		s, err = Open(ctx, Options{URL: srv.URL(), Prefix: uniquePrefix(), Logger: bufLogger(&logs)})
 		done <- err
 	}()
-	time.Sleep(700 * time.Millisecond)
+	// Open has tried, failed and said it retries: it has not returned.
+	testkit.Eventually(t, "the retry log line", 10*time.Second, func() bool {
+		return strings.Contains(logs.String(), "Redis not reachable yet; retrying")
+	})
 	select {
 	case err := <-done:
 		t.Fatalf("Open returned before Redis was up: %v", err)

@@ -87,6 +87,17 @@ func quietLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard
 
 // openStore opens a store with a unique prefix (unless set) and closes it when the test
 // ends.
+// testReadTimeout is the ReadTimeout of a test's store: d when the test sets one, else
+// 5 s. A test that sets none checks what the store decides, not when it gives up, and the
+// production default (500 ms) failed such tests on a busy machine (make test-stress); the
+// tests of timeouts set their own.
+func testReadTimeout(d time.Duration) time.Duration {
+	if d == 0 {
+		return 5 * time.Second
+	}
+	return d
+}
+
 func openStore(t testing.TB, o Options) *Store {
 	t.Helper()
 	if o.Prefix == "" {
@@ -95,6 +106,7 @@ func openStore(t testing.TB, o Options) *Store {
 	if o.Logger == nil {
 		o.Logger = quietLogger()
 	}
+	o.ReadTimeout = testReadTimeout(o.ReadTimeout)
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
 	s, err := Open(ctx, o)

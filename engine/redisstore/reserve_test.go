@@ -111,9 +111,10 @@ func TestReservationsNeverOverAdmit(t *testing.T) {
 	}
 }
 
-// withLogger is o with the tests' quiet logger.
+// withLogger is o with the tests' quiet logger and ReadTimeout (testReadTimeout).
 func withLogger(o Options) Options {
 	o.Logger = quietLogger()
+	o.ReadTimeout = testReadTimeout(o.ReadTimeout)
 	return o
 }
 
@@ -311,6 +312,7 @@ func TestReservationsStopWithRedis(t *testing.T) {
 			}
 			if fault == "killed" {
 				srv.Stop()
+				testkit.Eventually(t, "the killed Redis's connection seen closed", 5*time.Second, func() bool { return s.pipes.Conns() == 0 })
 			} else {
 				srv.Signal(syscall.SIGSTOP)
 				t.Cleanup(func() { srv.Signal(syscall.SIGCONT) })
@@ -321,7 +323,6 @@ func TestReservationsStopWithRedis(t *testing.T) {
 					t.Fatal("a frozen Redis answered")
 				}
 			}
-			time.Sleep(100 * time.Millisecond) // a killed Redis's connection is seen closed
 			before, _ := s.ReserveStats()
 			for i := range 5 { // the slice holds 30 more units
 				if d, err := s.Spend(ctx, hot); err == nil {

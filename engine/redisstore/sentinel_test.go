@@ -64,7 +64,7 @@ func TestSentinelFailover(t *testing.T) {
 	// master is killed; after the failover the counter is compared with the spends that
 	// were acknowledged.
 	loss := engine.Spend{Counter: engine.Counter{Account: "acme", Namespace: "api", Key: "loss", Algorithm: engine.FixedWindow, WindowMS: 31_622_400_000}, Limit: 1_000_000_000, Cost: 1}
-	var acked atomic.Int64
+	var acked, refused atomic.Int64 // the load's spends acknowledged, and failed
 	stopLoad := make(chan struct{})
 	var loadWG sync.WaitGroup
 	for range 8 {
@@ -80,16 +80,19 @@ func TestSentinelFailover(t *testing.T) {
 				if _, err := s.Spend(ctx, loss); err == nil {
 					acked.Add(1)
 				} else {
-					time.Sleep(20 * time.Millisecond)
+					refused.Add(1)
+					time.Sleep(20 * time.Millisecond) // pacing: no busy loop against a dead master
 				}
 			}
 		}()
 	}
-	time.Sleep(300 * time.Millisecond)
+	testkit.Eventually(t, "the load under way", 10*time.Second, func() bool { return acked.Load() >= 200 })
 	killed := time.Now()
+	refusedAtKill := refused.Load()
 	ss.Master.Stop()
 	ackedAtKill := acked.Load()
-	time.Sleep(100 * time.Millisecond)
+	// The load runs into the dead master: every caller's next spend fails.
+	testkit.Eventually(t, "the load's spends failing after the kill", 10*time.Second, func() bool { return refused.Load() >= refusedAtKill+8 })
 	close(stopLoad)
 	loadWG.Wait()
 	if acked.Load() != ackedAtKill {
@@ -142,33 +145,25 @@ func TestSentinelFailover(t *testing.T) {
 	})
 	// The leases acknowledged by the replica survived the failover: the set is full.
 	var d engine.LeaseDecision
-	for {
+	// A sentinel that has not yet heard of the promotion can still name the old master to
+	// a new connection for a moment.
+	testkit.Eventually(t, "an acquire succeeds after the failover", 30*time.Second-time.Since(killed), func() bool {
 		d, err = s.Acquire(ctx, set, "token-late", 3, 600_000)
-		if err == nil {
-			break
+		if err != nil {
+			t.Logf("%v after the kill: acquire failed: %v", time.Since(killed).Round(time.Millisecond), err)
 		}
-		// A sentinel that has not yet heard of the promotion can still name the old
-		// master to a new connection for a moment.
-		if time.Since(killed) > 30*time.Second {
-			t.Fatal(err)
-		}
-		t.Logf("%v after the kill: acquire failed: %v", time.Since(killed).Round(time.Millisecond), err)
-		time.Sleep(100 * time.Millisecond)
-	}
+		return err == nil
+	})
 	if d.Allowed || d.Active != 3 {
 		t.Fatalf("after failover: allowed %v with %d active, want denied with the 3 replicated leases", d.Allowed, d.Active)
 	}
-	for {
+	testkit.Eventually(t, "a ping succeeds after the failover", 30*time.Second-time.Since(killed), func() bool {
 		err := s.Ping(ctx)
-		if err == nil {
-			break
+		if err != nil {
+			t.Logf("%v after the kill: ping failed: %v", time.Since(killed).Round(time.Millisecond), err)
 		}
-		if time.Since(killed) > 30*time.Second {
-			t.Fatal(err)
-		}
-		t.Logf("%v after the kill: ping failed: %v", time.Since(killed).Round(time.Millisecond), err)
-		time.Sleep(100 * time.Millisecond)
-	}
+		return err == nil
+	})
 	t.Logf("ping succeeds %v after the kill", time.Since(killed).Round(time.Millisecond))
 }
 
@@ -320,15 +315,8 @@ func waitReplicated(t *testing.T, master, replica *redis.Client) {
 		}
 		return ""
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	testkit.Eventually(t, "the replica at the master's offset", 10*time.Second, func() bool {
 		m, r := offset(master, "master_repl_offset"), offset(replica, "slave_repl_offset")
-		if m != "" && m == r && offset(replica, "master_link_status") == "up" {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("replica at offset %s, master at %s", r, m)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return m != "" && m == r && offset(replica, "master_link_status") == "up"
+	})
 }

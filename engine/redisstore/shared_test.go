@@ -3,6 +3,7 @@ package redisstore
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"math/rand/v2"
 	"strconv"
 	"sync"
@@ -23,8 +24,10 @@ func twoEngines(t *testing.T, clockA, clockB engine.Clock) (a, b *engine.Engine,
 	t.Helper()
 	url := singleURL(t)
 	prefix := uniquePrefix()
-	sa = openStore(t, Options{URL: url, Prefix: prefix, Clock: clockA})
-	sb = openStore(t, Options{URL: url, Prefix: prefix, Clock: clockB})
+	// These tests check what two instances share, not timeouts: a generous ReadTimeout
+	// keeps a busy machine from failing their calls (the default 500 ms did, under load).
+	sa = openStore(t, Options{URL: url, Prefix: prefix, Clock: clockA, ReadTimeout: 5 * time.Second})
+	sb = openStore(t, Options{URL: url, Prefix: prefix, Clock: clockB, ReadTimeout: 5 * time.Second})
 	dir, err := engine.NewDirectory([]engine.AccountSpec{
 		{ID: "acme", Plan: engine.BuiltinPlans()["pro"], KeyHashes: [][32]byte{engine.HashKey("k-acme")}},
 	})
@@ -67,7 +70,9 @@ func TestTwoInstancesLeaseInvariant(t *testing.T) {
 				}
 				d, err := eng.Acquire(ctx, acct, &req)
 				if err != nil {
-					errs.Add(1)
+					if errs.Add(1) == 1 {
+						t.Logf("first error: %v", err)
+					}
 					time.Sleep(5 * time.Millisecond)
 					continue
 				}
@@ -86,7 +91,9 @@ func TestTwoInstancesLeaseInvariant(t *testing.T) {
 				time.Sleep(time.Duration(rng.IntN(3)) * time.Millisecond)
 				held.Add(-1)
 				if _, err := eng.Release(ctx, acct, d.LeaseID); err != nil {
-					errs.Add(1)
+					if errs.Add(1) == 1 {
+						t.Logf("first error: %v", err)
+					}
 				}
 			}
 		}()
@@ -95,7 +102,7 @@ func TestTwoInstancesLeaseInvariant(t *testing.T) {
 	k := sa.keys.leases(engine.LeaseSet{Account: acct.ID, Namespace: req.Namespace, Key: req.Key})
 	sampler := redis.NewClient(&redis.Options{Addr: sa.client.(*redis.Client).Options().Addr})
 	defer sampler.Close()
-	samples := 0
+	var samples atomic.Int64
 	sampleDone := make(chan struct{})
 	go func() {
 		defer close(sampleDone)
@@ -109,7 +116,7 @@ func TestTwoInstancesLeaseInvariant(t *testing.T) {
 			if err == nil {
 				n, err := sampler.ZCount(ctx, k[0], "("+itoa(now.UnixMilli()), "+inf").Result()
 				if err == nil {
-					samples++
+					samples.Add(1)
 					if n > sampledMax.Load() {
 						sampledMax.Store(n)
 					}
@@ -118,12 +125,15 @@ func TestTwoInstancesLeaseInvariant(t *testing.T) {
 			time.Sleep(time.Millisecond)
 		}
 	}()
-	time.Sleep(2 * time.Second)
+	// A fixed amount of work, not a fixed time: the same contention on a busy machine.
+	testkit.Eventually(t, "1000 leases granted and 200 samples of Redis", 60*time.Second, func() bool {
+		return granted.Load() >= 1000 && samples.Load() >= 200
+	})
 	close(stop)
 	wg.Wait()
 	<-sampleDone
 	t.Logf("%d leases granted to %d acquirers on 2 instances; max held by callers %d, max in Redis over %d samples %d; %d errors",
-		granted.Load(), workers, maxHeld.Load(), samples, sampledMax.Load(), errs.Load())
+		granted.Load(), workers, maxHeld.Load(), samples.Load(), sampledMax.Load(), errs.Load())
 	if maxHeld.Load() > limit || sampledMax.Load() > limit {
 		t.Fatalf("more than %d leases held at once: callers %d, Redis %d", limit, maxHeld.Load(), sampledMax.Load())
 	}
@@ -211,19 +221,13 @@ func TestTwoInstancesShareCountsAndRules(t *testing.T) {
 		} else if err != nil || d.Limit != step.limit {
 			t.Fatalf("step %d: writer sees limit %d (%v), want %d", i, d.Limit, err, step.limit)
 		}
-		for {
+		testkit.Eventually(t, fmt.Sprintf("step %d: the other instance sees the rule change", i), 3*time.Second, func() bool {
 			d, err := noInline.Do(ctx, b, acct)
-			if step.limit == 0 && engine.CodeOf(err) == engine.CodeMissingLimit {
-				break
+			if step.limit == 0 {
+				return engine.CodeOf(err) == engine.CodeMissingLimit
 			}
-			if step.limit != 0 && err == nil && d.Limit == step.limit {
-				break
-			}
-			if time.Since(written) > 3*time.Second {
-				t.Fatalf("step %d: the other instance never saw the rule change", i)
-			}
-			time.Sleep(5 * time.Millisecond)
-		}
+			return err == nil && d.Limit == step.limit
+		})
 		lag := time.Since(written)
 		worst = max(worst, lag)
 		t.Logf("step %d: rule change in force on the other instance after %v", i, lag.Round(time.Millisecond))

@@ -103,20 +103,13 @@ func TestOutboxSurvivesRedisRestart(t *testing.T) {
 	if err := srv.Start(); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	testkit.Eventually(t, "Claim answers after the restart", 10*time.Second, func() bool {
 		evs, err := s.Claim(ctx, 10, 60_000)
-		if err == nil {
-			if len(evs) != 1 || evs[0].ID != "e1" {
-				t.Fatalf("after the restart claimed %+v, want e1", evs)
-			}
-			break
+		if err == nil && (len(evs) != 1 || evs[0].ID != "e1") {
+			t.Fatalf("after the restart claimed %+v, want e1", evs)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("Claim after the restart: %v", err)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return err == nil
+	})
 	if added, err := s.Enqueue(ctx, testEvent("e2", now), "once"); err != nil || added {
 		t.Fatalf("once-key after the restart: added %v, %v", added, err)
 	}

@@ -34,6 +34,7 @@ func Run(ctx context.Context, paths []string, poll time.Duration, check func(), 
 			}
 		}
 		events, errs = fw.Events, fw.Errors
+		log.Debug("file watch: watching", "dirs", fw.WatchList())
 	}
 	tick := time.NewTicker(poll)
 	defer tick.Stop()

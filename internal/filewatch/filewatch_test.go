@@ -36,7 +36,9 @@ func TestDirs(t *testing.T) {
 }
 
 // TestRunReportsEventsSoon: a write is reported within the settle time, long before the
-// poll tick.
+// poll tick (an hour). Run gives no sign that it watches its folders yet, so the test
+// writes again every half second until a check comes, up to a deadline: only an event
+// can bring one.
 func TestRunReportsEventsSoon(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "f.yaml")
@@ -47,15 +49,18 @@ func TestRunReportsEventsSoon(t *testing.T) {
 		defer close(done)
 		filewatch.Run(ctx, []string{path}, time.Hour, func() { calls <- struct{}{} }, slog.New(slog.DiscardHandler))
 	}()
-	time.Sleep(50 * time.Millisecond) // let the watcher start
-	if err := os.WriteFile(path, []byte("x"), 0o644); err != nil {
-		t.Fatal(err)
+	defer func() { cancel(); <-done }()
+	deadline := time.After(10 * time.Second)
+	for {
+		if err := os.WriteFile(path, []byte("x"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case <-calls:
+			return
+		case <-time.After(5 * filewatch.Settle):
+		case <-deadline:
+			t.Fatal("no check after a write")
+		}
 	}
-	select {
-	case <-calls:
-	case <-time.After(5 * time.Second):
-		t.Fatal("no check after a write")
-	}
-	cancel()
-	<-done
 }

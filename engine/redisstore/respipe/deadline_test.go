@@ -2,61 +2,63 @@ package respipe
 
 import (
 	"testing"
+	"testing/synctest"
 	"time"
 )
 
+// TestSharedDeadline runs in a synctest bubble: time moves only when the test sleeps, so
+// the bounds of each deadline and the slice boundaries are checked exactly.
 func TestSharedDeadline(t *testing.T) {
+	synctest.Test(t, testSharedDeadline)
+}
+
+func testSharedDeadline(t *testing.T) {
 	const timeout = 640 * time.Millisecond // slice 10 ms
 	d := NewSharedDeadline(timeout)
 	if d.slice != 10*time.Millisecond {
 		t.Fatalf("slice %v, want timeout/64", d.slice)
 	}
 	for range 50 {
-		start := time.Now()
+		now := time.Now()
 		ctx := d.Context()
-		end := time.Now()
 		dl, ok := ctx.Deadline()
 		if !ok {
 			t.Fatal("no deadline")
 		}
-		// Every call gets at least timeout and at most timeout + slice from the instant it
-		// was made, somewhere between start and end (a call that starts just before its
-		// slot's slice ends, and returns after it, has less than timeout left from end).
-		if dl.Sub(start) < timeout || dl.Sub(end) > timeout+d.slice {
-			t.Fatalf("deadline %v after the call, want %v to %v", dl.Sub(start), timeout, timeout+d.slice)
+		// Every call gets at least timeout and at most timeout + slice.
+		if left := dl.Sub(now); left < timeout || left > timeout+d.slice {
+			t.Fatalf("deadline %v after the call, want %v to %v", left, timeout, timeout+d.slice)
 		}
 		if ctx.Err() != nil {
 			t.Fatal("fresh context already done")
 		}
-		time.Sleep(time.Millisecond)
+		time.Sleep(3 * time.Millisecond)
 	}
-	// Calls within one slice share a context; a later call gets a new one.
-	a, b := d.Context(), d.Context()
-	if a != b { // a and b straddled a slice boundary; the next pair cannot also
-		a, b = d.Context(), d.Context()
-	}
-	if a != b {
+	// Calls within one slice share a context; a call once the slice has ended gets a new one.
+	time.Sleep(d.slice) // past the last slot
+	a := d.Context()    // a new slot, starting now
+	time.Sleep(d.slice - time.Nanosecond)
+	if d.Context() != a {
 		t.Fatal("two calls within one slice made two contexts")
 	}
-	time.Sleep(2 * d.slice)
+	time.Sleep(time.Nanosecond)
 	if d.Context() == a {
 		t.Fatal("a call after the slice reused the old context")
 	}
-	// The shared context ends at its deadline, and Stop ends the current one.
-	old := a
-	select {
-	case <-old.Done():
+	// The shared context ends at its deadline, not before, and Stop ends the current one.
+	dl, _ := a.Deadline()
+	time.Sleep(time.Until(dl) - time.Nanosecond)
+	synctest.Wait()
+	if a.Err() != nil {
 		t.Fatal("done before its deadline")
-	case <-time.After(10 * time.Millisecond):
+	}
+	time.Sleep(time.Nanosecond)
+	synctest.Wait()
+	if a.Err() == nil {
+		t.Fatal("shared context not done at its deadline")
 	}
 	short := NewSharedDeadline(20 * time.Millisecond)
 	c := short.Context()
-	select {
-	case <-c.Done():
-	case <-time.After(time.Second):
-		t.Fatal("shared context not done after its deadline")
-	}
-	c = short.Context()
 	short.Stop()
 	if c.Err() == nil {
 		t.Fatal("Stop did not end the current context")

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/leashd/leash/testkit"
 	"github.com/leashd/leash/testkit/redistest"
 )
 
@@ -102,6 +103,7 @@ func TestHoldMergesBehindOwedReplies(t *testing.T) {
 		t.Fatalf("a lone call took %v: held", d)
 	}
 
+	written := pl.Stats().Calls
 	var wg sync.WaitGroup
 	for range 2 { // two commands owed: Redis busy 300 ms with each
 		wg.Go(func() {
@@ -110,7 +112,7 @@ func TestHoldMergesBehindOwedReplies(t *testing.T) {
 			}
 		})
 	}
-	time.Sleep(50 * time.Millisecond)
+	testkit.Eventually(t, "both slow commands written", 5*time.Second, func() bool { return pl.Stats().Calls >= written+2 })
 	const n = 20
 	widths := make([]int64, n)
 	start = time.Now()
@@ -123,7 +125,9 @@ func TestHoldMergesBehindOwedReplies(t *testing.T) {
 			}
 			widths[i] = r[2]
 		})
-		time.Sleep(2 * time.Millisecond) // each arrives on its own, after the writer's Gosched
+		// Pacing, not synchronisation: each call arrives on its own, after the writer's
+		// Gosched, so only the hold can put them in one command.
+		time.Sleep(2 * time.Millisecond)
 	}
 	wg.Wait()
 	if d := time.Since(start); d > 2*time.Second {

@@ -18,6 +18,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/leashd/leash/testkit"
 	"github.com/leashd/leash/testkit/redistest"
 	"github.com/leashd/leash/testkit/testcert"
 )
@@ -173,20 +174,14 @@ func TestConnectionKilled(t *testing.T) {
 			t.Fatal(err)
 		}
 		start := time.Now()
-		for {
+		testkit.Eventually(t, fmt.Sprintf("round %d: serving again after CLIENT KILL", round), 2*time.Second, func() bool {
 			cs := time.Now()
 			_, err := incr(ctx, p, "k", 0)
 			if d := time.Since(cs); d > 2*readTimeout {
 				t.Fatalf("round %d: a call took %v after its connection was killed", round, d)
 			}
-			if err == nil {
-				break
-			}
-			if time.Since(start) > 2*time.Second {
-				t.Fatalf("round %d: no recovery 2 s after CLIENT KILL: %v", round, err)
-			}
-			time.Sleep(10 * time.Millisecond)
-		}
+			return err == nil
+		})
 		t.Logf("round %d: serving again %v after CLIENT KILL", round, time.Since(start).Round(time.Millisecond))
 	}
 }
@@ -289,20 +284,15 @@ func TestHungRedisBreaksConnection(t *testing.T) {
 		t.Fatalf("call to a frozen Redis failed after %v, want ReadTimeout (%v) to twice that", d, readTimeout)
 	}
 	srv.Signal(syscall.SIGCONT)
-	deadline := time.Now().Add(5 * time.Second)
-	for {
+	testkit.Eventually(t, "recovery after the freeze", 5*time.Second, func() bool {
 		r, err := incr(ctx, p, "k", 0)
 		if err == nil {
 			// The count shows the call that broke the connection ran anyway once Redis
 			// woke: a failed call may have run, which is why none is ever resent.
 			t.Logf("recovered; count %d after 3 calls", r[1])
-			break
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no recovery after the freeze: %v", err)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return err == nil
+	})
 }
 
 // TestAbandonedCall: a caller whose context ends first gets its context's error; the
@@ -346,10 +336,14 @@ func TestRedialDelay(t *testing.T) {
 	if err := srv.Start(); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(time.Until(failed.Add(redialDelay)))
-	if _, err := incr(ctx, p, "k", 0); err != nil {
-		t.Fatalf("call after the redial delay: %v", err)
-	}
+	// Calls keep failing at once until the delay has passed, then the pipe dials again.
+	testkit.Eventually(t, "a call served after the redial delay", redialDelay+5*time.Second, func() bool {
+		_, err := incr(ctx, p, "k", 0)
+		if err != nil && !errors.Is(err, ErrDown) {
+			t.Fatalf("call after Redis started again: %v, want ErrDown or success", err)
+		}
+		return err == nil
+	})
 }
 
 // TestRedial: Redial moves the calls to a new connection while the old one delivers what
@@ -383,11 +377,16 @@ func TestRedial(t *testing.T) {
 			}
 		})
 	}
+	// Each connection serves some calls before the next redial, however slow the machine.
+	served := func() {
+		next := calls.Load() + 50
+		testkit.Eventually(t, "50 more calls served", 10*time.Second, func() bool { return calls.Load() >= next || failures.Load() > 0 })
+	}
 	for range 10 {
-		time.Sleep(20 * time.Millisecond)
+		served()
 		p.Redial()
 	}
-	time.Sleep(20 * time.Millisecond)
+	served()
 	close(stop)
 	wg.Wait()
 	if failures.Load() > 0 {
@@ -395,20 +394,13 @@ func TestRedial(t *testing.T) {
 	}
 	t.Logf("%d calls across 10 redials", calls.Load())
 	// The retired connections close once drained: one is left.
-	deadline := time.Now().Add(2 * time.Second)
-	for {
+	testkit.Eventually(t, "one connection left after the redials", 2*time.Second, func() bool {
 		lines := clientsRunning(t, admin, "eval")
 		p.mu.Lock()
 		retired := len(p.retired)
 		p.mu.Unlock()
-		if len(lines) == 1 && pl.Conns() == 1 && retired == 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d connections left after the redials (Conns %d, %d retired), want 1", len(lines), pl.Conns(), retired)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return len(lines) == 1 && pl.Conns() == 1 && retired == 0
+	})
 }
 
 // TestDialOption: Options.Dial replaces dialing the address (as for a Sentinel master,
@@ -450,12 +442,13 @@ func TestClose(t *testing.T) {
 	srv.Signal(syscall.SIGSTOP) // the kernel still accepts connections
 	defer srv.Signal(syscall.SIGCONT)
 	done := make(chan error, 2)
-	call := func() {
+	call := func() { // returns once the call is written, waiting for its reply
+		written := pl.Stats().Calls + 1
 		go func() {
 			_, err := incr(ctx, p, "k", 0)
 			done <- err
 		}()
-		time.Sleep(50 * time.Millisecond)
+		testkit.Eventually(t, "the call written", 5*time.Second, func() bool { return pl.Stats().Calls >= written })
 	}
 	call()
 	p.Redial()
