@@ -251,7 +251,7 @@ func (r *Reservations) Spend(ctx context.Context, sp engine.Spend) (engine.Decis
 	if ok || err != nil {
 		return d, err
 	}
-	return r.Decider.Spend(ctx, sp)
+	return r.p.SpendKey(ctx, key, sp) // validated above, its key made once
 }
 
 // SpendAll settles this instance's slices of the counters first, so the store decides

@@ -103,7 +103,11 @@ func (f *fakeStore) ReadFences(_ context.Context, after int64) (hotpath.Fences, 
 	return r, nil
 }
 
-// Spend, SpendAll, Reset and the rest: the plain decisions the hot path passes on.
+// SpendKey, Spend, SpendAll, Reset and the rest: the plain decisions the hot path passes on.
+func (f *fakeStore) SpendKey(ctx context.Context, _ string, sp engine.Spend) (engine.Decision, error) {
+	return f.Spend(ctx, sp)
+}
+
 func (f *fakeStore) Spend(_ context.Context, sp engine.Spend) (engine.Decision, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()

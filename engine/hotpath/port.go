@@ -14,6 +14,9 @@ import (
 type Port interface {
 	// CounterKey is c's key in the store; the hot path follows counters by it.
 	CounterKey(c engine.Counter) string
+	// SpendKey is the store's Spend of a valid sp whose counter's key is key, made once
+	// by CounterKey for both.
+	SpendKey(ctx context.Context, key string, sp engine.Spend) (engine.Decision, error)
 	// Reserve settles holder's last grant of the counter key (c.Ack: the seq of the grant
 	// read, 0 for none; c.Used: how much of it was spent; a newer grant, whose reply was
 	// not read, comes back whole), decides sp as Spend would (cost 0: nothing), and, when

@@ -16,7 +16,12 @@ func (s *Store) Spend(ctx context.Context, sp engine.Spend) (engine.Decision, er
 	if err := sp.Validate(); err != nil {
 		return engine.Decision{}, fmt.Errorf("redisstore: spend: %w", err)
 	}
-	key := s.keys.counter(sp.Counter)
+	return s.SpendKey(ctx, s.keys.counter(sp.Counter), sp)
+}
+
+// SpendKey is Spend of a valid sp whose counter's key (CounterKey) is already made: the
+// hot path's road to Redis for the requests it does not decide, with no second key.
+func (s *Store) SpendKey(ctx context.Context, key string, sp engine.Spend) (engine.Decision, error) {
 	if sp.Overdraft && sp.Counter.Algorithm != engine.TokenBucket {
 		return s.overdraft(ctx, &sp, key)
 	}
