@@ -23,11 +23,14 @@ import (
 	"github.com/leashd/leash/testkit"
 )
 
-// cmdDir is the folder of package main (cmd/leash), found from this file's own path.
-func cmdDir() string {
+// Root is the repository's root folder, found from this file's own path.
+func Root() string {
 	_, file, _, _ := runtime.Caller(0)
-	return filepath.Join(filepath.Dir(file), "..", "..", "cmd", "leash")
+	return filepath.Join(filepath.Dir(file), "..", "..")
 }
+
+// cmdDir is the folder of package main (cmd/leash).
+func cmdDir() string { return filepath.Join(Root(), "cmd", "leash") }
 
 // Build compiles cmd/leash into dir and returns the binary's path; race builds it with the
 // race detector.

@@ -14,7 +14,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strconv"
 	"sync"
 	"testing"
@@ -28,11 +27,8 @@ var bin string
 
 func TestMain(m *testing.M) { os.Exit(leashproc.Main(m, &bin)) }
 
-// root is the repository root, found from this file's own path.
-func root() string {
-	_, file, _, _ := runtime.Caller(0)
-	return filepath.Join(filepath.Dir(file), "..", "..")
-}
+// root is the repository root.
+func root() string { return leashproc.Root() }
 
 // The keys of the test servers' accounts, by the names scenarios use ("as").
 var keys = map[string]string{

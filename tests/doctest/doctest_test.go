@@ -30,7 +30,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
-	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -42,11 +41,8 @@ var bin string
 
 func TestMain(m *testing.M) { os.Exit(leashproc.Main(m, &bin)) }
 
-// root is the repository root, found from this file's own path.
-func root() string {
-	_, file, _, _ := runtime.Caller(0)
-	return filepath.Join(filepath.Dir(file), "..", "..")
-}
+// root is the repository root.
+func root() string { return leashproc.Root() }
 
 // block is one ```sh block of a doc.
 type block struct {

@@ -16,7 +16,6 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"testing"
 
@@ -33,11 +32,8 @@ var bin string
 
 func TestMain(m *testing.M) { os.Exit(leashproc.Main(m, &bin)) }
 
-// root is the repository root, found from this file's own path.
-func root() string {
-	_, file, _, _ := runtime.Caller(0)
-	return filepath.Join(filepath.Dir(file), "..", "..")
-}
+// root is the repository root.
+func root() string { return leashproc.Root() }
 
 // loadDoc loads and validates docs/openapi.yaml.
 func loadDoc(t *testing.T) *openapi3.T {
