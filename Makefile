@@ -24,10 +24,10 @@ test: clients-deps
 	$(GO) test -race -count=1 -timeout 8m ./...
 	# Heap sizes and allocation counts mean nothing under the race detector, so these run
 	# once more without it.
-	$(GO) test -count=1 -run '^TestMemoryPerCounter$$' ./engine/memstore/
+	$(GO) test -count=1 -run '^TestMemoryPerCounter$$' ./store/memstore/
 	$(GO) test -count=1 -run '^TestTracingOffAddsNoAllocation$$' ./httpapi/
 	$(GO) test -count=1 -run '^TestTracingUnsampledAddsNoAllocation$$' ./adapter/rls/
-	$(GO) test -count=1 -run '^TestCallsDoNotAllocate$$' ./engine/redisstore/respipe/
+	$(GO) test -count=1 -run '^TestCallsDoNotAllocate$$' ./store/redisstore/respipe/
 	GO=$(GO) FUZZTIME=$(TEST_FUZZTIME) bash scripts/fuzz.sh
 
 # The unit suites under load (scripts/test-stress.sh): STRESS_ROUNDS rounds (default 5),

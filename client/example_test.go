@@ -10,8 +10,8 @@ import (
 
 	"github.com/leashd/leash/client"
 	"github.com/leashd/leash/engine"
-	"github.com/leashd/leash/engine/memstore"
 	"github.com/leashd/leash/httpapi"
+	"github.com/leashd/leash/store/memstore"
 )
 
 // exampleKey is the API key of the examples' Leash.

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/leashd/leash/engine"
-	"github.com/leashd/leash/engine/memstore"
+	"github.com/leashd/leash/store/memstore"
 )
 
 // twoEngines are two instances over one store, as two processes sharing one Redis.

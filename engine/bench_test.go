@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"github.com/leashd/leash/engine"
-	"github.com/leashd/leash/engine/memstore"
+	"github.com/leashd/leash/store/memstore"
 )
 
 // checker reuses one query of one item, as the HTTP edge does per pooled request.

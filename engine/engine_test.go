@@ -11,7 +11,7 @@ import (
 	"github.com/leashd/leash/testkit"
 
 	"github.com/leashd/leash/engine"
-	"github.com/leashd/leash/engine/memstore"
+	"github.com/leashd/leash/store/memstore"
 )
 
 type clock struct {

@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"github.com/leashd/leash/engine"
-	"github.com/leashd/leash/engine/memstore"
+	"github.com/leashd/leash/store/memstore"
 	"github.com/leashd/leash/testkit"
 )
 

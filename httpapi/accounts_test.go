@@ -13,8 +13,8 @@ import (
 	"time"
 
 	"github.com/leashd/leash/engine"
-	"github.com/leashd/leash/engine/memstore"
 	"github.com/leashd/leash/httpapi"
+	"github.com/leashd/leash/store/memstore"
 )
 
 const (

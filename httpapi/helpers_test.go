@@ -15,9 +15,9 @@ import (
 
 	"github.com/go-json-experiment/json"
 	"github.com/leashd/leash/engine"
-	"github.com/leashd/leash/engine/memstore"
 	"github.com/leashd/leash/httpapi"
 	"github.com/leashd/leash/metrics"
+	"github.com/leashd/leash/store/memstore"
 	"github.com/leashd/leash/testkit"
 	"github.com/leashd/leash/webhook"
 	"github.com/leashd/leash/webhook/ssrf"

@@ -6,8 +6,8 @@ import (
 	"time"
 
 	"github.com/leashd/leash/engine"
-	"github.com/leashd/leash/engine/memstore"
 	"github.com/leashd/leash/metrics"
+	"github.com/leashd/leash/store/memstore"
 	dto "github.com/prometheus/client_model/go"
 )
 

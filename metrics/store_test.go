@@ -6,8 +6,8 @@ import (
 	"testing"
 
 	"github.com/leashd/leash/engine"
-	"github.com/leashd/leash/engine/memstore"
 	"github.com/leashd/leash/metrics"
+	"github.com/leashd/leash/store/memstore"
 	"github.com/leashd/leash/tracing"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 )

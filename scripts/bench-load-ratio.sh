@@ -32,7 +32,7 @@ start_redis "$REDIS_PORT"
 start_leash redis
 
 echo "== 2. redis-benchmark: EVALSHA of the check script (fixed_window, 10,000 keys)"
-sha=$(redis-cli -p "$REDIS_PORT" SCRIPT LOAD "$(cat engine/redisstore/lua/prelude.lua engine/redisstore/lua/decide.lua engine/redisstore/lua/spend.lua)")
+sha=$(redis-cli -p "$REDIS_PORT" SCRIPT LOAD "$(cat store/redisstore/lua/prelude.lua store/redisstore/lua/decide.lua store/redisstore/lua/spend.lua)")
 for P in 1 16; do
 	printf 'pipeline %2d: ' "$P"
 	redis-benchmark -p "$REDIS_PORT" -c 50 -n 300000 -r 10000 -P "$P" -q \

@@ -12,7 +12,7 @@
 # ./tests/... is left out: the reliability, clients, console, doctest and OpenAPI suites
 # drive whole leash processes, browsers and client toolchains over wall-clock phases and
 # are run alone by make test (and reliability-long); everything else, the Redis and
-# process-starting tests of cmd/leash and engine/redisstore included, is in.
+# process-starting tests of cmd/leash and store/redisstore included, is in.
 #
 # Environment:
 #   ROUNDS    rounds; default 5

@@ -18,7 +18,7 @@ import (
 	"time"
 
 	"github.com/leashd/leash/engine"
-	"github.com/leashd/leash/engine/memstore"
+	"github.com/leashd/leash/store/memstore"
 	"github.com/leashd/leash/testkit"
 	"github.com/leashd/leash/webhook"
 	"github.com/leashd/leash/webhook/ssrf"

@@ -26,8 +26,8 @@ import (
 	"github.com/leashd/leash/adapter/domains"
 	"github.com/leashd/leash/adapter/rlqs"
 	"github.com/leashd/leash/engine"
-	"github.com/leashd/leash/engine/memstore"
-	"github.com/leashd/leash/engine/redisstore"
+	"github.com/leashd/leash/store/memstore"
+	"github.com/leashd/leash/store/redisstore"
 	"github.com/leashd/leash/testkit"
 	"github.com/leashd/leash/testkit/redistest"
 )

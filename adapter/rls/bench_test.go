@@ -15,8 +15,8 @@ import (
 
 	"github.com/leashd/leash/adapter/domains"
 	"github.com/leashd/leash/engine"
-	"github.com/leashd/leash/engine/memstore"
 	"github.com/leashd/leash/metrics"
+	"github.com/leashd/leash/store/memstore"
 	"github.com/leashd/leash/tracing"
 )
 

@@ -31,8 +31,8 @@ import (
 	"github.com/leashd/leash/adapter/descriptors"
 	"github.com/leashd/leash/adapter/domains"
 	"github.com/leashd/leash/engine"
-	"github.com/leashd/leash/engine/memstore"
 	"github.com/leashd/leash/metrics"
+	"github.com/leashd/leash/store/memstore"
 	"github.com/leashd/leash/testkit/storetest"
 )
 

@@ -13,7 +13,7 @@ import (
 
 	"github.com/leashd/leash/adapter/domains"
 	"github.com/leashd/leash/engine"
-	"github.com/leashd/leash/engine/memstore"
+	"github.com/leashd/leash/store/memstore"
 	"github.com/leashd/leash/testkit"
 	"github.com/leashd/leash/tracing"
 )

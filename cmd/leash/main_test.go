@@ -21,7 +21,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/leashd/leash/engine/redisstore"
+	"github.com/leashd/leash/store/redisstore"
 	"github.com/leashd/leash/testkit"
 	"github.com/leashd/leash/testkit/leashproc"
 )

@@ -8,10 +8,10 @@ import (
 	"github.com/leashd/leash/config"
 	"github.com/leashd/leash/engine"
 	"github.com/leashd/leash/engine/hotpath"
-	"github.com/leashd/leash/engine/memstore"
-	"github.com/leashd/leash/engine/redisstore"
 	"github.com/leashd/leash/internal/setup"
 	"github.com/leashd/leash/metrics"
+	"github.com/leashd/leash/store/memstore"
+	"github.com/leashd/leash/store/redisstore"
 	"github.com/prometheus/client_golang/prometheus"
 )
 

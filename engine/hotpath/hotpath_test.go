@@ -15,7 +15,7 @@ import (
 // The hot path's time-based rules, on a fake store in a synctest bubble (its clock moves
 // only when every goroutine waits): a slice decides only within hotpath.Valid of the store's
 // last answer, a fence read stops it, and an idle one goes back. The store-backed tests
-// (engine/redisstore: reserve_test.go, reserve_exact_test.go) hold the same rules against
+// (store/redisstore: reserve_test.go, reserve_exact_test.go) hold the same rules against
 // real Redis, several instances, freezes and cuts.
 
 // fakeStore is a store of fixed windows that can reserve: one counter state per key, the

@@ -1,5 +1,6 @@
 // Package layout holds the test that keeps the tree's architecture what the README's
-// layout table says: edges above the engine, stores inside it, test kits apart.
+// layout table says: edges above the engine, stores beside it implementing its ports, test
+// kits apart.
 package layout
 
 import (
@@ -17,8 +18,9 @@ const module = "github.com/leashd/leash/"
 // of its own floor or of one below, never one above; the first prefix that matches a
 // package names its floor.
 var floors = [][]string{
-	{"engine/algo", "engine/redisstore/respipe", "internal/filewatch", "internal/suggest", "internal/yamlline", "tracing", "webhook/signature"},
-	{"engine"}, // the engine and the stores inside it
+	{"engine/algo", "store/redisstore/respipe", "internal/filewatch", "internal/suggest", "internal/yamlline", "tracing", "webhook/signature"},
+	{"engine"}, // the domain, its capabilities and the ports they need from a store
+	{"store"},  // the backends: each implements the engine's ports and imports no edge
 	{"config", "internal/peerenv", "metrics", "webhook", "adapter/descriptors", "adapter/domains"},
 	{"httpapi", "adapter", "admin", "client", "cli", "console", "internal/setup"},
 	{"cmd"},
@@ -62,7 +64,6 @@ func floorOf(path string) int {
 	for i, f := range floors {
 		for _, prefix := range f {
 			if under(path, prefix) {
-				// engine/algo and respipe sit below the engine although they are inside it.
 				return i
 			}
 		}
@@ -104,25 +105,40 @@ func TestImportsRunDown(t *testing.T) {
 }
 
 // TestEngineImportsNoEdge fails when anything under engine/ depends, directly or not, on
-// a package outside engine/, on net/http or on gRPC: the engine is the domain, and the
-// edges translate to it.
+// a package outside engine/ (a store included), on net/http or on gRPC: the engine is the
+// domain, and the edges translate to it.
 func TestEngineImportsNoEdge(t *testing.T) {
+	checkInside(t, "engine", 4, "engine")
+}
+
+// TestStoresImportOnlyTheEngine fails when a store depends, directly or not, on a package
+// outside store/ and engine/, on net/http or on gRPC: a backend implements the engine's
+// ports and knows nothing of the edges.
+func TestStoresImportOnlyTheEngine(t *testing.T) {
+	checkInside(t, "store", 3, "store", "engine")
+}
+
+// checkInside fails when a package under tree depends on one of this module outside
+// allowed, or on net/http or gRPC; atLeast guards against a listing that found nothing.
+func checkInside(t *testing.T, tree string, atLeast int, allowed ...string) {
+	t.Helper()
 	n := 0
 	for _, p := range listPackages(t) {
-		if !under(p.ImportPath, "engine") {
+		if !under(p.ImportPath, tree) {
 			continue
 		}
 		n++
 		for _, d := range p.Deps {
+			inside := func(a string) bool { return under(strings.TrimPrefix(d, module), a) }
 			switch {
 			case d == "net/http", strings.HasPrefix(d, "google.golang.org/grpc"):
 				t.Errorf("%s depends on %s", p.ImportPath, d)
-			case strings.HasPrefix(d, module) && !under(strings.TrimPrefix(d, module), "engine"):
-				t.Errorf("%s depends on %s, outside the engine", p.ImportPath, strings.TrimPrefix(d, module))
+			case strings.HasPrefix(d, module) && !slices.ContainsFunc(allowed, inside):
+				t.Errorf("%s depends on %s, outside %v", p.ImportPath, strings.TrimPrefix(d, module), allowed)
 			}
 		}
 	}
-	if n < 5 {
-		t.Fatalf("found %d packages under engine/; the listing is wrong", n)
+	if n < atLeast {
+		t.Fatalf("found %d packages under %s/; the listing is wrong", n, tree)
 	}
 }

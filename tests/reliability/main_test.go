@@ -5,7 +5,7 @@ import (
 	"os"
 	"testing"
 
-	"github.com/leashd/leash/engine/redisstore"
+	"github.com/leashd/leash/store/redisstore"
 	"github.com/leashd/leash/testkit/leashproc"
 )
 

@@ -15,7 +15,7 @@ import (
 
 // BenchmarkSpend is the measurement of docs/redis.md ("Connections"):
 //
-//	go test -run='^$' -bench=BenchmarkSpend -benchtime=3s ./engine/redisstore/
+//	go test -run='^$' -bench=BenchmarkSpend -benchtime=3s ./store/redisstore/
 //
 // It runs sliding_window spends over 1,000 keys from 2, 8, 16 and 128 concurrent
 // goroutines (RunParallel with parallelism 1, 4, 8, 64 on 2 CPUs) against the harness's
@@ -83,7 +83,7 @@ func redisCPU() time.Duration {
 
 // BenchmarkMergedSpendScript is the table of docs/performance.md ("Merged Spend calls"):
 //
-//	go test -run='^$' -bench=BenchmarkMergedSpendScript -benchtime=200000x ./engine/redisstore/
+//	go test -run='^$' -bench=BenchmarkMergedSpendScript -benchtime=200000x ./store/redisstore/
 //
 // It sends spend.lua as the pipe does when that many Spend requests wait together
 // (keys=1: one per call), 50 decisions per round trip (a go-redis pipeline), over 10,000
@@ -100,7 +100,7 @@ func BenchmarkMergedSpendScript(b *testing.B) {
 // BenchmarkSpendScriptByAlgorithm is spend.lua alone, 50 requests to a call over 10,000
 // counters, per algorithm (docs/performance.md):
 //
-//	go test -run='^$' -bench=BenchmarkSpendScriptByAlgorithm -benchtime=200000x ./engine/redisstore/
+//	go test -run='^$' -bench=BenchmarkSpendScriptByAlgorithm -benchtime=200000x ./store/redisstore/
 func BenchmarkSpendScriptByAlgorithm(b *testing.B) {
 	url := singleURL(b)
 	for _, alg := range []engine.Algorithm{engine.FixedWindow, engine.SlidingWindow, engine.TokenBucket} {
@@ -147,7 +147,7 @@ func benchSpendScript(b *testing.B, s *Store, alg engine.Algorithm, width, perTr
 // BenchmarkDecisionRoad is the figure of docs/redis.md ("Why the pipe stays") that decides which
 // road decisions take to Redis:
 //
-//	go test -run='^$' -bench=BenchmarkDecisionRoad -benchtime=200000x ./engine/redisstore/
+//	go test -run='^$' -bench=BenchmarkDecisionRoad -benchtime=200000x ./store/redisstore/
 //
 // Both sub-benchmarks make the same sliding_window decisions over 1,000 counters from about
 // 64 goroutines (RunParallel) against the harness's redis-server. respipe: Store.Spend,

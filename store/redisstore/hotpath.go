@@ -12,7 +12,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/leashd/leash/engine/redisstore/respipe"
+	"github.com/leashd/leash/store/redisstore/respipe"
 )
 
 // The decisions' path to Redis: Spend, SpendAll, Acquire, Release and Renew are each one

@@ -7,7 +7,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/leashd/leash/engine/redisstore/respipe"
+	"github.com/leashd/leash/store/redisstore/respipe"
 )
 
 // The Lua scripts. Each is one EVALSHA. When Redis answers NOSCRIPT (e.g. after a restart

@@ -13,7 +13,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/leashd/leash/engine"
-	"github.com/leashd/leash/engine/redisstore/respipe"
+	"github.com/leashd/leash/store/redisstore/respipe"
 	"github.com/leashd/leash/testkit"
 	"github.com/leashd/leash/testkit/redistest"
 )

@@ -35,7 +35,7 @@ func TestMain(m *testing.M) {
 	if _, err := exec.LookPath("redis-server"); err != nil && os.Getenv("LEASH_TEST_REDIS_URL") == "" {
 		// t.Skip messages show only with -v: say it where everyone sees it.
 		bar := strings.Repeat("!", 78)
-		fmt.Fprintf(os.Stderr, "\n%s\n!!! engine/redisstore: redis-server is not installed: the Redis store tests are SKIPPED\n"+
+		fmt.Fprintf(os.Stderr, "\n%s\n!!! store/redisstore: redis-server is not installed: the Redis store tests are SKIPPED\n"+
 			"!!! (apt-get install -y redis-server redis-tools; with CI=true they fail instead)\n%s\n\n", bar, bar)
 	}
 	code := m.Run()

@@ -26,7 +26,7 @@ import (
 	"github.com/redis/go-redis/v9/maintnotifications"
 
 	"github.com/leashd/leash/engine"
-	"github.com/leashd/leash/engine/redisstore/respipe"
+	"github.com/leashd/leash/store/redisstore/respipe"
 )
 
 // Store is an engine.Store on Redis. It is safe for concurrent use; Close stops it.
