@@ -22,21 +22,9 @@ import (
 
 var _ engine.AccountStore = (*Store)(nil)
 
-// accountsTag is "{P:a}".
-func (k keys) accountsTag() string { return "{" + k.prefix + ":a}" }
-
-// accountKeys returns the script's KEYS for one account (or none: id "").
-func (k keys) accountKeys(id string) []string {
-	t := k.accountsTag()
-	if id == "" {
-		return []string{t + ":ids", t + ":version"}
-	}
-	return []string{t + ":ids", t + ":version", t + ":acct:" + id, t + ":keys:" + id}
-}
-
 // accounts runs one operation of the accounts script.
 func (s *Store) accounts(ctx context.Context, id string, op string, args ...any) (any, error) {
-	cmd, err := s.eval(s.opCtx(ctx), s.scripts.accounts, s.keys.accountKeys(id), append([]any{s.nowArg(), op}, args...)...)
+	cmd, err := s.eval(s.opCtx(ctx), s.scripts.Accounts, s.keys.AccountKeys(id), append([]any{s.nowArg(), op}, args...)...)
 	if err != nil {
 		return nil, err
 	}
@@ -126,7 +114,7 @@ func (s *Store) ListAccounts(ctx context.Context, after string, limit int) ([]en
 	if limit < 1 {
 		return nil, fmt.Errorf("%w: limit %d", engine.ErrInvalidArgument, limit)
 	}
-	v, err := s.accounts(ctx, "", "list", after, limit, s.keys.accountsTag())
+	v, err := s.accounts(ctx, "", "list", after, limit, s.keys.AccountsTag())
 	if err != nil {
 		return nil, err
 	}
@@ -267,7 +255,7 @@ func (s *Store) AccountsVersion(ctx context.Context) (int64, error) {
 	if s.closed.Load() {
 		return 0, errClosed
 	}
-	v, err := s.client.Get(s.opCtx(ctx), s.keys.accountsTag()+":version").Int64()
+	v, err := s.client.Get(s.opCtx(ctx), s.keys.AccountsTag()+":version").Int64()
 	if errors.Is(err, redis.Nil) {
 		return 0, nil
 	}
@@ -276,7 +264,7 @@ func (s *Store) AccountsVersion(ctx context.Context) (int64, error) {
 
 // LoadAccounts returns every account and key, read atomically with the version.
 func (s *Store) LoadAccounts(ctx context.Context) (engine.AccountsSnapshot, error) {
-	v, err := s.accounts(ctx, "", "load", s.keys.accountsTag())
+	v, err := s.accounts(ctx, "", "load", s.keys.AccountsTag())
 	if err != nil {
 		return engine.AccountsSnapshot{}, err
 	}

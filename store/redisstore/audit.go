@@ -3,13 +3,13 @@ package redisstore
 import (
 	"context"
 	"crypto/rand"
-	_ "embed"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"strconv"
 
 	"github.com/leashd/leash/engine"
+	"github.com/leashd/leash/store/redisstore/lua"
 )
 
 // The audit log (spec §15.10): one slot, {P:audit}, with a sorted set of every entry and
@@ -19,20 +19,6 @@ import (
 // append.
 
 var _ engine.AuditStore = (*Store)(nil)
-
-//go:embed lua/audit.lua
-var luaAudit string
-
-// auditScript is the audit log's one script. A Script only caches its SHA, the same for
-// every Store, so the stores share it; Redis loads it on first use (EVAL after NOSCRIPT).
-var auditScript = newScript(luaPrelude + luaAudit)
-
-// auditTag is "{P:audit}".
-func (k keys) auditTag() string { return "{" + k.prefix + ":audit}" }
-
-func (k keys) auditAll() string { return k.auditTag() + ":all" }
-
-func (k keys) auditAccount(id string) string { return k.auditTag() + ":acct:" + id }
 
 // auditJSON is an entry as stored after its id (which carries its instant).
 type auditJSON struct {
@@ -62,7 +48,7 @@ func (s *Store) AppendAudit(ctx context.Context, e engine.AuditEntry) (engine.Au
 	}
 	b := make([]byte, 4)
 	_, _ = rand.Read(b)
-	cmd, err := s.eval(s.opCtx(ctx), auditScript, []string{s.keys.auditAll(), s.keys.auditAccount(e.Account)},
+	cmd, err := s.eval(s.opCtx(ctx), lua.Audit, []string{s.keys.AuditAll(), s.keys.AuditAccount(e.Account)},
 		s.nowArg(), "append", retentionArg(), hex.EncodeToString(b), rec, engine.MaxAuditEntries, engine.MaxAuditPerAccount)
 	if err != nil {
 		return engine.AuditEntry{}, err
@@ -84,17 +70,17 @@ func auditTime(id string) int64 {
 // ListAudit returns up to limit unexpired entries of account ("" every account) with ids
 // before before ("" none), newest first.
 func (s *Store) ListAudit(ctx context.Context, account, before string, limit int) ([]engine.AuditEntry, error) {
-	key := s.keys.auditAll()
+	key := s.keys.AuditAll()
 	if account != "" {
 		if !engine.ValidAccountID(account) {
 			return nil, nil
 		}
-		key = s.keys.auditAccount(account)
+		key = s.keys.AuditAccount(account)
 	}
 	if limit < 1 {
 		return nil, fmt.Errorf("%w: audit page of %d", engine.ErrInvalidArgument, limit)
 	}
-	cmd, err := s.eval(s.opCtx(ctx), auditScript, []string{key}, s.nowArg(), "list", retentionArg(), before, limit)
+	cmd, err := s.eval(s.opCtx(ctx), lua.Audit, []string{key}, s.nowArg(), "list", retentionArg(), before, limit)
 	if err != nil {
 		return nil, err
 	}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/leashd/leash/engine"
+	"github.com/leashd/leash/store/redisstore/lua"
 )
 
 // BenchmarkSpend is the measurement of docs/redis.md ("Connections"):
@@ -115,7 +116,7 @@ func BenchmarkSpendScriptByAlgorithm(b *testing.B) {
 // and reports the harness redis-server's CPU per decision.
 func benchSpendScript(b *testing.B, s *Store, alg engine.Algorithm, width, perTrip int) {
 	ctx := context.Background()
-	if err := s.scripts.spend.Load(ctx, s.client).Err(); err != nil {
+	if err := s.scripts.Spend.Load(ctx, s.client).Err(); err != nil {
 		b.Fatal(err)
 	}
 	redis0 := redisCPU()
@@ -128,10 +129,10 @@ func benchSpendScript(b *testing.B, s *Store, alg engine.Algorithm, width, perTr
 			args := []any{"t", 0}
 			for q := range keys {
 				k++
-				keys[q] = s.keys.counter(engine.Counter{Account: "acme", Namespace: "api", Key: fmt.Sprintf("user:%d", k%10_000), Algorithm: alg, WindowMS: 60_000})
-				args = append(args, algCode(alg), 1_000_000_000, 60_000, 1)
+				keys[q] = s.keys.Counter(engine.Counter{Account: "acme", Namespace: "api", Key: fmt.Sprintf("user:%d", k%10_000), Algorithm: alg, WindowMS: 60_000})
+				args = append(args, lua.AlgCode(alg), 1_000_000_000, 60_000, 1)
 			}
-			s.scripts.spend.EvalSha(ctx, p, keys, args...)
+			s.scripts.Spend.EvalSha(ctx, p, keys, args...)
 			n += width
 		}
 		if _, err := p.Exec(ctx); err != nil {
@@ -203,9 +204,9 @@ func BenchmarkDecisionRoad(b *testing.B) {
 	})
 	b.Run("goredis", func(b *testing.B) {
 		road(b, func(s *Store, sp *engine.Spend) error {
-			keys := []string{s.keys.counter(sp.Counter)}
-			r, err := s.client.EvalSha(ctx, s.scripts.spend.Hash(), keys,
-				"t", s.slack, algCode(sp.Counter.Algorithm), sp.Limit, sp.Counter.WindowMS, sp.Cost).Int64Slice()
+			keys := []string{s.keys.Counter(sp.Counter)}
+			r, err := s.client.EvalSha(ctx, s.scripts.Spend.Hash(), keys,
+				"t", s.slack, lua.AlgCode(sp.Counter.Algorithm), sp.Limit, sp.Counter.WindowMS, sp.Cost).Int64Slice()
 			if err == nil && len(r) != 4 {
 				err = fmt.Errorf("reply %v", r)
 			}

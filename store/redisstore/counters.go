@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/leashd/leash/engine"
+	"github.com/leashd/leash/store/redisstore/lua"
 	"github.com/leashd/leash/engine/hotpath"
 )
 
@@ -16,7 +17,7 @@ func (s *Store) Spend(ctx context.Context, sp engine.Spend) (engine.Decision, er
 	if err := sp.Validate(); err != nil {
 		return engine.Decision{}, fmt.Errorf("redisstore: spend: %w", err)
 	}
-	return s.SpendKey(ctx, s.keys.counter(sp.Counter), sp)
+	return s.SpendKey(ctx, s.keys.Counter(sp.Counter), sp)
 }
 
 // SpendKey is Spend of a valid sp whose counter's key (CounterKey) is already made: the
@@ -29,16 +30,16 @@ func (s *Store) SpendKey(ctx context.Context, key string, sp engine.Spend) (engi
 	var buf [4]int64 // the reply, without a heap allocation
 	keys := []string{key}
 	args := [...]arg{strArg(s.nowArg()), intArg(s.slack), strArg(code), intArg(sp.Limit), intArg(sp.Counter.WindowMS), intArg(sp.Cost)}
-	lua := s.scripts.spend
+	lua := s.scripts.Spend
 	if s.crossSlot {
-		lua = s.scripts.spendX // merged with any Spend for the same master (hotpath.go)
+		lua = s.scripts.SpendX // merged with any Spend for the same master (hotpath.go)
 	}
 	r, err := s.runHot(ctx, lua, buf[:0], keys, args[:]...)
-	if err == nil && lua == s.scripts.spendX && len(r) == 4 && r[0] == -1 {
+	if err == nil && lua == s.scripts.SpendX && len(r) == 4 && r[0] == -1 {
 		// That master does not serve the key (a stale slot map): nothing was spent; send
 		// it again on its own, routed, redirected and retried by its own key.
 		s.undecided.Add(1)
-		r, err = s.runHot(ctx, s.scripts.spend, buf[:0], keys, args[:]...)
+		r, err = s.runHot(ctx, s.scripts.Spend, buf[:0], keys, args[:]...)
 	}
 	if err != nil {
 		return engine.Decision{}, err
@@ -82,10 +83,10 @@ func (s *Store) SpendAll(ctx context.Context, spends []engine.Spend, out []engin
 	args = append(args, strArg(s.nowArg()), intArg(s.slack))
 	for i := range spends {
 		sp := &spends[i]
-		keys[i] = s.keys.counter(sp.Counter)
+		keys[i] = s.keys.Counter(sp.Counter)
 		args = append(args, strArg(spendCode(sp)), intArg(sp.Limit), intArg(sp.Counter.WindowMS), intArg(sp.Cost))
 	}
-	r, err := s.runHot(ctx, s.scripts.spendAll, nil, keys, args...)
+	r, err := s.runHot(ctx, s.scripts.SpendAll, nil, keys, args...)
 	if err != nil {
 		return err
 	}
@@ -102,7 +103,7 @@ func (s *Store) SpendAll(ctx context.Context, spends []engine.Spend, out []engin
 // spendCode is the scripts' algorithm argument of a spend: the algorithm's letter, in
 // upper case for an overdraft spend (spec §4.12).
 func spendCode(sp *engine.Spend) string {
-	code := algCode(sp.Counter.Algorithm)
+	code := lua.AlgCode(sp.Counter.Algorithm)
 	if sp.Overdraft {
 		code = strings.ToUpper(code)
 	}
@@ -117,8 +118,8 @@ func (s *Store) Reset(ctx context.Context, c engine.Counter) (bool, error) {
 	if err := c.Validate(); err != nil {
 		return false, fmt.Errorf("redisstore: reset: %w", err)
 	}
-	code := algCode(c.Algorithm)
-	key := s.keys.counter(c)
+	code := lua.AlgCode(c.Algorithm)
+	key := s.keys.Counter(c)
 	keys := []string{key, key + ":h", key + ":f"} // its grants and fence (reserve.go)
 	n, err := s.resetOnce(ctx, keys, code, c.WindowMS, "fence")
 	if err == nil && n == 2 {
@@ -137,7 +138,7 @@ func (s *Store) Reset(ctx context.Context, c engine.Counter) (bool, error) {
 
 // resetOnce runs lua/reset.lua once, in phase ("fence" or "clear").
 func (s *Store) resetOnce(ctx context.Context, keys []string, code string, windowMS int64, phase string) (int64, error) {
-	cmd, err := s.eval(s.opCtx(ctx), s.scripts.reset, keys, s.nowArg(), s.slack, code, windowMS, phase)
+	cmd, err := s.eval(s.opCtx(ctx), s.scripts.Reset, keys, s.nowArg(), s.slack, code, windowMS, phase)
 	if err != nil {
 		return 0, err
 	}

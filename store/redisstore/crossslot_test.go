@@ -46,7 +46,7 @@ func TestCrossSlotKeyOfAnotherMaster(t *testing.T) {
 	}
 	node := redis.NewClient(&redis.Options{Addr: a.Addr(), MaxRetries: -1})
 	defer node.Close()
-	r, err := s.scripts.spendX.Run(ctx, node, []string{here}, "t", 0,
+	r, err := s.scripts.SpendX.Run(ctx, node, []string{here}, "t", 0,
 		here, "f", 10, 60000, 1, there, "f", 10, 60000, 1, here, "f", 10, 60000, 1).Int64Slice()
 	if err != nil {
 		t.Fatal(err)
@@ -90,28 +90,28 @@ func TestCrossSlotStaleSlotMap(t *testing.T) {
 		}
 		// Counters "stay" and "moves" on one master, then moves's (empty) slot given to another.
 		stay := pipeSpend(fmt.Sprintf("stay%d", round), 0)
-		src, err := c.MasterFor(ctx, s.keys.counter(stay.Counter))
+		src, err := c.MasterFor(ctx, s.keys.Counter(stay.Counter))
 		if err != nil {
 			t.Fatal(err)
 		}
 		var moves engine.Spend
 		for ; ; next++ {
 			moves = pipeSpend(fmt.Sprintf("moves%d", next), 0)
-			if m, err := c.MasterFor(ctx, s.keys.counter(moves.Counter)); err != nil {
+			if m, err := c.MasterFor(ctx, s.keys.Counter(moves.Counter)); err != nil {
 				t.Fatal(err)
-			} else if m == src && keySlot(s.keys.counter(moves.Counter)) != keySlot(s.keys.counter(stay.Counter)) {
+			} else if m == src && keySlot(s.keys.Counter(moves.Counter)) != keySlot(s.keys.Counter(stay.Counter)) {
 				next++
 				break
 			}
 		}
-		if p, err := s.pipeFor(ctx, s.keys.counter(moves.Counter)); err != nil || p.Addr() != src.Addr() {
+		if p, err := s.pipeFor(ctx, s.keys.Counter(moves.Counter)); err != nil || p.Addr() != src.Addr() {
 			t.Fatalf("the slot map names %v (%v), want %s", p, err, src.Addr())
 		}
 		dst := c.Nodes[0]
 		if dst == src {
 			dst = c.Nodes[1]
 		}
-		slot := int64(keySlot(s.keys.counter(moves.Counter)))
+		slot := int64(keySlot(s.keys.Counter(moves.Counter)))
 		for _, n := range c.Nodes {
 			if err := admins[n].Do(ctx, "CLUSTER", "SETSLOT", slot, "NODE", ids[dst]).Err(); err != nil {
 				t.Fatal(err)
@@ -200,7 +200,7 @@ func TestRedirectLoopAnswersNotServed(t *testing.T) {
 	s := openStore(t, Options{ClusterAddrs: c.Addrs()})
 	ctx := context.Background()
 	sp := pipeSpend("loops", 10)
-	key := s.keys.counter(sp.Counter)
+	key := s.keys.Counter(sp.Counter)
 	src, err := c.MasterFor(ctx, key)
 	if err != nil {
 		t.Fatal(err)

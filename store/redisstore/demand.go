@@ -17,8 +17,8 @@ func (s *Store) ReportDemand(ctx context.Context, d engine.DemandReport) ([]engi
 	if err := d.Validate(); err != nil {
 		return nil, err
 	}
-	k := s.keys.demand(d.Bucket)
-	cmd, err := evalWith(s.opCtx(ctx), s, redis.NewSliceCmd, s.scripts.demandReport, []string{k[0], k[1]},
+	k := s.keys.Demand(d.Bucket)
+	cmd, err := evalWith(s.opCtx(ctx), s, redis.NewSliceCmd, s.scripts.DemandReport, []string{k[0], k[1]},
 		[]any{s.nowArg(), d.Stream, d.MilliRPS, d.TTLMS, engine.MaxDemandStreams})
 	if err != nil {
 		return nil, err
@@ -46,7 +46,7 @@ func (s *Store) DropDemand(ctx context.Context, b engine.DemandBucket, stream st
 	if err := engine.ValidateDemandBucket(b, stream); err != nil {
 		return err
 	}
-	k := s.keys.demand(b)
-	_, err := s.run(ctx, s.scripts.demandDrop, []string{k[0], k[1]}, stream)
+	k := s.keys.Demand(b)
+	_, err := s.run(ctx, s.scripts.DemandDrop, []string{k[0], k[1]}, stream)
 	return err
 }

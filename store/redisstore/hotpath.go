@@ -40,10 +40,6 @@ import (
 // mergeHold bounds how long the pipe holds a call to merge it with later ones.
 const mergeHold = 100 * time.Microsecond
 
-// crossSlotFlag is the first line of spend_x.lua: Redis >= 7.0 lets it touch keys of any
-// slot its node serves.
-const crossSlotFlag = "#!lua flags=allow-cross-slot-keys\n"
-
 // crossSlotMerge reports whether s is on a Cluster whose every master runs Redis >= 7.0
 // (INFO server: redis_version), and loads spend_x.lua there. Anything else (a single node,
 // Sentinel, an older or unreadable version) merges Spend per slot.
@@ -66,7 +62,7 @@ func (s *Store) crossSlotMerge(ctx context.Context) bool {
 			mu.Unlock()
 			return nil
 		}
-		return s.scripts.spendX.Load(ctx, node).Err()
+		return s.scripts.SpendX.Load(ctx, node).Err()
 	})
 	if err != nil {
 		s.log.Warn("redis store: reading the masters' version failed; Spend merges per slot", "err", err)
@@ -124,8 +120,8 @@ func (s *Store) runHot(ctx context.Context, lua *script, dst []int64, keys []str
 		return nil, err
 	}
 	var c *respipe.Call
-	if lua.merge != nil && len(keys) == 1 {
-		c = p.NewMerged(lua.merge, s.mergeGroup(lua.merge, keys[0]), keys[0])
+	if lua.Merge != nil && len(keys) == 1 {
+		c = p.NewMerged(lua.Merge, s.mergeGroup(lua.Merge, keys[0]), keys[0])
 	} else {
 		c = p.NewEvalSha(lua.Hash(), keys, len(args))
 	}
@@ -188,7 +184,7 @@ func (s *Store) resendTo(ctx context.Context, lua *script, key string, from *res
 		if !ok {
 			return nil, reply
 		}
-		if lua.merge != nil && lua.merge.ArgKeys && !redirectsSlotOf(string(reply), key) {
+		if lua.Merge != nil && lua.Merge.ArgKeys && !redirectsSlotOf(string(reply), key) {
 			// The redirect is for the key that routed the merged call (spend_x.lua), not
 			// c's: c's own key goes where the slot map says.
 			if code == "MOVED" {

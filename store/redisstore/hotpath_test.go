@@ -84,7 +84,7 @@ func TestPipeScriptsFlushed(t *testing.T) {
 	if ev := stats["evalsha"]; ev.calls != 14+9 || ev.failed != 9 {
 		t.Fatalf("EVALSHA: %d calls, %d failed; want 14 that ran and 9 answered NOSCRIPT", ev.calls, ev.failed)
 	}
-	if sl, atOpen := stats["script|load"], int64(len(s.scripts.all())); sl.calls != atOpen+9 {
+	if sl, atOpen := stats["script|load"], int64(len(s.scripts.All())); sl.calls != atOpen+9 {
 		t.Fatalf("SCRIPT LOAD ran %d times, want %d at Open and once per flush (9)", sl.calls, atOpen)
 	}
 	if n := len(pipeConnsOn(t, srv)); n != 1 {
@@ -158,7 +158,7 @@ func TestPipeConnectsLikeGoRedis(t *testing.T) {
 	if st := s.PoolStats(); st.Conns < 2 {
 		t.Fatalf("PoolStats counts %d connections; the pipe's (or go-redis's) is missing", st.Conns)
 	}
-	key := s.keys.counter(pipeSpend("k", 10).Counter)
+	key := s.keys.Counter(pipeSpend("k", 10).Counter)
 	db3 := redis.NewClient(&redis.Options{Addr: srv.Addr(), Password: "adm1n", DB: 3})
 	defer db3.Close()
 	if n, err := db3.Exists(ctx, key).Result(); err != nil || n != 1 {
@@ -217,7 +217,7 @@ func TestClusterDecisionsFollowSlotMigration(t *testing.T) {
 	s := openStore(t, Options{ClusterAddrs: c.Addrs()})
 	ctx := context.Background()
 	sp := pipeSpend("k", 100)
-	key := s.keys.counter(sp.Counter)
+	key := s.keys.Counter(sp.Counter)
 	admins := make(map[*redistest.Server]*redis.Client)
 	ids := make(map[*redistest.Server]string)
 	for _, n := range c.Nodes {

@@ -24,7 +24,7 @@ func TestCounterTTLFollowsWindow(t *testing.T) {
 			s := singleStore(t, clock)
 			ctx := context.Background()
 			sp := engine.Spend{Counter: engine.Counter{Account: "a", Namespace: "ns", Key: "k", Algorithm: alg, WindowMS: W}, Limit: 100, Cost: 1}
-			key := s.keys.counter(sp.Counter)
+			key := s.keys.Counter(sp.Counter)
 			// The expiry each write should give, in ms from now: the state's end (the
 			// window's, or the next one's for sliding_window) plus the test clock's slack.
 			life := func() int64 {
@@ -72,7 +72,7 @@ func TestBucketTTLWithinSlack(t *testing.T) {
 	s := openStore(t, Options{URL: singleURL(t), Prefix: uniquePrefix()})
 	ctx := context.Background()
 	sp := engine.Spend{Counter: engine.Counter{Account: "a", Namespace: "ns", Key: "k", Algorithm: engine.TokenBucket, WindowMS: 3_600_000}, Limit: 1_000_000, Cost: 10}
-	key := s.keys.counter(sp.Counter)
+	key := s.keys.Counter(sp.Counter)
 	kept := 0
 	var lastTTL time.Duration
 	for i := range 300 {

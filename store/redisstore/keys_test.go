@@ -10,6 +10,7 @@ import (
 	"github.com/leashd/leash/testkit"
 
 	"github.com/leashd/leash/engine"
+	"github.com/leashd/leash/store/redisstore/lua"
 	"github.com/leashd/leash/testkit/redistest"
 )
 
@@ -28,22 +29,22 @@ func hashTag(key string) string {
 }
 
 func TestKeyLayout(t *testing.T) {
-	k := newKeys("leash")
+	k := lua.NewKeys("leash")
 	c := engine.Counter{Account: "acme", Namespace: "api", Key: "user:42", Algorithm: engine.SlidingWindow, WindowMS: 60000}
-	if got, want := k.counter(c), "{leash:k:acme:api:user:42}:s:60000"; got != want {
+	if got, want := k.Counter(c), "{leash:k:acme:api:user:42}:s:60000"; got != want {
 		t.Fatalf("counter key %q, want %q", got, want)
 	}
-	ls := k.leases(engine.LeaseSet{Account: "acme", Namespace: "api", Key: "user:42"})
+	ls := k.Leases(engine.LeaseSet{Account: "acme", Namespace: "api", Key: "user:42"})
 	if ls[0] != "{leash:k:acme:api:user:42}:lz" || ls[1] != "{leash:k:acme:api:user:42}:lt" {
 		t.Fatalf("lease keys %q", ls)
 	}
-	if got := k.usageDay("acme", 20000); got != "{leash:u:acme}:d:20000" {
+	if got := k.UsageDay("acme", 20000); got != "{leash:u:acme}:d:20000" {
 		t.Fatalf("usage day key %q", got)
 	}
-	if got := k.usageSeen("acme", "0123abcd-17"); got != "{leash:u:acme}:seen:0123abcd" {
+	if got := k.UsageSeen("acme", "0123abcd-17"); got != "{leash:u:acme}:seen:0123abcd" {
 		t.Fatalf("usage seen key %q", got)
 	}
-	if got := k.rules("acme", "api"); got != "{leash:r}:acme:api" {
+	if got := k.Rules("acme", "api"); got != "{leash:r}:acme:api" {
 		t.Fatalf("rules key %q", got)
 	}
 
@@ -54,16 +55,16 @@ func TestKeyLayout(t *testing.T) {
 		for _, ns := range []string{"ns", "ns.b"} {
 			for _, alg := range []engine.Algorithm{engine.FixedWindow, engine.SlidingWindow, engine.TokenBucket} {
 				c := engine.Counter{Account: "acme", Namespace: ns, Key: key, Algorithm: alg, WindowMS: 1000}
-				name := k.counter(c)
+				name := k.Counter(c)
 				if prev, dup := seen[name]; dup {
 					t.Fatalf("%+v and %+v share key %q", prev, c, name)
 				}
 				seen[name] = c
 				tag := hashTag(name)
-				if want := k.tag(c.Account, c.Namespace, c.Key); "{"+tag+"}" != want {
+				if want := k.Tag(c.Account, c.Namespace, c.Key); "{"+tag+"}" != want {
 					t.Fatalf("key %q hashes on %q, want its tag %q", name, tag, want)
 				}
-				lz := k.leases(engine.LeaseSet{Account: "acme", Namespace: ns, Key: key})
+				lz := k.Leases(engine.LeaseSet{Account: "acme", Namespace: ns, Key: key})
 				if hashTag(lz[0]) != tag || hashTag(lz[1]) != tag {
 					t.Fatalf("lease keys %q do not share the counter's tag %q", lz, tag)
 				}
@@ -111,7 +112,7 @@ func TestTTLs(t *testing.T) {
 
 	rc := s.client
 	var keys []string
-	iter := rc.Scan(ctx, 0, "*"+s.keys.prefix+":*", 100).Iterator()
+	iter := rc.Scan(ctx, 0, "*"+s.keys.Prefix()+":*", 100).Iterator()
 	for iter.Next(ctx) {
 		keys = append(keys, iter.Val())
 	}
@@ -128,20 +129,20 @@ func TestTTLs(t *testing.T) {
 		persist  bool
 	}
 	counter := func(alg engine.Algorithm) string {
-		return s.keys.counter(engine.Counter{Account: acct, Namespace: "ns", Key: "k", Algorithm: alg, WindowMS: w})
+		return s.keys.Counter(engine.Counter{Account: acct, Namespace: "ns", Key: "k", Algorithm: alg, WindowMS: w})
 	}
 	want := map[string]span{ // the TTL each key must have (each includes 1 s of slack)
 		counter(engine.FixedWindow):            {nextWindow, nextWindow + 1100*time.Millisecond, false},
 		counter(engine.SlidingWindow):          {nextWindow + time.Hour, nextWindow + time.Hour + 1100*time.Millisecond, false},
 		counter(engine.TokenBucket):            {1080 * time.Second, 1081100 * time.Millisecond, false}, // 3 of 10 per hour: 18 min of debt
-		s.keys.leases(set)[0]:                  {89 * time.Second, 92 * time.Second, false},
-		s.keys.leases(set)[1]:                  {89 * time.Second, 92 * time.Second, false},
-		s.keys.usageDay(acct, today):           {35*day + nextDay - time.Minute, 35*day + nextDay + time.Minute, false},
-		s.keys.usageMonth(acct, today.Month()): {monthKept - time.Minute, monthKept + time.Minute, false},
-		s.keys.usageSeen(acct, "inst-1"):       {2 * day, 4 * day, false},
-		s.keys.rules(acct, "ns"):               {persist: true},
-		s.keys.rulesVersion():                  {persist: true},
-		s.keys.ruleIndex(acct):                 {persist: true}, // as the rules it lists
+		s.keys.Leases(set)[0]:                  {89 * time.Second, 92 * time.Second, false},
+		s.keys.Leases(set)[1]:                  {89 * time.Second, 92 * time.Second, false},
+		s.keys.UsageDay(acct, today):           {35*day + nextDay - time.Minute, 35*day + nextDay + time.Minute, false},
+		s.keys.UsageMonth(acct, today.Month()): {monthKept - time.Minute, monthKept + time.Minute, false},
+		s.keys.UsageSeen(acct, "inst-1"):       {2 * day, 4 * day, false},
+		s.keys.Rules(acct, "ns"):               {persist: true},
+		s.keys.RulesVersion():                  {persist: true},
+		s.keys.RuleIndex(acct):                 {persist: true}, // as the rules it lists
 	}
 	if len(keys) != len(want) {
 		t.Fatalf("keys written: %q, want %d keys", keys, len(want))
@@ -250,7 +251,7 @@ func TestMemoryPerCounter(t *testing.T) {
 			if _, err := s.Spend(ctx, engine.Spend{Counter: c, Limit: 1000, Cost: 7}); err != nil {
 				t.Fatal(err)
 			}
-			sum += usage(s.keys.counter(c))
+			sum += usage(s.keys.Counter(c))
 		}
 		report = append(report, fmt.Sprintf("%s: %d bytes", alg, sum/n))
 		if sum/n > 200 {
@@ -265,8 +266,8 @@ func TestMemoryPerCounter(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		k := s.keys.leases(set)
+		k := s.keys.Leases(set)
 		report = append(report, fmt.Sprintf("lease set of %d: %d bytes", held, usage(k[0])+usage(k[1])))
 	}
-	t.Logf("MEMORY USAGE (key name %q): %s", s.keys.counter(engine.Counter{Account: "acme", Namespace: "api", Key: "user:100000", Algorithm: engine.FixedWindow, WindowMS: 60_000}), strings.Join(report, "; "))
+	t.Logf("MEMORY USAGE (key name %q): %s", s.keys.Counter(engine.Counter{Account: "acme", Namespace: "api", Key: "user:100000", Algorithm: engine.FixedWindow, WindowMS: 60_000}), strings.Join(report, "; "))
 }

@@ -21,7 +21,7 @@ func (s *Store) Acquire(ctx context.Context, set engine.LeaseSet, token string, 
 	if limit < 1 || ttlMS < 1 {
 		return engine.LeaseDecision{}, errInvalidLease
 	}
-	k := s.keys.leases(set)
+	k := s.keys.Leases(set)
 	keys := []string{k[0], k[1]}
 	var buf [4]int64 // the reply, without a heap allocation
 	var r []int64
@@ -29,7 +29,7 @@ func (s *Store) Acquire(ctx context.Context, set engine.LeaseSet, token string, 
 	if s.waitReplicas > 0 {
 		r, err = s.acquireWait(ctx, keys, []any{s.nowArg(), s.slack, token, limit, ttlMS})
 	} else {
-		r, err = s.runHot(ctx, s.scripts.acquire, buf[:0], keys, strArg(s.nowArg()), intArg(s.slack), strArg(token), intArg(limit), intArg(ttlMS))
+		r, err = s.runHot(ctx, s.scripts.Acquire, buf[:0], keys, strArg(s.nowArg()), intArg(s.slack), strArg(token), intArg(limit), intArg(ttlMS))
 	}
 	if err != nil {
 		return engine.LeaseDecision{}, err
@@ -62,12 +62,12 @@ func (s *Store) acquireWait(ctx context.Context, keys []string, args []any) ([]i
 	waitTO := s.opTimeout / 2
 	for try := 0; ; try++ {
 		pipe := target.Pipeline()
-		ev := pipe.EvalSha(ctx, s.scripts.acquire.Hash(), keys, args...)
+		ev := pipe.EvalSha(ctx, s.scripts.Acquire.Hash(), keys, args...)
 		w := pipe.Do(ctx, "WAIT", s.waitReplicas, waitTO.Milliseconds())
 		_, _ = pipe.Exec(ctx)
 		if err := ev.Err(); err != nil {
 			if try == 0 && isNoScript(err) {
-				if err := s.scripts.acquire.Load(ctx, target).Err(); err != nil {
+				if err := s.scripts.Acquire.Load(ctx, target).Err(); err != nil {
 					return nil, err
 				}
 				continue
@@ -82,7 +82,7 @@ func (s *Store) acquireWait(ctx context.Context, keys []string, args []any) ([]i
 			if acks, err := w.Int64(); err != nil || acks < int64(s.waitReplicas) {
 				token := args[2].(string)
 				rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), s.opTimeout)
-				_, _ = s.scripts.release.Run(rctx, target, keys, s.nowArg(), s.slack, token).Result()
+				_, _ = s.scripts.Release.Run(rctx, target, keys, s.nowArg(), s.slack, token).Result()
 				rcancel()
 				if err != nil {
 					return nil, fmt.Errorf("%w: %v", errNotReplicated, err)
@@ -98,9 +98,9 @@ func (s *Store) acquireWait(ctx context.Context, keys []string, args []any) ([]i
 
 // Release frees a lease with one EVALSHA of lua/release.lua.
 func (s *Store) Release(ctx context.Context, set engine.LeaseSet, token string) (engine.ReleaseResult, error) {
-	k := s.keys.leases(set)
+	k := s.keys.Leases(set)
 	var buf [2]int64
-	r, err := s.runHot(ctx, s.scripts.release, buf[:0], []string{k[0], k[1]}, strArg(s.nowArg()), intArg(s.slack), strArg(token))
+	r, err := s.runHot(ctx, s.scripts.Release, buf[:0], []string{k[0], k[1]}, strArg(s.nowArg()), intArg(s.slack), strArg(token))
 	if err != nil {
 		return engine.ReleaseResult{}, err
 	}
@@ -115,9 +115,9 @@ func (s *Store) Renew(ctx context.Context, set engine.LeaseSet, token string, tt
 	if ttlMS < 0 {
 		return engine.RenewResult{}, errInvalidLease
 	}
-	k := s.keys.leases(set)
+	k := s.keys.Leases(set)
 	var buf [3]int64
-	r, err := s.runHot(ctx, s.scripts.renew, buf[:0], []string{k[0], k[1]}, strArg(s.nowArg()), intArg(s.slack), strArg(token), intArg(ttlMS))
+	r, err := s.runHot(ctx, s.scripts.Renew, buf[:0], []string{k[0], k[1]}, strArg(s.nowArg()), intArg(s.slack), strArg(token), intArg(ttlMS))
 	if err != nil {
 		return engine.RenewResult{}, err
 	}

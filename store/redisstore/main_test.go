@@ -118,7 +118,7 @@ func openStore(t testing.TB, o Options) *Store {
 			// Leave a Redis we did not start as we found it.
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			defer cancel()
-			iter := s.client.Scan(ctx, 0, "{"+s.keys.prefix+":*", 1000).Iterator()
+			iter := s.client.Scan(ctx, 0, "{"+s.keys.Prefix()+":*", 1000).Iterator()
 			for iter.Next(ctx) {
 				s.client.Del(ctx, iter.Val())
 			}

@@ -26,6 +26,7 @@ import (
 	"github.com/redis/go-redis/v9/maintnotifications"
 
 	"github.com/leashd/leash/engine"
+	"github.com/leashd/leash/store/redisstore/lua"
 	"github.com/leashd/leash/store/redisstore/respipe"
 )
 
@@ -34,8 +35,8 @@ type Store struct {
 	log          *slog.Logger
 	client       redis.UniversalClient
 	cluster      *redis.ClusterClient // set in cluster mode
-	keys         keys
-	scripts      *scriptSet
+	keys         lua.Keys
+	scripts      *lua.Set
 	clock        engine.Clock // tests only; nil means Redis TIME
 	slack        int64        // extra ms on every TTL (see Options.Clock)
 	opTimeout    time.Duration
@@ -152,8 +153,8 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 	}
 	s := &Store{
 		log:          opts.Logger,
-		keys:         newKeys(opts.Prefix),
-		scripts:      newScriptSet(),
+		keys:         lua.NewKeys(opts.Prefix),
+		scripts:      lua.NewSet(),
 		clock:        opts.Clock,
 		slack:        prodSlack,
 		opTimeout:    opts.ReadTimeout,
@@ -357,7 +358,7 @@ func (s *Store) checkEviction(ctx context.Context) {
 func (s *Store) loadScripts(ctx context.Context) {
 	lctx, cancel := context.WithTimeout(ctx, 2*s.opTimeout)
 	defer cancel()
-	for _, lua := range s.scripts.all() {
+	for _, lua := range s.scripts.All() {
 		if err := lua.Load(lctx, s.client).Err(); err != nil {
 			s.log.Debug("redis store: loading a script failed; it will load on first use", "err", err)
 			return

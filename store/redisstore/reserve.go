@@ -58,7 +58,7 @@ func (c *redisClock) deadline(ctx context.Context) int64 {
 }
 
 // CounterKey is c's key (keys.go).
-func (s *Store) CounterKey(c engine.Counter) string { return s.keys.counter(c) }
+func (s *Store) CounterKey(c engine.Counter) string { return s.keys.Counter(c) }
 
 // Reserve runs one request of lua/reserve.lua: settle, decide sp, grant.
 func (s *Store) Reserve(ctx context.Context, key string, sp *engine.Spend, c hotpath.Call) (hotpath.Reply, error) {
@@ -67,7 +67,7 @@ func (s *Store) Reserve(ctx context.Context, key string, sp *engine.Spend, c hot
 	args := [...]arg{strArg(s.nowArg()), intArg(s.slack), intArg(c.From), intArg(c.Share), intArg(c.Part), strArg(c.Holder),
 		strArg(spendCode(sp)), intArg(sp.Limit), intArg(sp.Counter.WindowMS), intArg(sp.Cost),
 		intArg(c.Seq), intArg(c.Ack), intArg(c.Used), intArg(c.Want), intArg(s.redisTime.deadline(ctx))}
-	res, err := s.runHot(ctx, s.scripts.reserve, buf[:0], []string{key}, args[:]...)
+	res, err := s.runHot(ctx, s.scripts.Reserve, buf[:0], []string{key}, args[:]...)
 	if err != nil {
 		return hotpath.Reply{}, err
 	}
@@ -89,7 +89,7 @@ func (s *Store) Reserve(ctx context.Context, key string, sp *engine.Spend, c hot
 // from a slice of it taken before the fence (each one's beat reads the log; one that could
 // not read it has gone past hotpath.Valid).
 func (s *Store) Fence(ctx context.Context, key string) error {
-	if _, err := s.eval(s.opCtx(ctx), s.scripts.fenceAdd, []string{s.keys.fenceLog(), s.keys.fenceSeq()}, key); err != nil {
+	if _, err := s.eval(s.opCtx(ctx), s.scripts.FenceAdd, []string{s.keys.FenceLog(), s.keys.FenceSeq()}, key); err != nil {
 		return err
 	}
 	t := time.NewTimer(fenceWait)
@@ -104,7 +104,7 @@ func (s *Store) Fence(ctx context.Context, key string) error {
 
 // ReadFences reads the fence log after seq after (lua/fence_poll.lua), and Redis's clock.
 func (s *Store) ReadFences(ctx context.Context, after int64) (hotpath.Fences, error) {
-	res, err := s.eval(ctx, s.scripts.fencePoll, []string{s.keys.fenceLog(), s.keys.fenceSeq()}, after)
+	res, err := s.eval(ctx, s.scripts.FencePoll, []string{s.keys.FenceLog(), s.keys.FenceSeq()}, after)
 	if err != nil {
 		return hotpath.Fences{}, err
 	}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/leashd/leash/engine"
+	"github.com/leashd/leash/store/redisstore/lua"
 	"github.com/leashd/leash/engine/hotpath"
 	"github.com/leashd/leash/testkit"
 	"github.com/leashd/leash/testkit/redistest"
@@ -156,7 +157,7 @@ func TestReservationFrozenRedis(t *testing.T) {
 				o.ClusterAddrs = cl.Addrs()
 				s0 = Options{ClusterAddrs: cl.Addrs(), Prefix: o.Prefix}
 				var err error
-				if srv, err = cl.MasterFor(context.Background(), (keys{prefix: o.Prefix}).counter(c)); err != nil {
+				if srv, err = cl.MasterFor(context.Background(), lua.NewKeys(o.Prefix).Counter(c)); err != nil {
 					t.Fatal(err)
 				}
 			}

@@ -419,7 +419,7 @@ func TestResetLeavesNoKeyWithoutSlices(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if n, err := s.client.HLen(ctx, s.keys.counter(hot)+":h").Result(); err != nil || n != 1 {
+	if n, err := s.client.HLen(ctx, s.keys.Counter(hot)+":h").Result(); err != nil || n != 1 {
 		t.Fatalf("the hot counter's grants: %d (%v), want this instance's", n, err)
 	}
 	if existed, err := s.Reset(ctx, hot); err != nil || !existed {
@@ -454,7 +454,7 @@ func TestReservationSlidingWindowEndGivesBackLater(t *testing.T) {
 	// ended reads the count of the first window (1000) as Redis holds it: the current
 	// count while no request has come in the next, the previous count after one has.
 	ended := func(c engine.Counter) string {
-		v, err := s.client.Get(ctx, s.keys.counter(c)).Result()
+		v, err := s.client.Get(ctx, s.keys.Counter(c)).Result()
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -89,7 +89,7 @@ func (c *ruleCache) poll(ctx context.Context) {
 	for {
 		start := time.Now()
 		pctx, cancel := context.WithTimeout(ctx, c.s.opTimeout)
-		v, err := c.s.client.Get(pctx, c.s.keys.rulesVersion()).Int64()
+		v, err := c.s.client.Get(pctx, c.s.keys.RulesVersion()).Int64()
 		cancel()
 		if errors.Is(err, redis.Nil) {
 			v, err = 0, nil
@@ -256,7 +256,7 @@ func (s *Store) Rules(ctx context.Context, account, namespace string) (engine.Ru
 		return r, nil
 	}
 	ctx = s.opCtx(ctx)
-	cmd, err := s.eval(ctx, s.scripts.rulesGet, []string{s.keys.rules(account, namespace), s.keys.rulesVersion()})
+	cmd, err := s.eval(ctx, s.scripts.RulesGet, []string{s.keys.Rules(account, namespace), s.keys.RulesVersion()})
 	if err != nil {
 		return engine.Rules{}, err
 	}
@@ -289,7 +289,7 @@ func (s *Store) PutRule(ctx context.Context, account, namespace string, r engine
 	if err != nil {
 		return false, err
 	}
-	res, err := s.run(ctx, s.scripts.rulesPut, []string{s.keys.rules(account, namespace), s.keys.rulesVersion(), s.keys.ruleIndex(account)},
+	res, err := s.run(ctx, s.scripts.RulesPut, []string{s.keys.Rules(account, namespace), s.keys.RulesVersion(), s.keys.RuleIndex(account)},
 		r.Algorithm.Kind().String(), string(b), namespace)
 	if err != nil {
 		return false, err
@@ -304,7 +304,7 @@ func (s *Store) PutRule(ctx context.Context, account, namespace string, r engine
 
 // DeleteRule removes the rule of one kind and bumps the rules version when one existed.
 func (s *Store) DeleteRule(ctx context.Context, account, namespace string, kind engine.RuleKind) (bool, error) {
-	res, err := s.run(ctx, s.scripts.rulesDel, []string{s.keys.rules(account, namespace), s.keys.rulesVersion(), s.keys.ruleIndex(account)},
+	res, err := s.run(ctx, s.scripts.RulesDel, []string{s.keys.Rules(account, namespace), s.keys.RulesVersion(), s.keys.RuleIndex(account)},
 		kind.String(), namespace)
 	if err != nil {
 		return false, err

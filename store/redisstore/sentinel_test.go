@@ -282,7 +282,7 @@ func TestSentinelPipeRedialsOnReadOnly(t *testing.T) {
 		t.Fatal(err)
 	}
 	master.Store(b.Addr())
-	if err := adminB.ScriptLoad(ctx, s.scripts.spend.src).Err(); err != nil {
+	if err := adminB.ScriptLoad(ctx, s.scripts.Spend.Src).Err(); err != nil {
 		t.Fatal(err)
 	}
 	if d, err := s.Spend(ctx, sp); err != nil || d.Remaining != 999_998 {

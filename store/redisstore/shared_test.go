@@ -99,7 +99,7 @@ func TestTwoInstancesLeaseInvariant(t *testing.T) {
 		}()
 	}
 	// Sample Redis's own count of unexpired leases.
-	k := sa.keys.leases(engine.LeaseSet{Account: acct.ID, Namespace: req.Namespace, Key: req.Key})
+	k := sa.keys.Leases(engine.LeaseSet{Account: acct.ID, Namespace: req.Namespace, Key: req.Key})
 	sampler := redis.NewClient(&redis.Options{Addr: sa.client.(*redis.Client).Options().Addr})
 	defer sampler.Close()
 	var samples atomic.Int64

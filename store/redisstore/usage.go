@@ -43,7 +43,7 @@ func (s *Store) AddUsage(ctx context.Context, b engine.UsageBatch) error {
 	calls := make([]call, 0, len(byAccount))
 	now := s.nowArg()
 	for account, uks := range byAccount {
-		keys := []string{s.keys.usageSeen(account, b.ID)}
+		keys := []string{s.keys.UsageSeen(account, b.ID)}
 		index := make(map[string]int)
 		var expiries []any
 		idx := func(key string, expires int64) int {
@@ -61,8 +61,8 @@ func (s *Store) AddUsage(ctx context.Context, b engine.UsageBatch) error {
 		for _, k := range uks {
 			c := b.Counts[k]
 			m := k.Day.Month()
-			di := idx(s.keys.usageDay(account, k.Day), (int64(k.Day)+1)*msPerDay+dayRetainMS)
-			mi := idx(s.keys.usageMonth(account, m), m.End().UnixMilli()+monthRetainMS)
+			di := idx(s.keys.UsageDay(account, k.Day), (int64(k.Day)+1)*msPerDay+dayRetainMS)
+			mi := idx(s.keys.UsageMonth(account, m), m.End().UnixMilli()+monthRetainMS)
 			args = append(args, di, mi, k.Namespace, c.Total, c.Blocked)
 		}
 		args = append(args, expiries...)
@@ -74,7 +74,7 @@ func (s *Store) AddUsage(ctx context.Context, b engine.UsageBatch) error {
 		pipe := s.client.Pipeline()
 		cmds := make([]*redis.Cmd, len(calls))
 		for i, c := range calls {
-			cmds[i] = pipe.EvalSha(ctx, s.scripts.usageAdd.Hash(), c.keys, c.args...)
+			cmds[i] = pipe.EvalSha(ctx, s.scripts.UsageAdd.Hash(), c.keys, c.args...)
 		}
 		_, _ = pipe.Exec(ctx)
 		var firstErr error
@@ -99,7 +99,7 @@ func (s *Store) AddUsage(ctx context.Context, b engine.UsageBatch) error {
 		}
 		// Load it (on every master) and send the batch again: accounts already applied
 		// skip it by its id.
-		if err := s.scripts.usageAdd.Load(ctx, s.client).Err(); err != nil {
+		if err := s.scripts.UsageAdd.Load(ctx, s.client).Err(); err != nil {
 			return err
 		}
 	}
@@ -119,9 +119,9 @@ func (s *Store) ReadUsage(ctx context.Context, q engine.UsageQuery) (engine.Usag
 	days := make([]*redis.SliceCmd, n)
 	ft, fb := "t:"+q.Namespace, "b:"+q.Namespace
 	for i := range n {
-		days[i] = pipe.HMGet(ctx, s.keys.usageDay(q.Account, q.FirstDay+engine.Day(i)), ft, fb)
+		days[i] = pipe.HMGet(ctx, s.keys.UsageDay(q.Account, q.FirstDay+engine.Day(i)), ft, fb)
 	}
-	month := pipe.Get(ctx, s.keys.usageMonth(q.Account, q.Month))
+	month := pipe.Get(ctx, s.keys.UsageMonth(q.Account, q.Month))
 	_, _ = pipe.Exec(ctx)
 	rep := engine.UsageReport{Days: make([]engine.UsageCount, n)}
 	for i, d := range days {
@@ -160,7 +160,7 @@ func (s *Store) MonthTotals(ctx context.Context, month engine.Month, accounts []
 	pipe := s.client.Pipeline()
 	cmds := make([]*redis.StringCmd, len(accounts))
 	for i, a := range accounts {
-		cmds[i] = pipe.Get(ctx, s.keys.usageMonth(a, month))
+		cmds[i] = pipe.Get(ctx, s.keys.UsageMonth(a, month))
 	}
 	_, _ = pipe.Exec(ctx)
 	for i, c := range cmds {

@@ -21,8 +21,8 @@ import (
 
 // RuleNamespaces returns the account's namespaces that have a rule, with how many each has.
 func (s *Store) RuleNamespaces(ctx context.Context, account string) ([]engine.NamespaceRules, error) {
-	prefix := s.keys.rules(account, "")
-	cmd, err := s.eval(s.opCtx(ctx), s.scripts.rulesNamespaces, []string{s.keys.ruleIndex(account)}, prefix)
+	prefix := s.keys.Rules(account, "")
+	cmd, err := s.eval(s.opCtx(ctx), s.scripts.RulesNamespaces, []string{s.keys.RuleIndex(account)}, prefix)
 	if err != nil {
 		return nil, err
 	}
@@ -54,9 +54,9 @@ func (s *Store) ReadAccountUsage(ctx context.Context, q engine.AccountUsageQuery
 	pipe := s.client.Pipeline()
 	days := make([]*redis.MapStringStringCmd, n)
 	for i := range n {
-		days[i] = pipe.HGetAll(ctx, s.keys.usageDay(q.Account, q.FirstDay+engine.Day(i)))
+		days[i] = pipe.HGetAll(ctx, s.keys.UsageDay(q.Account, q.FirstDay+engine.Day(i)))
 	}
-	month := pipe.Get(ctx, s.keys.usageMonth(q.Account, q.Month))
+	month := pipe.Get(ctx, s.keys.UsageMonth(q.Account, q.Month))
 	_, _ = pipe.Exec(ctx)
 	var rep engine.AccountUsageReport
 	for i, d := range days {
@@ -102,7 +102,7 @@ func (s *Store) ReadAccountUsage(ctx context.Context, q engine.AccountUsageQuery
 
 // HeldLeases returns the unexpired leases of set, read with the store's clock.
 func (s *Store) HeldLeases(ctx context.Context, set engine.LeaseSet) (engine.HeldLeases, error) {
-	cmd, err := s.eval(s.opCtx(ctx), s.scripts.leasesHeld, []string{s.keys.leases(set)[0]}, s.nowArg())
+	cmd, err := s.eval(s.opCtx(ctx), s.scripts.LeasesHeld, []string{s.keys.Leases(set)[0]}, s.nowArg())
 	if err != nil {
 		return engine.HeldLeases{}, err
 	}

@@ -70,7 +70,7 @@ func (s *Store) Webhook(ctx context.Context, account string) (engine.Webhook, bo
 		return engine.Webhook{}, false, fmt.Errorf("redisstore: webhook: %w: empty account", engine.ErrInvalidArgument)
 	}
 	ctx = s.opCtx(ctx)
-	v, err := s.client.Get(ctx, s.keys.webhook(account)).Bytes()
+	v, err := s.client.Get(ctx, s.keys.Webhook(account)).Bytes()
 	if errors.Is(err, redis.Nil) {
 		return engine.Webhook{}, false, nil
 	}
@@ -98,7 +98,7 @@ func (s *Store) PutWebhook(ctx context.Context, account string, w engine.Webhook
 		return err
 	}
 	ctx = s.opCtx(ctx)
-	return s.client.Set(ctx, s.keys.webhook(account), b, 0).Err()
+	return s.client.Set(ctx, s.keys.Webhook(account), b, 0).Err()
 }
 
 // DeleteWebhook removes the account's webhook (one DEL); deleted reports whether one was
@@ -111,7 +111,7 @@ func (s *Store) DeleteWebhook(ctx context.Context, account string) (bool, error)
 		return false, fmt.Errorf("redisstore: delete webhook: %w: empty account", engine.ErrInvalidArgument)
 	}
 	ctx = s.opCtx(ctx)
-	n, err := s.client.Del(ctx, s.keys.webhook(account)).Result()
+	n, err := s.client.Del(ctx, s.keys.Webhook(account)).Result()
 	if err != nil {
 		return false, err
 	}
@@ -128,12 +128,12 @@ func (s *Store) Enqueue(ctx context.Context, ev engine.OutboxEvent, onceKey stri
 	if err != nil {
 		return false, fmt.Errorf("redisstore: enqueue: %w", err)
 	}
-	keys := []string{s.keys.outboxDue(), s.keys.outboxEvents()}
+	keys := []string{s.keys.OutboxDue(), s.keys.OutboxEvents()}
 	if onceKey != "" {
-		keys = append(keys, s.keys.outboxOnce(onceKey))
+		keys = append(keys, s.keys.OutboxOnce(onceKey))
 	}
 	ctx = s.opCtx(ctx)
-	cmd, err := s.eval(ctx, s.scripts.outboxEnqueue, keys, s.nowArg(), s.slack, ev.ID, rec, engine.OnceKeyTTL.Milliseconds())
+	cmd, err := s.eval(ctx, s.scripts.OutboxEnqueue, keys, s.nowArg(), s.slack, ev.ID, rec, engine.OnceKeyTTL.Milliseconds())
 	if err != nil {
 		return false, err
 	}
@@ -154,7 +154,7 @@ func (s *Store) Claim(ctx context.Context, max int, visibilityMS int64) ([]engin
 		return nil, fmt.Errorf("redisstore: claim: %w", err)
 	}
 	ctx = s.opCtx(ctx)
-	cmd, err := s.eval(ctx, s.scripts.outboxClaim, []string{s.keys.outboxDue(), s.keys.outboxEvents()},
+	cmd, err := s.eval(ctx, s.scripts.OutboxClaim, []string{s.keys.OutboxDue(), s.keys.OutboxEvents()},
 		s.nowArg(), s.slack, max, visibilityMS)
 	if err != nil {
 		return nil, err
@@ -188,7 +188,7 @@ func (s *Store) Ack(ctx context.Context, id string) error {
 		return fmt.Errorf("redisstore: ack: %w: empty event id", engine.ErrInvalidArgument)
 	}
 	ctx = s.opCtx(ctx)
-	_, err := s.eval(ctx, s.scripts.outboxAck, []string{s.keys.outboxDue(), s.keys.outboxEvents()}, id)
+	_, err := s.eval(ctx, s.scripts.OutboxAck, []string{s.keys.OutboxDue(), s.keys.OutboxEvents()}, id)
 	return err
 }
 
@@ -202,7 +202,7 @@ func (s *Store) Retry(ctx context.Context, id string, delayMS int64) error {
 		return fmt.Errorf("redisstore: retry: %w", err)
 	}
 	ctx = s.opCtx(ctx)
-	_, err := s.eval(ctx, s.scripts.outboxRetry, []string{s.keys.outboxDue(), s.keys.outboxEvents()},
+	_, err := s.eval(ctx, s.scripts.OutboxRetry, []string{s.keys.OutboxDue(), s.keys.OutboxEvents()},
 		s.nowArg(), s.slack, id, delayMS)
 	return err
 }
@@ -213,5 +213,5 @@ func (s *Store) OutboxLen(ctx context.Context) (int64, error) {
 		return 0, errClosed
 	}
 	ctx = s.opCtx(ctx)
-	return s.client.ZCard(ctx, s.keys.outboxDue()).Result()
+	return s.client.ZCard(ctx, s.keys.OutboxDue()).Result()
 }

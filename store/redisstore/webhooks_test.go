@@ -11,6 +11,7 @@ import (
 	"github.com/leashd/leash/testkit"
 
 	"github.com/leashd/leash/engine"
+	"github.com/leashd/leash/store/redisstore/lua"
 	"github.com/leashd/leash/testkit/redistest"
 )
 
@@ -171,25 +172,25 @@ func TestOutboxTwoInstances(t *testing.T) {
 // the outbox keys persist while events wait and are gone once it is empty.
 func TestWebhookOutboxKeys(t *testing.T) {
 	t.Parallel()
-	k := newKeys("leash")
+	k := lua.NewKeys("leash")
 	for _, c := range []struct{ got, want string }{
-		{k.webhook("acme"), "{leash:w:acme}:hook"},
-		{k.outboxDue(), "{leash:ob}:due"},
-		{k.outboxEvents(), "{leash:ob}:ev"},
-		{k.outboxOnce("quota:acme:2027-01"), "{leash:ob}:once:quota:acme:2027-01"},
-		{k.outboxOnce("a}b{c%"), "{leash:ob}:once:a%7Db%7Bc%25"},
+		{k.Webhook("acme"), "{leash:w:acme}:hook"},
+		{k.OutboxDue(), "{leash:ob}:due"},
+		{k.OutboxEvents(), "{leash:ob}:ev"},
+		{k.OutboxOnce("quota:acme:2027-01"), "{leash:ob}:once:quota:acme:2027-01"},
+		{k.OutboxOnce("a}b{c%"), "{leash:ob}:once:a%7Db%7Bc%25"},
 	} {
 		if c.got != c.want {
 			t.Fatalf("key %q, want %q", c.got, c.want)
 		}
 	}
-	for _, key := range []string{k.outboxEvents(), k.outboxOnce("x}:y"), k.outboxOnce("{")} {
+	for _, key := range []string{k.OutboxEvents(), k.OutboxOnce("x}:y"), k.OutboxOnce("{")} {
 		if hashTag(key) != "leash:ob" {
 			t.Fatalf("outbox key %q hashes on %q, not the outbox tag", key, hashTag(key))
 		}
 	}
-	if hashTag(k.webhook("a}b")) != "leash:w:a%7Db" {
-		t.Fatalf("webhook key %q", k.webhook("a}b"))
+	if hashTag(k.Webhook("a}b")) != "leash:w:a%7Db" {
+		t.Fatalf("webhook key %q", k.Webhook("a}b"))
 	}
 
 	s := singleStore(t, nil) // production mode: Redis TIME
@@ -203,7 +204,7 @@ func TestWebhookOutboxKeys(t *testing.T) {
 		}
 	}
 	rc := s.client
-	rec, err := rc.HGet(ctx, s.keys.outboxEvents(), "e0").Result()
+	rec, err := rc.HGet(ctx, s.keys.OutboxEvents(), "e0").Result()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -213,7 +214,7 @@ func TestWebhookOutboxKeys(t *testing.T) {
 	if err := s.Retry(ctx, "e0", 0); err != nil {
 		t.Fatal(err)
 	}
-	if rec, _ = rc.HGet(ctx, s.keys.outboxEvents(), "e0").Result(); rec[:15] != `{"attempts":1,"` {
+	if rec, _ = rc.HGet(ctx, s.keys.OutboxEvents(), "e0").Result(); rec[:15] != `{"attempts":1,"` {
 		t.Fatalf("record after a retry %s", rec)
 	}
 	type span struct{ min, max time.Duration } // max 0: no TTL
@@ -221,7 +222,7 @@ func TestWebhookOutboxKeys(t *testing.T) {
 	check := func(want map[string]span) {
 		t.Helper()
 		var keys []string
-		iter := rc.Scan(ctx, 0, "*"+s.keys.prefix+":*", 100).Iterator()
+		iter := rc.Scan(ctx, 0, "*"+s.keys.Prefix()+":*", 100).Iterator()
 		for iter.Next(ctx) {
 			keys = append(keys, iter.Val())
 		}
@@ -253,10 +254,10 @@ func TestWebhookOutboxKeys(t *testing.T) {
 	}
 	once := span{onceTTL - time.Minute, onceTTL + 1100*time.Millisecond}
 	check(map[string]span{
-		s.keys.webhook("acme"):                  {},
-		s.keys.outboxDue():                      {},
-		s.keys.outboxEvents():                   {},
-		s.keys.outboxOnce("quota:acme:2027-01"): once,
+		s.keys.Webhook("acme"):                  {},
+		s.keys.OutboxDue():                      {},
+		s.keys.OutboxEvents():                   {},
+		s.keys.OutboxOnce("quota:acme:2027-01"): once,
 	})
 	for _, id := range []string{"e0", "e1"} {
 		if err := s.Ack(ctx, id); err != nil {
@@ -266,5 +267,5 @@ func TestWebhookOutboxKeys(t *testing.T) {
 	if _, err := s.DeleteWebhook(ctx, "acme"); err != nil {
 		t.Fatal(err)
 	}
-	check(map[string]span{s.keys.outboxOnce("quota:acme:2027-01"): once})
+	check(map[string]span{s.keys.OutboxOnce("quota:acme:2027-01"): once})
 }

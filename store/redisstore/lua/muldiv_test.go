@@ -1,4 +1,4 @@
-package redisstore
+package lua
 
 import (
 	"context"
@@ -7,6 +7,8 @@ import (
 	"testing"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/leashd/leash/testkit/redistest"
 )
 
 // TestLuaMulDiv checks prelude.lua's muldiv, floor(a·b/d) and a·b mod d, against exact
@@ -16,7 +18,9 @@ import (
 // division of the exact double product below, limbs from there on), and at random.
 func TestLuaMulDiv(t *testing.T) {
 	t.Parallel()
-	s := singleStore(t, nil)
+	srv := redistest.StartServer(t, false)
+	client := redis.NewClient(&redis.Options{Addr: srv.Addr()})
+	t.Cleanup(func() { _ = client.Close() })
 	lua := redis.NewScript(luaPrelude + `
 local out = {}
 for i = 1, #ARGV, 3 do
@@ -56,7 +60,7 @@ return out`)
 	for _, c := range cases {
 		args = append(args, c.a, c.b, c.d)
 	}
-	got, err := lua.Run(context.Background(), s.client, nil, args...).StringSlice()
+	got, err := lua.Run(context.Background(), client, nil, args...).StringSlice()
 	if err != nil {
 		t.Fatal(err)
 	}
