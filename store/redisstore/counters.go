@@ -7,8 +7,8 @@ import (
 	"strings"
 
 	"github.com/leashd/leash/engine"
-	"github.com/leashd/leash/store/redisstore/lua"
 	"github.com/leashd/leash/engine/hotpath"
+	"github.com/leashd/leash/store/redisstore/lua"
 )
 
 // Spend decides one rate-limit request with one EVALSHA of lua/spend.lua, which it may

@@ -10,8 +10,8 @@ import (
 	"time"
 
 	"github.com/leashd/leash/engine"
-	"github.com/leashd/leash/store/redisstore/lua"
 	"github.com/leashd/leash/engine/hotpath"
+	"github.com/leashd/leash/store/redisstore/lua"
 	"github.com/leashd/leash/testkit"
 	"github.com/leashd/leash/testkit/redistest"
 )
