@@ -20,10 +20,8 @@ import (
 // its version. They are not on the hot path: each instance caches them (engine) and
 // polls AccountsVersion.
 
-var _ engine.AccountStore = (*Store)(nil)
-
 // accounts runs one operation of the accounts script.
-func (s *Store) accounts(ctx context.Context, id string, op string, args ...any) (any, error) {
+func (s *AccountStore) accounts(ctx context.Context, id string, op string, args ...any) (any, error) {
 	cmd, err := s.eval(s.opCtx(ctx), s.scripts.Accounts, s.keys.AccountKeys(id), append([]any{s.nowArg(), op}, args...)...)
 	if err != nil {
 		return nil, err
@@ -77,7 +75,7 @@ func replyList(v any) ([]any, error) {
 }
 
 // CreateAccount stores a with CreatedMS from the store's clock, unless its id exists.
-func (s *Store) CreateAccount(ctx context.Context, a engine.StoredAccount) (engine.StoredAccount, bool, error) {
+func (s *AccountStore) CreateAccount(ctx context.Context, a engine.StoredAccount) (engine.StoredAccount, bool, error) {
 	if err := a.Validate(); err != nil {
 		return engine.StoredAccount{}, false, err
 	}
@@ -94,7 +92,7 @@ func (s *Store) CreateAccount(ctx context.Context, a engine.StoredAccount) (engi
 }
 
 // GetAccount returns the account with id.
-func (s *Store) GetAccount(ctx context.Context, id string) (engine.StoredAccount, bool, error) {
+func (s *AccountStore) GetAccount(ctx context.Context, id string) (engine.StoredAccount, bool, error) {
 	if !engine.ValidAccountID(id) {
 		return engine.StoredAccount{}, false, nil
 	}
@@ -110,7 +108,7 @@ func (s *Store) GetAccount(ctx context.Context, id string) (engine.StoredAccount
 }
 
 // ListAccounts returns up to limit accounts with ids after after, by id.
-func (s *Store) ListAccounts(ctx context.Context, after string, limit int) ([]engine.StoredAccount, error) {
+func (s *AccountStore) ListAccounts(ctx context.Context, after string, limit int) ([]engine.StoredAccount, error) {
 	if limit < 1 {
 		return nil, fmt.Errorf("%w: limit %d", engine.ErrInvalidArgument, limit)
 	}
@@ -141,7 +139,7 @@ func parseAccounts(l []any) ([]engine.StoredAccount, error) {
 }
 
 // UpdateAccount applies u to the account with id.
-func (s *Store) UpdateAccount(ctx context.Context, id string, u engine.AccountUpdate) (engine.StoredAccount, bool, error) {
+func (s *AccountStore) UpdateAccount(ctx context.Context, id string, u engine.AccountUpdate) (engine.StoredAccount, bool, error) {
 	if !engine.ValidAccountID(id) {
 		return engine.StoredAccount{}, false, nil
 	}
@@ -170,7 +168,7 @@ func (s *Store) UpdateAccount(ctx context.Context, id string, u engine.AccountUp
 }
 
 // DeleteAccount removes the account and its keys.
-func (s *Store) DeleteAccount(ctx context.Context, id string) (bool, error) {
+func (s *AccountStore) DeleteAccount(ctx context.Context, id string) (bool, error) {
 	if !engine.ValidAccountID(id) {
 		return false, nil
 	}
@@ -182,7 +180,7 @@ func (s *Store) DeleteAccount(ctx context.Context, id string) (bool, error) {
 }
 
 // IssueKey stores k with CreatedMS from the store's clock.
-func (s *Store) IssueKey(ctx context.Context, k engine.StoredKey) (engine.StoredKey, error) {
+func (s *AccountStore) IssueKey(ctx context.Context, k engine.StoredKey) (engine.StoredKey, error) {
 	if err := k.Validate(); err != nil {
 		return engine.StoredKey{}, err
 	}
@@ -212,7 +210,7 @@ func (s *Store) IssueKey(ctx context.Context, k engine.StoredKey) (engine.Stored
 }
 
 // AccountKeys returns the account's keys, oldest first.
-func (s *Store) AccountKeys(ctx context.Context, account string) ([]engine.StoredKey, error) {
+func (s *AccountStore) AccountKeys(ctx context.Context, account string) ([]engine.StoredKey, error) {
 	if !engine.ValidAccountID(account) {
 		return nil, nil
 	}
@@ -239,7 +237,7 @@ func (s *Store) AccountKeys(ctx context.Context, account string) ([]engine.Store
 }
 
 // RevokeKey removes one key of the account.
-func (s *Store) RevokeKey(ctx context.Context, account, keyID string) (bool, error) {
+func (s *AccountStore) RevokeKey(ctx context.Context, account, keyID string) (bool, error) {
 	if !engine.ValidAccountID(account) || !engine.ValidKeyID(keyID) {
 		return false, nil
 	}
@@ -251,7 +249,7 @@ func (s *Store) RevokeKey(ctx context.Context, account, keyID string) (bool, err
 }
 
 // AccountsVersion returns the version every account or key write bumps.
-func (s *Store) AccountsVersion(ctx context.Context) (int64, error) {
+func (s *AccountStore) AccountsVersion(ctx context.Context) (int64, error) {
 	if s.closed.Load() {
 		return 0, errClosed
 	}
@@ -263,7 +261,7 @@ func (s *Store) AccountsVersion(ctx context.Context) (int64, error) {
 }
 
 // LoadAccounts returns every account and key, read atomically with the version.
-func (s *Store) LoadAccounts(ctx context.Context) (engine.AccountsSnapshot, error) {
+func (s *AccountStore) LoadAccounts(ctx context.Context) (engine.AccountsSnapshot, error) {
 	v, err := s.accounts(ctx, "", "load", s.keys.AccountsTag())
 	if err != nil {
 		return engine.AccountsSnapshot{}, err

@@ -18,8 +18,6 @@ import (
 // the oldest beyond the caps, and sets the sets to expire a retention after the last
 // append.
 
-var _ engine.AuditStore = (*Store)(nil)
-
 // auditJSON is an entry as stored after its id (which carries its instant).
 type auditJSON struct {
 	Operator  string            `json:"op,omitempty"`
@@ -37,7 +35,7 @@ type auditJSON struct {
 func retentionArg() string { return strconv.FormatInt(engine.AuditRetention.Milliseconds(), 10) }
 
 // AppendAudit records e with its id and instant from the store's clock.
-func (s *Store) AppendAudit(ctx context.Context, e engine.AuditEntry) (engine.AuditEntry, error) {
+func (s *AuditStore) AppendAudit(ctx context.Context, e engine.AuditEntry) (engine.AuditEntry, error) {
 	if err := e.Validate(); err != nil {
 		return engine.AuditEntry{}, err
 	}
@@ -69,7 +67,7 @@ func auditTime(id string) int64 {
 
 // ListAudit returns up to limit unexpired entries of account ("" every account) with ids
 // before before ("" none), newest first.
-func (s *Store) ListAudit(ctx context.Context, account, before string, limit int) ([]engine.AuditEntry, error) {
+func (s *AuditStore) ListAudit(ctx context.Context, account, before string, limit int) ([]engine.AuditEntry, error) {
 	key := s.keys.AuditAll()
 	if account != "" {
 		if !engine.ValidAccountID(account) {

@@ -13,12 +13,12 @@ import (
 )
 
 // ReportDemand records a stream's demand with one EVALSHA of lua/demand_report.lua.
-func (s *Store) ReportDemand(ctx context.Context, d engine.DemandReport) ([]engine.StreamDemand, error) {
+func (s *DemandStore) ReportDemand(ctx context.Context, d engine.DemandReport) ([]engine.StreamDemand, error) {
 	if err := d.Validate(); err != nil {
 		return nil, err
 	}
 	k := s.keys.Demand(d.Bucket)
-	cmd, err := evalWith(s.opCtx(ctx), s, redis.NewSliceCmd, s.scripts.DemandReport, []string{k[0], k[1]},
+	cmd, err := evalWith(s.opCtx(ctx), s.conn, redis.NewSliceCmd, s.scripts.DemandReport, []string{k[0], k[1]},
 		[]any{s.nowArg(), d.Stream, d.MilliRPS, d.TTLMS, engine.MaxDemandStreams})
 	if err != nil {
 		return nil, err
@@ -42,7 +42,7 @@ func (s *Store) ReportDemand(ctx context.Context, d engine.DemandReport) ([]engi
 }
 
 // DropDemand removes a stream's entry with one EVALSHA of lua/demand_drop.lua.
-func (s *Store) DropDemand(ctx context.Context, b engine.DemandBucket, stream string) error {
+func (s *DemandStore) DropDemand(ctx context.Context, b engine.DemandBucket, stream string) error {
 	if err := engine.ValidateDemandBucket(b, stream); err != nil {
 		return err
 	}

@@ -34,12 +34,12 @@ func newEvalCmd[C redis.Cmder](ctx context.Context, newCmd func(context.Context,
 }
 
 // eval runs lua once: EVALSHA, and EVAL if Redis has not got the script.
-func (s *Store) eval(ctx context.Context, lua *script, keys []string, args ...any) (*redis.Cmd, error) {
+func (s *conn) eval(ctx context.Context, lua *script, keys []string, args ...any) (*redis.Cmd, error) {
 	return evalWith(ctx, s, redis.NewCmd, lua, keys, args)
 }
 
 // evalInts is eval for a script whose reply is an array of integers.
-func (s *Store) evalInts(ctx context.Context, lua *script, keys []string, args ...any) ([]int64, error) {
+func (s *conn) evalInts(ctx context.Context, lua *script, keys []string, args ...any) ([]int64, error) {
 	cmd, err := evalWith(ctx, s, redis.NewIntSliceCmd, lua, keys, args)
 	if err != nil {
 		return nil, err
@@ -47,7 +47,7 @@ func (s *Store) evalInts(ctx context.Context, lua *script, keys []string, args .
 	return cmd.Val(), nil
 }
 
-func evalWith[C redis.Cmder](ctx context.Context, s *Store, newCmd func(context.Context, ...any) C, lua *script, keys []string, args []any) (C, error) {
+func evalWith[C redis.Cmder](ctx context.Context, s *conn, newCmd func(context.Context, ...any) C, lua *script, keys []string, args []any) (C, error) {
 	var zero C
 	if s.closed.Load() {
 		return zero, errClosed

@@ -43,7 +43,7 @@ const mergeHold = 100 * time.Microsecond
 // crossSlotMerge reports whether s is on a Cluster whose every master runs Redis >= 7.0
 // (INFO server: redis_version), and loads spend_x.lua there. Anything else (a single node,
 // Sentinel, an older or unreadable version) merges Spend per slot.
-func (s *Store) crossSlotMerge(ctx context.Context) bool {
+func (s *conn) crossSlotMerge(ctx context.Context) bool {
 	if s.cluster == nil {
 		return false
 	}
@@ -110,7 +110,7 @@ func (a arg) put(c *respipe.Call) {
 
 // runHot runs lua (a decision script: its reply is an array of integers) on the pipe of
 // keys[0]'s node within ReadTimeout and appends the reply to dst.
-func (s *Store) runHot(ctx context.Context, lua *script, dst []int64, keys []string, args ...arg) ([]int64, error) {
+func (s *conn) runHot(ctx context.Context, lua *script, dst []int64, keys []string, args ...arg) ([]int64, error) {
 	if s.closed.Load() {
 		return nil, errClosed
 	}
@@ -172,7 +172,7 @@ func resendPause(ctx context.Context, n int) bool {
 // node the answer names, with ASKING for ASK; go-redis reloads its slot map for the calls
 // after. READONLY: on Sentinel the pipe dials the master the sentinels name now; on a
 // Cluster the key's master after a slot map reload.
-func (s *Store) resendTo(ctx context.Context, lua *script, key string, from *respipe.Pipe, c *respipe.Call, reply respipe.ReplyError) (*respipe.Pipe, error) {
+func (s *conn) resendTo(ctx context.Context, lua *script, key string, from *respipe.Pipe, c *respipe.Call, reply respipe.ReplyError) (*respipe.Pipe, error) {
 	switch code := reply.Code(); {
 	case code == "NOSCRIPT":
 		if err := s.loadOn(ctx, lua, from.Addr()); err != nil {
@@ -212,7 +212,7 @@ func (s *Store) resendTo(ctx context.Context, lua *script, key string, from *res
 
 // loadOn loads lua on the node at addr: the single node, the Sentinel master (go-redis's
 // connections and the pipe's both dial the one the sentinels name), or that Cluster node.
-func (s *Store) loadOn(ctx context.Context, lua *script, addr string) error {
+func (s *conn) loadOn(ctx context.Context, lua *script, addr string) error {
 	var err error
 	if s.cluster == nil {
 		err = lua.Load(ctx, s.client).Err()
@@ -285,7 +285,7 @@ func keySlot(key string) uint16 {
 // mergeGroup is the group of a key for respipe's Merge: on a Cluster its hash tag (one
 // script call may only touch keys of one slot), elsewhere, and for a Merge whose keys are
 // arguments (ArgKeys: spend_x.lua, any slot of the pipe's node), one group for every key.
-func (s *Store) mergeGroup(m *respipe.Merge, key string) string {
+func (s *conn) mergeGroup(m *respipe.Merge, key string) string {
 	if s.cluster == nil || m.ArgKeys {
 		return ""
 	}
@@ -297,7 +297,7 @@ func (s *Store) mergeGroup(m *respipe.Merge, key string) string {
 
 // pipeFor returns the pipe to the node that serves key. When there is none to be had (the
 // slot map cannot be loaded), the decision fails as Redis down: it never goes elsewhere.
-func (s *Store) pipeFor(ctx context.Context, key string) (*respipe.Pipe, error) {
+func (s *conn) pipeFor(ctx context.Context, key string) (*respipe.Pipe, error) {
 	if s.cluster == nil {
 		return s.pipe, nil
 	}
@@ -309,7 +309,7 @@ func (s *Store) pipeFor(ctx context.Context, key string) (*respipe.Pipe, error) 
 }
 
 // livePipe returns the pipe to the node at addr, or errClosed once the Store is closed.
-func (s *Store) livePipe(addr string) (*respipe.Pipe, error) {
+func (s *conn) livePipe(addr string) (*respipe.Pipe, error) {
 	if p := s.pipes.Pipe(addr); p != nil {
 		return p, nil
 	}

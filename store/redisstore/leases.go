@@ -17,7 +17,7 @@ var errInvalidLease = errors.New("redisstore: lease limit and time-to-live must 
 
 // Acquire takes a lease with one EVALSHA of lua/acquire.lua (followed, with WaitReplicas,
 // by WAIT on the same connection, in the same round trip).
-func (s *Store) Acquire(ctx context.Context, set engine.LeaseSet, token string, limit, ttlMS int64) (engine.LeaseDecision, error) {
+func (s *Decider) Acquire(ctx context.Context, set engine.LeaseSet, token string, limit, ttlMS int64) (engine.LeaseDecision, error) {
 	if limit < 1 || ttlMS < 1 {
 		return engine.LeaseDecision{}, errInvalidLease
 	}
@@ -44,7 +44,7 @@ func (s *Store) Acquire(ctx context.Context, set engine.LeaseSet, token string, 
 // lease set's master. When fewer than WaitReplicas replicas acknowledge within half of
 // ReadTimeout, a granted lease is released again and the acquisition fails: granting a
 // lease a failover could lose would let more than limit be held.
-func (s *Store) acquireWait(ctx context.Context, keys []string, args []any) ([]int64, error) {
+func (s *Decider) acquireWait(ctx context.Context, keys []string, args []any) ([]int64, error) {
 	if s.closed.Load() {
 		return nil, errClosed
 	}
@@ -97,7 +97,7 @@ func (s *Store) acquireWait(ctx context.Context, keys []string, args []any) ([]i
 }
 
 // Release frees a lease with one EVALSHA of lua/release.lua.
-func (s *Store) Release(ctx context.Context, set engine.LeaseSet, token string) (engine.ReleaseResult, error) {
+func (s *Decider) Release(ctx context.Context, set engine.LeaseSet, token string) (engine.ReleaseResult, error) {
 	k := s.keys.Leases(set)
 	var buf [2]int64
 	r, err := s.runHot(ctx, s.scripts.Release, buf[:0], []string{k[0], k[1]}, strArg(s.nowArg()), intArg(s.slack), strArg(token))
@@ -111,7 +111,7 @@ func (s *Store) Release(ctx context.Context, set engine.LeaseSet, token string) 
 }
 
 // Renew extends a held lease with one EVALSHA of lua/renew.lua.
-func (s *Store) Renew(ctx context.Context, set engine.LeaseSet, token string, ttlMS int64) (engine.RenewResult, error) {
+func (s *Decider) Renew(ctx context.Context, set engine.LeaseSet, token string, ttlMS int64) (engine.RenewResult, error) {
 	if ttlMS < 0 {
 		return engine.RenewResult{}, errInvalidLease
 	}

@@ -26,12 +26,66 @@ import (
 	"github.com/redis/go-redis/v9/maintnotifications"
 
 	"github.com/leashd/leash/engine"
+	"github.com/leashd/leash/engine/hotpath"
 	"github.com/leashd/leash/store/redisstore/lua"
 	"github.com/leashd/leash/store/redisstore/respipe"
 )
 
-// Store is an engine.Store on Redis. It is safe for concurrent use; Close stops it.
+// Store is Leash's Redis backend: an engine.Store, engine.AccountStore, engine.AuditStore
+// and hotpath.Port. It is a thin composite of one small type per port, all sharing one
+// connection (conn); a caller that needs one port may take that one alone (s.Decider,
+// s.RuleStore, ...). It is safe for concurrent use; Close stops it.
 type Store struct {
+	*conn
+	*Decider
+	*Reservations
+	*RuleStore
+	*UsageStore
+	*WebhookStore
+	*DemandStore
+	*Pinger
+	*AccountStore
+	*AuditStore
+}
+
+// Decider is the engine.Decider on Redis: counters (counters.go) and leases (leases.go).
+type Decider struct {
+	*conn
+	hot *Reservations // an overdraft spend and a reset fence the slices instances hold
+}
+
+// Reservations is the hotpath.Port on Redis (reserve.go): reserve calls, the fence log,
+// and the Spend of a counter whose key the hot path made.
+type Reservations struct{ *conn }
+
+// RuleStore is the engine.RuleStore on Redis, read through an in-process cache (rules.go).
+type RuleStore struct {
+	*conn
+	rules *ruleCache
+}
+
+// UsageStore is the engine.UsageStore on Redis (usage.go).
+type UsageStore struct{ *conn }
+
+// WebhookStore is the engine.WebhookStore on Redis: webhooks and the outbox (webhooks.go).
+type WebhookStore struct{ *conn }
+
+// DemandStore is the engine.DemandStore on Redis: RLQS demand (demand.go).
+type DemandStore struct{ *conn }
+
+// Pinger is the engine.Pinger on Redis.
+type Pinger struct{ *conn }
+
+// AccountStore is the engine.AccountStore on Redis: the admin API's accounts and keys
+// (accounts.go).
+type AccountStore struct{ *conn }
+
+// AuditStore is the engine.AuditStore on Redis: the audit log (audit.go).
+type AuditStore struct{ *conn }
+
+// conn is the connection every port type shares: the go-redis client, the decisions'
+// pipes, the scripts and key names, and the store's lifetime (Close).
+type conn struct {
 	log          *slog.Logger
 	client       redis.UniversalClient
 	cluster      *redis.ClusterClient // set in cluster mode
@@ -42,7 +96,6 @@ type Store struct {
 	opTimeout    time.Duration
 	opDeadline   *respipe.SharedDeadline // opTimeout-bounded contexts for callers without a sooner deadline
 	waitReplicas int
-	rules        *ruleCache
 	pipes        *respipe.Pool // the decisions' connections (hotpath.go)
 	pipe         *respipe.Pipe // the single node's or Sentinel master's pipe; nil on a cluster (pipeFor picks one per key)
 	sentinel     bool          // Sentinel: the pipe dials whichever node the sentinels name master
@@ -61,7 +114,18 @@ type Store struct {
 	closeErr  error
 }
 
-var _ engine.Store = (*Store)(nil)
+var (
+	_ engine.Store        = (*Store)(nil)
+	_ engine.Decider      = (*Decider)(nil)
+	_ hotpath.Port        = (*Reservations)(nil)
+	_ engine.RuleStore    = (*RuleStore)(nil)
+	_ engine.UsageStore   = (*UsageStore)(nil)
+	_ engine.WebhookStore = (*WebhookStore)(nil)
+	_ engine.DemandStore  = (*DemandStore)(nil)
+	_ engine.Pinger       = (*Pinger)(nil)
+	_ engine.AccountStore = (*AccountStore)(nil)
+	_ engine.AuditStore   = (*AuditStore)(nil)
+)
 
 // errClosed is returned by every method after Close.
 var errClosed = errors.New("redisstore: store is closed")
@@ -151,7 +215,7 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 	if opts.WaitReplicas < 0 || opts.PoolSize < 0 {
 		return nil, errors.New("redisstore: WaitReplicas and PoolSize must not be negative")
 	}
-	s := &Store{
+	s := &conn{
 		log:          opts.Logger,
 		keys:         lua.NewKeys(opts.Prefix),
 		scripts:      lua.NewSet(),
@@ -185,13 +249,16 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 	}
 	bg, stop := context.WithCancel(context.Background())
 	s.stop = stop
-	s.rules = newRuleCache(s)
+	rules := &RuleStore{conn: s, rules: newRuleCache(s)}
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
-		s.rules.poll(bg)
+		rules.rules.poll(bg)
 	}()
-	return s, nil
+	hot := &Reservations{s}
+	return &Store{conn: s, Decider: &Decider{conn: s, hot: hot}, Reservations: hot, RuleStore: rules,
+		UsageStore: &UsageStore{s}, WebhookStore: &WebhookStore{s}, DemandStore: &DemandStore{s},
+		Pinger: &Pinger{s}, AccountStore: &AccountStore{s}, AuditStore: &AuditStore{s}}, nil
 }
 
 // newClient builds the go-redis client for the configured deployment with
@@ -299,7 +366,7 @@ func isAuthError(err error) bool {
 }
 
 // waitReady pings until Redis answers, backing off from 100ms to 5s, until ctx ends.
-func (s *Store) waitReady(ctx context.Context, o *Options) error {
+func (s *conn) waitReady(ctx context.Context, o *Options) error {
 	backoff := 100 * time.Millisecond
 	for attempt := 1; ; attempt++ {
 		pctx, cancel := context.WithTimeout(ctx, o.DialTimeout+o.ReadTimeout)
@@ -329,7 +396,7 @@ func (s *Store) waitReady(ctx context.Context, o *Options) error {
 
 // checkEviction warns when a node's maxmemory-policy could evict Leash's keys (anything
 // but noeviction or volatile-*; spec §11.4).
-func (s *Store) checkEviction(ctx context.Context) {
+func (s *conn) checkEviction(ctx context.Context) {
 	check := func(ctx context.Context, c *redis.Client) error {
 		cctx, cancel := context.WithTimeout(ctx, s.opTimeout)
 		defer cancel()
@@ -355,7 +422,7 @@ func (s *Store) checkEviction(ctx context.Context) {
 // loadScripts loads every script up front (on every master in a cluster) so the first
 // calls are EVALSHAs; a failure here is harmless (a decision's script is loaded when Redis
 // answers NOSCRIPT, the others fall back to EVAL).
-func (s *Store) loadScripts(ctx context.Context) {
+func (s *conn) loadScripts(ctx context.Context) {
 	lctx, cancel := context.WithTimeout(ctx, 2*s.opTimeout)
 	defer cancel()
 	for _, lua := range s.scripts.All() {
@@ -368,7 +435,7 @@ func (s *Store) loadScripts(ctx context.Context) {
 
 // opCtx bounds one store operation by ReadTimeout: the caller's context when its
 // deadline is sooner, else a shared one (respipe.SharedDeadline: no timer per call).
-func (s *Store) opCtx(ctx context.Context) context.Context {
+func (s *conn) opCtx(ctx context.Context) context.Context {
 	if d, ok := ctx.Deadline(); ok && time.Until(d) <= s.opTimeout {
 		return ctx
 	}
@@ -376,7 +443,7 @@ func (s *Store) opCtx(ctx context.Context) context.Context {
 }
 
 // nowArg is the scripts' time argument: "t" (Redis TIME) or the test clock's Unix ms.
-func (s *Store) nowArg() string {
+func (s *conn) nowArg() string {
 	if s.clock == nil {
 		return "t"
 	}
@@ -384,7 +451,7 @@ func (s *Store) nowArg() string {
 }
 
 // NowMS returns Redis's clock (TIME) in Unix milliseconds, or the test clock's.
-func (s *Store) NowMS(ctx context.Context) (int64, error) {
+func (s *Decider) NowMS(ctx context.Context) (int64, error) {
 	if s.closed.Load() {
 		return 0, errClosed
 	}
@@ -400,7 +467,7 @@ func (s *Store) NowMS(ctx context.Context) (int64, error) {
 }
 
 // Ping reports whether Redis answers (every master, in a cluster) within ReadTimeout.
-func (s *Store) Ping(ctx context.Context) error {
+func (s *Pinger) Ping(ctx context.Context) error {
 	if s.closed.Load() {
 		return errClosed
 	}
@@ -412,7 +479,7 @@ func (s *Store) Ping(ctx context.Context) error {
 
 // noteOutcome records how a call to Redis ended: a success, or a failure that says Redis
 // is not answering (the connection down, a timeout). A script's error reply is neither.
-func (s *Store) noteOutcome(err error) {
+func (s *conn) noteOutcome(err error) {
 	var reply respipe.ReplyError
 	switch {
 	case err == nil:
@@ -428,9 +495,9 @@ func (s *Store) noteOutcome(err error) {
 }
 
 // answering reports whether Redis answered the last call made to it.
-func (s *Store) answering() bool { return s.lastOK.Load() >= s.lastDown.Load() }
+func (s *conn) answering() bool { return s.lastOK.Load() >= s.lastDown.Load() }
 
-func (s *Store) ping(ctx context.Context) error {
+func (s *conn) ping(ctx context.Context) error {
 	if s.cluster != nil {
 		return s.cluster.ForEachMaster(ctx, func(ctx context.Context, c *redis.Client) error {
 			return c.Ping(ctx).Err()
@@ -456,7 +523,7 @@ func (s *Store) Close() error {
 
 // run executes lua through go-redis with EVALSHA (EVAL on NOSCRIPT) within ReadTimeout and
 // returns its integer array reply: for the scripts that are not decisions.
-func (s *Store) run(ctx context.Context, lua *script, keys []string, args ...any) ([]int64, error) {
+func (s *conn) run(ctx context.Context, lua *script, keys []string, args ...any) ([]int64, error) {
 	ctx = s.opCtx(ctx)
 	return s.evalInts(ctx, lua, keys, args...)
 }

@@ -14,12 +14,10 @@ import (
 )
 
 // The primitives of reservations (spec §4.13, docs/redis.md "Reservations"), for the hot
-// path above the store (package engine/hotpath, which holds the policy): the Store is its
+// path above the store (package engine/hotpath, which holds the policy): Reservations is its
 // hotpath.Port. A reserve call is one lua/reserve.lua request on the pipe; the fence log is
 // lua/fence_add.lua and lua/fence_poll.lua; a reset fences in two phases (Reset,
 // lua/reset.lua).
-
-var _ hotpath.Port = (*Store)(nil)
 
 // fenceWait is how long a fence waits after it is logged: the hot path's validity and a
 // margin for the clocks' rates and the log's write.
@@ -58,10 +56,61 @@ func (c *redisClock) deadline(ctx context.Context) int64 {
 }
 
 // CounterKey is c's key (keys.go).
-func (s *Store) CounterKey(c engine.Counter) string { return s.keys.Counter(c) }
+func (s *Reservations) CounterKey(c engine.Counter) string { return s.keys.Counter(c) }
+
+// SpendKey is Spend of a valid sp whose counter's key (CounterKey) is already made: the
+// hot path's road to Redis for the requests it does not decide, with no second key.
+func (s *Reservations) SpendKey(ctx context.Context, key string, sp engine.Spend) (engine.Decision, error) {
+	if sp.Overdraft && sp.Counter.Algorithm != engine.TokenBucket {
+		return s.overdraft(ctx, &sp, key)
+	}
+	code := spendCode(&sp)
+	var buf [4]int64 // the reply, without a heap allocation
+	keys := []string{key}
+	args := [...]arg{strArg(s.nowArg()), intArg(s.slack), strArg(code), intArg(sp.Limit), intArg(sp.Counter.WindowMS), intArg(sp.Cost)}
+	lua := s.scripts.Spend
+	if s.crossSlot {
+		lua = s.scripts.SpendX // merged with any Spend for the same master (hotpath.go)
+	}
+	r, err := s.runHot(ctx, lua, buf[:0], keys, args[:]...)
+	if err == nil && lua == s.scripts.SpendX && len(r) == 4 && r[0] == -1 {
+		// That master does not serve the key (a stale slot map): nothing was spent; send
+		// it again on its own, routed, redirected and retried by its own key.
+		s.undecided.Add(1)
+		r, err = s.runHot(ctx, s.scripts.Spend, buf[:0], keys, args[:]...)
+	}
+	if err != nil {
+		return engine.Decision{}, err
+	}
+	if len(r) != 4 {
+		return engine.Decision{}, errors.New("redisstore: spend: malformed script reply")
+	}
+	return engine.Decision{Allowed: r[0] == 1, Limit: sp.Limit, Remaining: r[1], ResetMS: r[2], NowMS: r[3]}, nil
+}
+
+// overdraft decides an overdraft spend of a window counter (spec §4.12) with one
+// lua/reserve.lua request, which also tells how many instances hold a grant of the
+// counter: when it is denied, and so counted over the limit, while some do, it answers only
+// once no slice taken before it can decide anywhere (Fence, spec §4.13), whichever
+// instance made it and whether or not its own reservations are on.
+func (s *Reservations) overdraft(ctx context.Context, sp *engine.Spend, key string) (engine.Decision, error) {
+	rep, err := s.Reserve(ctx, key, sp, hotpath.Call{From: 1, Share: 1, Part: 1})
+	if err != nil {
+		return engine.Decision{}, err
+	}
+	if rep.Verdict < 0 {
+		return engine.Decision{}, errors.New("redisstore: overdraft: the call reached Redis after its deadline")
+	}
+	if rep.Verdict == 0 && rep.Others > 0 {
+		if err := s.Fence(ctx, key); err != nil {
+			return engine.Decision{}, err
+		}
+	}
+	return engine.Decision{Allowed: rep.Verdict == 1, Limit: sp.Limit, Remaining: rep.Remaining, ResetMS: rep.ResetMS, NowMS: rep.NowMS}, nil
+}
 
 // Reserve runs one request of lua/reserve.lua: settle, decide sp, grant.
-func (s *Store) Reserve(ctx context.Context, key string, sp *engine.Spend, c hotpath.Call) (hotpath.Reply, error) {
+func (s *Reservations) Reserve(ctx context.Context, key string, sp *engine.Spend, c hotpath.Call) (hotpath.Reply, error) {
 	ctx = s.opCtx(ctx)
 	var buf [10]int64
 	args := [...]arg{strArg(s.nowArg()), intArg(s.slack), intArg(c.From), intArg(c.Share), intArg(c.Part), strArg(c.Holder),
@@ -88,7 +137,7 @@ func (s *Store) Reserve(ctx context.Context, key string, sp *engine.Spend, c hot
 // Fence logs a fence on the counter key and waits fenceWait: then no instance decides
 // from a slice of it taken before the fence (each one's beat reads the log; one that could
 // not read it has gone past hotpath.Valid).
-func (s *Store) Fence(ctx context.Context, key string) error {
+func (s *Reservations) Fence(ctx context.Context, key string) error {
 	if _, err := s.eval(s.opCtx(ctx), s.scripts.FenceAdd, []string{s.keys.FenceLog(), s.keys.FenceSeq()}, key); err != nil {
 		return err
 	}
@@ -103,7 +152,7 @@ func (s *Store) Fence(ctx context.Context, key string) error {
 }
 
 // ReadFences reads the fence log after seq after (lua/fence_poll.lua), and Redis's clock.
-func (s *Store) ReadFences(ctx context.Context, after int64) (hotpath.Fences, error) {
+func (s *Reservations) ReadFences(ctx context.Context, after int64) (hotpath.Fences, error) {
 	res, err := s.eval(ctx, s.scripts.FencePoll, []string{s.keys.FenceLog(), s.keys.FenceSeq()}, after)
 	if err != nil {
 		return hotpath.Fences{}, err
@@ -129,11 +178,11 @@ func (s *Store) ReadFences(ctx context.Context, after int64) (hotpath.Fences, er
 }
 
 // MultiNode reports whether the store is a Cluster.
-func (s *Store) MultiNode() bool { return s.cluster != nil }
+func (s *Reservations) MultiNode() bool { return s.cluster != nil }
 
 // PingNodes pings every Cluster master and reports each that answered by its address
 // (the pipes' Addr).
-func (s *Store) PingNodes(ctx context.Context, answered func(node string)) {
+func (s *Reservations) PingNodes(ctx context.Context, answered func(node string)) {
 	if s.cluster == nil {
 		return
 	}
@@ -147,4 +196,4 @@ func (s *Store) PingNodes(ctx context.Context, answered func(node string)) {
 }
 
 // Answering reports whether Redis answered the last call made to it.
-func (s *Store) Answering() bool { return s.answering() }
+func (s *Reservations) Answering() bool { return s.answering() }

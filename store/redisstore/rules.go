@@ -67,7 +67,7 @@ func sizeOf(k ruleKey, rules engine.Rules) int {
 }
 
 type ruleCache struct {
-	s *Store
+	s *conn
 
 	mu      sync.RWMutex
 	entries map[ruleKey]ruleEntry
@@ -77,7 +77,7 @@ type ruleCache struct {
 	polledAt atomic.Int64 // Unix ns when the last successful poll started
 }
 
-func newRuleCache(s *Store) *ruleCache {
+func newRuleCache(s *conn) *ruleCache {
 	return &ruleCache{s: s, entries: make(map[ruleKey]ruleEntry), ver: -1}
 }
 
@@ -247,7 +247,7 @@ func decodeRule(v any) (*engine.Rule, error) {
 }
 
 // Rules returns a namespace's rules, from the cache when it is fresh.
-func (s *Store) Rules(ctx context.Context, account, namespace string) (engine.Rules, error) {
+func (s *RuleStore) Rules(ctx context.Context, account, namespace string) (engine.Rules, error) {
 	if s.closed.Load() {
 		return engine.Rules{}, errClosed
 	}
@@ -284,7 +284,7 @@ func (s *Store) Rules(ctx context.Context, account, namespace string) (engine.Ru
 }
 
 // PutRule stores r in its kind's slot and bumps the rules version (one script).
-func (s *Store) PutRule(ctx context.Context, account, namespace string, r engine.Rule) (bool, error) {
+func (s *RuleStore) PutRule(ctx context.Context, account, namespace string, r engine.Rule) (bool, error) {
 	b, err := encodeRule(r)
 	if err != nil {
 		return false, err
@@ -303,7 +303,7 @@ func (s *Store) PutRule(ctx context.Context, account, namespace string, r engine
 }
 
 // DeleteRule removes the rule of one kind and bumps the rules version when one existed.
-func (s *Store) DeleteRule(ctx context.Context, account, namespace string, kind engine.RuleKind) (bool, error) {
+func (s *RuleStore) DeleteRule(ctx context.Context, account, namespace string, kind engine.RuleKind) (bool, error) {
 	res, err := s.run(ctx, s.scripts.RulesDel, []string{s.keys.Rules(account, namespace), s.keys.RulesVersion(), s.keys.RuleIndex(account)},
 		kind.String(), namespace)
 	if err != nil {

@@ -25,7 +25,7 @@ const (
 // share a hash tag), all in one pipeline. Every script records the batch id, so a batch
 // that is sent again after a failure, even one that failed half way, is applied exactly
 // once per account.
-func (s *Store) AddUsage(ctx context.Context, b engine.UsageBatch) error {
+func (s *UsageStore) AddUsage(ctx context.Context, b engine.UsageBatch) error {
 	if s.closed.Load() {
 		return errClosed
 	}
@@ -106,7 +106,7 @@ func (s *Store) AddUsage(ctx context.Context, b engine.UsageBatch) error {
 }
 
 // ReadUsage reads a namespace's days and its account's month total in one pipeline.
-func (s *Store) ReadUsage(ctx context.Context, q engine.UsageQuery) (engine.UsageReport, error) {
+func (s *UsageStore) ReadUsage(ctx context.Context, q engine.UsageQuery) (engine.UsageReport, error) {
 	if s.closed.Load() {
 		return engine.UsageReport{}, errClosed
 	}
@@ -148,7 +148,7 @@ func (s *Store) ReadUsage(ctx context.Context, q engine.UsageQuery) (engine.Usag
 }
 
 // MonthTotals reads each account's month total in one pipeline.
-func (s *Store) MonthTotals(ctx context.Context, month engine.Month, accounts []string) ([]int64, error) {
+func (s *UsageStore) MonthTotals(ctx context.Context, month engine.Month, accounts []string) ([]int64, error) {
 	if s.closed.Load() {
 		return nil, errClosed
 	}

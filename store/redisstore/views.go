@@ -20,7 +20,7 @@ import (
 // whole), and the leases held on one key.
 
 // RuleNamespaces returns the account's namespaces that have a rule, with how many each has.
-func (s *Store) RuleNamespaces(ctx context.Context, account string) ([]engine.NamespaceRules, error) {
+func (s *RuleStore) RuleNamespaces(ctx context.Context, account string) ([]engine.NamespaceRules, error) {
 	prefix := s.keys.Rules(account, "")
 	cmd, err := s.eval(s.opCtx(ctx), s.scripts.RulesNamespaces, []string{s.keys.RuleIndex(account)}, prefix)
 	if err != nil {
@@ -42,7 +42,7 @@ func (s *Store) RuleNamespaces(ctx context.Context, account string) ([]engine.Na
 
 // ReadAccountUsage reads the account's day hashes from FirstDay to LastDay and its month
 // total in one pipeline.
-func (s *Store) ReadAccountUsage(ctx context.Context, q engine.AccountUsageQuery) (engine.AccountUsageReport, error) {
+func (s *UsageStore) ReadAccountUsage(ctx context.Context, q engine.AccountUsageQuery) (engine.AccountUsageReport, error) {
 	if s.closed.Load() {
 		return engine.AccountUsageReport{}, errClosed
 	}
@@ -101,7 +101,7 @@ func (s *Store) ReadAccountUsage(ctx context.Context, q engine.AccountUsageQuery
 }
 
 // HeldLeases returns the unexpired leases of set, read with the store's clock.
-func (s *Store) HeldLeases(ctx context.Context, set engine.LeaseSet) (engine.HeldLeases, error) {
+func (s *Decider) HeldLeases(ctx context.Context, set engine.LeaseSet) (engine.HeldLeases, error) {
 	cmd, err := s.eval(s.opCtx(ctx), s.scripts.LeasesHeld, []string{s.keys.Leases(set)[0]}, s.nowArg())
 	if err != nil {
 		return engine.HeldLeases{}, err

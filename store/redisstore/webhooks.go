@@ -62,7 +62,7 @@ func decodeEvent(id string, rec any) (engine.OutboxEvent, error) {
 }
 
 // Webhook returns the account's webhook (one GET); ok is false when none is set.
-func (s *Store) Webhook(ctx context.Context, account string) (engine.Webhook, bool, error) {
+func (s *WebhookStore) Webhook(ctx context.Context, account string) (engine.Webhook, bool, error) {
 	if s.closed.Load() {
 		return engine.Webhook{}, false, errClosed
 	}
@@ -86,7 +86,7 @@ func (s *Store) Webhook(ctx context.Context, account string) (engine.Webhook, bo
 
 // PutWebhook sets the account's webhook, replacing any (one SET, no TTL: configuration
 // persists like rules).
-func (s *Store) PutWebhook(ctx context.Context, account string, w engine.Webhook) error {
+func (s *WebhookStore) PutWebhook(ctx context.Context, account string, w engine.Webhook) error {
 	if s.closed.Load() {
 		return errClosed
 	}
@@ -103,7 +103,7 @@ func (s *Store) PutWebhook(ctx context.Context, account string, w engine.Webhook
 
 // DeleteWebhook removes the account's webhook (one DEL); deleted reports whether one was
 // set.
-func (s *Store) DeleteWebhook(ctx context.Context, account string) (bool, error) {
+func (s *WebhookStore) DeleteWebhook(ctx context.Context, account string) (bool, error) {
 	if s.closed.Load() {
 		return false, errClosed
 	}
@@ -120,7 +120,7 @@ func (s *Store) DeleteWebhook(ctx context.Context, account string) (bool, error)
 
 // Enqueue adds ev to the outbox, due now, with one EVALSHA of lua/outbox_enqueue.lua,
 // which also checks and sets the once-key; see engine.Store.
-func (s *Store) Enqueue(ctx context.Context, ev engine.OutboxEvent, onceKey string) (bool, error) {
+func (s *WebhookStore) Enqueue(ctx context.Context, ev engine.OutboxEvent, onceKey string) (bool, error) {
 	if err := ev.Validate(); err != nil {
 		return false, fmt.Errorf("redisstore: enqueue: %w", err)
 	}
@@ -146,7 +146,7 @@ func (s *Store) Enqueue(ctx context.Context, ev engine.OutboxEvent, onceKey stri
 
 // Claim takes up to max due events and hides them for visibilityMS with one EVALSHA of
 // lua/outbox_claim.lua.
-func (s *Store) Claim(ctx context.Context, max int, visibilityMS int64) ([]engine.OutboxEvent, error) {
+func (s *WebhookStore) Claim(ctx context.Context, max int, visibilityMS int64) ([]engine.OutboxEvent, error) {
 	if max < 1 {
 		return nil, fmt.Errorf("redisstore: claim: %w: max %d is below 1", engine.ErrInvalidArgument, max)
 	}
@@ -183,7 +183,7 @@ func (s *Store) Claim(ctx context.Context, max int, visibilityMS int64) ([]engin
 
 // Ack removes an event from the outbox with one EVALSHA of lua/outbox_ack.lua; an unknown
 // id is no error.
-func (s *Store) Ack(ctx context.Context, id string) error {
+func (s *WebhookStore) Ack(ctx context.Context, id string) error {
 	if id == "" {
 		return fmt.Errorf("redisstore: ack: %w: empty event id", engine.ErrInvalidArgument)
 	}
@@ -194,7 +194,7 @@ func (s *Store) Ack(ctx context.Context, id string) error {
 
 // Retry counts a failed delivery and makes the event due delayMS from now with one
 // EVALSHA of lua/outbox_retry.lua; an unknown id is no error.
-func (s *Store) Retry(ctx context.Context, id string, delayMS int64) error {
+func (s *WebhookStore) Retry(ctx context.Context, id string, delayMS int64) error {
 	if id == "" {
 		return fmt.Errorf("redisstore: retry: %w: empty event id", engine.ErrInvalidArgument)
 	}
@@ -208,7 +208,7 @@ func (s *Store) Retry(ctx context.Context, id string, delayMS int64) error {
 }
 
 // OutboxLen is the number of events in the outbox, due or not (one ZCARD).
-func (s *Store) OutboxLen(ctx context.Context) (int64, error) {
+func (s *WebhookStore) OutboxLen(ctx context.Context) (int64, error) {
 	if s.closed.Load() {
 		return 0, errClosed
 	}
