@@ -8,18 +8,27 @@ import (
 )
 
 // TestConformanceSingle runs the shared conformance suite, unchanged, against one Redis
-// node (the harness's, or LEASH_TEST_REDIS_URL), every request decided in Redis. The
+// node (the harness's, or LEASH_TEST_REDIS_URL), every request decided in Redis, port by
+// port: each port's run gets that port's own type (Store.Decider, Store.RuleStore, ...)
+// alone, not the Store that holds them all; the engine's part gets the whole Store. The
 // suite's fake clock drives the scripts through Options.Clock.
 func TestConformanceSingle(t *testing.T) {
 	t.Parallel()
 	url := singleURL(t)
-	storetest.Run(t, func(t *testing.T, clock engine.Clock) engine.Store {
-		return openStore(t, Options{URL: url, Clock: clock})
-	})
+	open := func(t *testing.T, clock engine.Clock) *Store { return openStore(t, Options{URL: url, Clock: clock}) }
+	storetest.RunDecider(t, func(t *testing.T, c engine.Clock) engine.Decider { return open(t, c).Decider })
+	storetest.RunPinger(t, func(t *testing.T, c engine.Clock) engine.Pinger { return open(t, c).Pinger })
+	storetest.RunRules(t, func(t *testing.T, c engine.Clock) engine.RuleStore { return open(t, c).RuleStore })
+	storetest.RunUsage(t, func(t *testing.T, c engine.Clock) engine.UsageStore { return open(t, c).UsageStore })
+	storetest.RunWebhooks(t, func(t *testing.T, c engine.Clock) engine.WebhookStore { return open(t, c).WebhookStore })
+	storetest.RunDemand(t, func(t *testing.T, c engine.Clock) engine.DemandStore { return open(t, c).DemandStore })
+	storetest.RunAccounts(t, func(t *testing.T, c engine.Clock) engine.AccountStore { return open(t, c).AccountStore })
+	storetest.RunAudit(t, func(t *testing.T, c engine.Clock) engine.AuditStore { return open(t, c).AuditStore })
+	storetest.RunEngine(t, func(t *testing.T, c engine.Clock) engine.Store { return open(t, c) })
 }
 
-// TestConformanceCluster runs the same suite against a 3-master Redis Cluster started by
-// the harness.
+// TestConformanceCluster runs the whole suite (storetest.Run) against a 3-master Redis
+// Cluster started by the harness.
 func TestConformanceCluster(t *testing.T) {
 	t.Parallel()
 	c := sharedCluster(t)

@@ -15,15 +15,8 @@ import (
 // use of it over the same store (configured accounts are read-only, issued keys
 // authenticate until revoked, a suspended account's decisions are refused).
 
-// accounts returns the store's AccountStore role; a store without it fails the suite.
-func (h *harness) accounts() engine.AccountStore {
-	h.t.Helper()
-	as, ok := h.s.(engine.AccountStore)
-	if !ok {
-		h.t.Fatalf("%T does not implement engine.AccountStore", h.s)
-	}
-	return as
-}
+// accounts returns the store's AccountStore port.
+func (h *harness) accounts() engine.AccountStore { return h.s.AccountStore }
 
 func (h *harness) create(id, plan string) engine.StoredAccount {
 	h.t.Helper()
@@ -290,7 +283,14 @@ func accountTests() []subtest {
 				h.t.Errorf("reads moved the version from %d to %d", v, v2)
 			}
 		}},
-		{"EngineConfigReadOnly", engineAccountsTest},
+	}
+}
+
+// viewTests are the account-wide reads (spec §15.5), each of the port that keeps what it
+// reads: a namespace list of rules (RuleStore), an account's usage (UsageStore), the leases
+// held on a key (Decider).
+func viewTests() []subtest {
+	return []subtest{
 		{"RuleNamespaces", func(h *harness) {
 			rate := engine.Rule{Algorithm: engine.FixedWindow, Limit: 5, WindowMS: 1000}
 			conc := engine.Rule{Algorithm: engine.ConcurrentLimit, Limit: 2, WindowMS: 1000}
@@ -372,7 +372,7 @@ func engineAccountsTest(h *harness) {
 	if err != nil {
 		h.t.Fatal(err)
 	}
-	eng := engine.New(engine.RolesOf(h.s), dir, engine.Options{Accounts: h.accounts(), Logger: slog.New(slog.DiscardHandler)})
+	eng := engine.New(engine.RolesOf(h.s.store), dir, engine.Options{Accounts: h.accounts(), Logger: slog.New(slog.DiscardHandler)})
 	if err := eng.LoadAccounts(ctx); err != nil {
 		h.t.Fatal(err)
 	}

@@ -15,15 +15,8 @@ import (
 // the store's clock, list newest first by account or all together, page by id, expire
 // after engine.AuditRetention and are bounded per account.
 
-// audit returns the store's AuditStore role; a store without it fails the suite.
-func (h *harness) audit() engine.AuditStore {
-	h.t.Helper()
-	as, ok := h.s.(engine.AuditStore)
-	if !ok {
-		h.t.Fatalf("%T does not implement engine.AuditStore", h.s)
-	}
-	return as
-}
+// audit returns the store's AuditStore port.
+func (h *harness) audit() engine.AuditStore { return h.s.AuditStore }
 
 func (h *harness) appendAudit(e engine.AuditEntry) engine.AuditEntry {
 	h.t.Helper()

@@ -278,9 +278,6 @@ func counterTests() []subtest {
 			if err != nil || now != baseMS+12_345 {
 				h.t.Fatalf("NowMS = %d, %v; want %d", now, err, baseMS+12_345)
 			}
-			if err := h.s.Ping(h.ctx); err != nil {
-				h.t.Fatalf("Ping: %v", err)
-			}
 			d := h.spend(h.counter(engine.TokenBucket, "k", 1000), 7, 0)
 			if d.NowMS != baseMS+12_345 || d.Limit != 7 {
 				h.t.Fatalf("decision %+v: want NowMS %d and Limit 7", d, baseMS+12_345)
@@ -361,6 +358,16 @@ func resetTests() []subtest {
 			h.expect(sliding, 2, 1, yes, 0, 2000)
 			h.expect(long, 2, 1, yes, 0, 60_000)
 			h.expect(fixed, 2, 1, yes, 1, 1000)
+		}},
+	}
+}
+
+func pingTests() []subtest {
+	return []subtest{
+		{"Answers", func(h *harness) {
+			if err := h.s.Ping(h.ctx); err != nil {
+				h.t.Fatalf("Ping: %v", err)
+			}
 		}},
 	}
 }

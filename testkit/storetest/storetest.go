@@ -1,12 +1,16 @@
-// Package storetest is the conformance suite every engine.Store must pass: the memory
-// store and the Redis store alike (spec §1.3: semantics do not depend on the backend).
+// Package storetest is the conformance suite every store must pass: the memory store and
+// the Redis store alike (spec §1.3: semantics do not depend on the backend).
 //
-// Run drives a store only through the engine.Store interface, with a FakeClock the suite
-// owns, and checks exact numbers computed by hand from spec §4 to §8 and §11. Every
-// subtest uses its own account ids (from its name plus a random suffix), so a store
-// backed by one shared server can be used; the factory is still called once per subtest,
-// and must give each subtest an empty webhook outbox (a store has one outbox, not one
-// per account): a new memory store, or a Redis store with its own key prefix.
+// It runs per port: RunDecider, RunPinger, RunRules, RunUsage, RunWebhooks, RunDemand,
+// RunAccounts and RunAudit each take a constructor of that port alone, so a backend can
+// be checked port by port; RunEngine drives the engine over a whole store; Run is the sum
+// of them all over one engine.Store. The suite uses a store only through the engine's ports,
+// with a FakeClock it owns, and checks exact numbers computed by hand from spec §4 to §8
+// and §11. Every subtest uses its own account ids (from its name plus a random suffix),
+// so a store backed by one shared server can be used; the constructor is still called
+// once per subtest, and must give each subtest an empty webhook outbox (a store has one
+// outbox, not one per account): a new memory store, or a Redis store with its own key
+// prefix.
 package storetest
 
 import (
@@ -29,39 +33,124 @@ const BaseMS int64 = 1_800_057_600_000
 // baseMS is BaseMS, short for the tables.
 const baseMS = BaseMS
 
-// Run runs the conformance suite. newStore is called once per subtest with the clock the
-// store must use; it should register the store's Close with t.Cleanup.
-func Run(t *testing.T, newStore func(t *testing.T, clock engine.Clock) engine.Store) {
-	if want := time.Date(2027, 1, 16, 0, 0, 0, 0, time.UTC).UnixMilli(); BaseMS != want {
-		t.Fatalf("BaseMS is %d, want %d", BaseMS, want)
+// Constructor makes one subtest's store (or one port of it, P) with the clock it must use;
+// it should register the store's Close with t.Cleanup.
+type Constructor[P any] func(t *testing.T, clock engine.Clock) P
+
+// Run runs the whole conformance suite: every port's run below on the ports of one
+// engine.Store, and RunEngine on the whole store. A store that is not also an
+// engine.AccountStore and an engine.AuditStore fails those ports' subtests.
+func Run(t *testing.T, newStore Constructor[engine.Store]) {
+	RunDecider(t, func(t *testing.T, c engine.Clock) engine.Decider { return newStore(t, c) })
+	RunPinger(t, func(t *testing.T, c engine.Clock) engine.Pinger { return newStore(t, c) })
+	RunRules(t, func(t *testing.T, c engine.Clock) engine.RuleStore { return newStore(t, c) })
+	RunUsage(t, func(t *testing.T, c engine.Clock) engine.UsageStore { return newStore(t, c) })
+	RunWebhooks(t, func(t *testing.T, c engine.Clock) engine.WebhookStore { return newStore(t, c) })
+	RunDemand(t, func(t *testing.T, c engine.Clock) engine.DemandStore { return newStore(t, c) })
+	RunAccounts(t, func(t *testing.T, c engine.Clock) engine.AccountStore {
+		return portOf[engine.AccountStore](t, newStore(t, c))
+	})
+	RunAudit(t, func(t *testing.T, c engine.Clock) engine.AuditStore {
+		return portOf[engine.AuditStore](t, newStore(t, c))
+	})
+	RunEngine(t, newStore)
+}
+
+// RunEngine runs the engine over a whole store, the one part of the suite that needs
+// every port at once: the admin API's accounts beside configured ones, the keys they
+// issue, and a suspended account's decisions. A store that is not also an
+// engine.AccountStore fails it.
+func RunEngine(t *testing.T, newStore Constructor[engine.Store]) {
+	run(t, []group{{"Engine", []subtest{{"AccountsConfigReadOnly", engineAccountsTest}}}}, func(t *testing.T, c engine.Clock) ports {
+		s := newStore(t, c)
+		return ports{Decider: s, RuleStore: s, UsageStore: s, WebhookStore: s, DemandStore: s, Pinger: s,
+			AccountStore: portOf[engine.AccountStore](t, s), store: s}
+	})
+}
+
+// portOf returns s as the port P, and fails the subtest when s is not one.
+func portOf[P any](t *testing.T, s engine.Store) P {
+	t.Helper()
+	p, ok := s.(P)
+	if !ok {
+		t.Fatalf("%T does not implement %T", s, (*P)(nil))
 	}
-	groups := []struct {
-		name  string
-		tests []subtest
-	}{
+	return p
+}
+
+// RunDecider runs the suite of the decision port: the three algorithms, counters, resets,
+// SpendAll, overdraft, leases (and their account-wide read) and the properties.
+func RunDecider(t *testing.T, newDecider Constructor[engine.Decider]) {
+	run(t, []group{
 		{"FixedWindow", fixedWindowTests()},
 		{"SlidingWindow", slidingWindowTests()},
 		{"TokenBucket", tokenBucketTests()},
-		{"Counters", counterTests()},
+		{"Counters", append(counterTests(), named(isolationTests(), "Counters", "Isolation"))},
 		{"Reset", resetTests()},
 		{"SpendAll", spendAllTests()},
 		{"Overdraft", overdraftTests()},
-		{"Leases", leaseTests()},
-		{"Rules", ruleTests()},
-		{"Usage", usageTests()},
-		{"Webhooks", webhookTests()},
-		{"Outbox", outboxTests()},
-		{"Demand", demandTests()},
-		{"Isolation", isolationTests()},
-		{"Accounts", accountTests()},
-		{"Audit", auditTests()},
+		{"Leases", append(leaseTests(), named(isolationTests(), "Leases", "Isolation"), named(viewTests(), "HeldLeases", "Held"))},
 		{"Property", propertyTests()},
+	}, func(t *testing.T, c engine.Clock) ports { return ports{Decider: newDecider(t, c)} })
+}
+
+// RunPinger runs the suite of the health port.
+func RunPinger(t *testing.T, newPinger Constructor[engine.Pinger]) {
+	run(t, []group{{"Ping", pingTests()}}, func(t *testing.T, c engine.Clock) ports { return ports{Pinger: newPinger(t, c)} })
+}
+
+// RunRules runs the suite of the rules port, its namespace list included.
+func RunRules(t *testing.T, newRules Constructor[engine.RuleStore]) {
+	run(t, []group{
+		{"Rules", append(ruleTests(), named(isolationTests(), "Rules", "Isolation"), named(viewTests(), "RuleNamespaces", "Namespaces"))},
+	}, func(t *testing.T, c engine.Clock) ports { return ports{RuleStore: newRules(t, c)} })
+}
+
+// RunUsage runs the suite of the usage port, an account's usage included.
+func RunUsage(t *testing.T, newUsage Constructor[engine.UsageStore]) {
+	run(t, []group{
+		{"Usage", append(usageTests(), named(isolationTests(), "Usage", "Isolation"), named(viewTests(), "AccountUsage", "Account"))},
+	}, func(t *testing.T, c engine.Clock) ports { return ports{UsageStore: newUsage(t, c)} })
+}
+
+// RunWebhooks runs the suite of the webhooks port: webhooks and the outbox. Each subtest
+// needs a store with an empty outbox.
+func RunWebhooks(t *testing.T, newWebhooks Constructor[engine.WebhookStore]) {
+	run(t, []group{{"Webhooks", webhookTests()}, {"Outbox", outboxTests()}},
+		func(t *testing.T, c engine.Clock) ports { return ports{WebhookStore: newWebhooks(t, c)} })
+}
+
+// RunDemand runs the suite of the RLQS demand port.
+func RunDemand(t *testing.T, newDemand Constructor[engine.DemandStore]) {
+	run(t, []group{{"Demand", demandTests()}}, func(t *testing.T, c engine.Clock) ports { return ports{DemandStore: newDemand(t, c)} })
+}
+
+// RunAccounts runs the suite of the admin API's accounts and keys.
+func RunAccounts(t *testing.T, newAccounts Constructor[engine.AccountStore]) {
+	run(t, []group{{"Accounts", accountTests()}}, func(t *testing.T, c engine.Clock) ports { return ports{AccountStore: newAccounts(t, c)} })
+}
+
+// RunAudit runs the suite of the audit log.
+func RunAudit(t *testing.T, newAudit Constructor[engine.AuditStore]) {
+	run(t, []group{{"Audit", auditTests()}}, func(t *testing.T, c engine.Clock) ports { return ports{AuditStore: newAudit(t, c)} })
+}
+
+// group is a named list of subtests.
+type group struct {
+	name  string
+	tests []subtest
+}
+
+// run runs groups, each subtest on the ports newPorts makes for it.
+func run(t *testing.T, groups []group, newPorts Constructor[ports]) {
+	if want := time.Date(2027, 1, 16, 0, 0, 0, 0, time.UTC).UnixMilli(); BaseMS != want {
+		t.Fatalf("BaseMS is %d, want %d", BaseMS, want)
 	}
 	for _, g := range groups {
 		t.Run(g.name, func(t *testing.T) {
 			for _, st := range g.tests {
 				t.Run(st.name, func(t *testing.T) {
-					st.run(newHarness(t, newStore))
+					st.run(newHarness(t, newPorts))
 				})
 			}
 		})
@@ -73,21 +162,46 @@ type subtest struct {
 	run  func(h *harness)
 }
 
-// harness is one subtest's store, clock and accounts.
+// named returns the subtest of tests called name, renamed as.
+func named(tests []subtest, name, as string) subtest {
+	for _, st := range tests {
+		if st.name == name {
+			return subtest{as, st.run}
+		}
+	}
+	panic("storetest: no subtest " + name)
+}
+
+// ports are the ports a subtest may use: a port's run sets only its own, so a subtest
+// that strays to another fails at once (a nil interface).
+type ports struct {
+	engine.Decider
+	engine.RuleStore
+	engine.UsageStore
+	engine.WebhookStore
+	engine.DemandStore
+	engine.Pinger
+	engine.AccountStore
+	engine.AuditStore
+	// store is the whole store, for the engine's subtests (Run only).
+	store engine.Store
+}
+
+// harness is one subtest's store ports, clock and accounts.
 type harness struct {
 	t     *testing.T
-	s     engine.Store
+	s     ports
 	clock *testkit.FakeClock
 	ctx   context.Context
 	// a and b are two distinct accounts unique to the subtest.
 	a, b string
 }
 
-func newHarness(t *testing.T, newStore func(t *testing.T, clock engine.Clock) engine.Store) *harness {
+func newHarness(t *testing.T, newPorts Constructor[ports]) *harness {
 	clock := testkit.NewFakeClock(time.UnixMilli(BaseMS))
-	s := newStore(t, clock)
+	p := newPorts(t, clock)
 	id := accountID(t.Name())
-	return &harness{t: t, s: s, clock: clock, ctx: context.Background(), a: id + "-a", b: id + "-b"}
+	return &harness{t: t, s: p, clock: clock, ctx: context.Background(), a: id + "-a", b: id + "-b"}
 }
 
 // accountID turns a test name into a valid, unique account id prefix
