@@ -12,6 +12,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/leashd/leash/engine"
+	"github.com/leashd/leash/store/redisstore/lua"
 	"github.com/leashd/leash/store/redisstore/respipe"
 	"github.com/leashd/leash/testkit/redistest"
 )
@@ -99,7 +100,7 @@ func TestCrossSlotStaleSlotMap(t *testing.T) {
 			moves = pipeSpend(fmt.Sprintf("moves%d", next), 0)
 			if m, err := c.MasterFor(ctx, s.keys.Counter(moves.Counter)); err != nil {
 				t.Fatal(err)
-			} else if m == src && keySlot(s.keys.Counter(moves.Counter)) != keySlot(s.keys.Counter(stay.Counter)) {
+			} else if m == src && lua.Slot(s.keys.Counter(moves.Counter)) != lua.Slot(s.keys.Counter(stay.Counter)) {
 				next++
 				break
 			}
@@ -111,7 +112,7 @@ func TestCrossSlotStaleSlotMap(t *testing.T) {
 		if dst == src {
 			dst = c.Nodes[1]
 		}
-		slot := int64(keySlot(s.keys.Counter(moves.Counter)))
+		slot := int64(lua.Slot(s.keys.Counter(moves.Counter)))
 		for _, n := range c.Nodes {
 			if err := admins[n].Do(ctx, "CLUSTER", "SETSLOT", slot, "NODE", ids[dst]).Err(); err != nil {
 				t.Fatal(err)
@@ -157,7 +158,7 @@ func TestCrossSlotStaleSlotMap(t *testing.T) {
 	}
 }
 
-// TestKeySlot: keySlot agrees with CLUSTER KEYSLOT, hash tags included.
+// TestKeySlot: lua.Slot agrees with CLUSTER KEYSLOT, hash tags included.
 func TestKeySlot(t *testing.T) {
 	t.Parallel()
 	c := sharedCluster(t)
@@ -168,8 +169,8 @@ func TestKeySlot(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got := keySlot(k); int64(got) != want {
-			t.Errorf("keySlot(%q) = %d, want %d", k, got, want)
+		if got := lua.Slot(k); int64(got) != want {
+			t.Errorf("Slot(%q) = %d, want %d", k, got, want)
 		}
 	}
 }
@@ -217,7 +218,7 @@ func TestRedirectLoopAnswersNotServed(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	slot := int64(keySlot(key))
+	slot := int64(lua.Slot(key))
 	if err := srcAdmin.Do(ctx, "CLUSTER", "SETSLOT", slot, "MIGRATING", dstID).Err(); err != nil {
 		t.Fatal(err)
 	}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/leashd/leash/store/redisstore/lua"
 	"github.com/leashd/leash/store/redisstore/respipe"
 )
 
@@ -258,28 +259,7 @@ func redirectAddr(reply, from string) (string, bool) {
 // key's slot.
 func redirectsSlotOf(reply, key string) bool {
 	f := strings.Fields(reply)
-	return len(f) == 3 && f[1] == strconv.Itoa(int(keySlot(key)))
-}
-
-// keySlot is the Redis Cluster slot of key: CRC16 (XMODEM) of its hash tag, mod 16384.
-func keySlot(key string) uint16 {
-	if i := strings.IndexByte(key, '{'); i >= 0 {
-		if j := strings.IndexByte(key[i+1:], '}'); j > 0 {
-			key = key[i+1 : i+1+j]
-		}
-	}
-	var crc uint16
-	for i := 0; i < len(key); i++ {
-		crc ^= uint16(key[i]) << 8
-		for range 8 {
-			if crc&0x8000 != 0 {
-				crc = crc<<1 ^ 0x1021
-			} else {
-				crc <<= 1
-			}
-		}
-	}
-	return crc & 16383
+	return len(f) == 3 && f[1] == strconv.Itoa(int(lua.Slot(key)))
 }
 
 // mergeGroup is the group of a key for respipe's Merge: on a Cluster its hash tag (one

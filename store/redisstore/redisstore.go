@@ -29,6 +29,7 @@ import (
 	"github.com/leashd/leash/engine/hotpath"
 	"github.com/leashd/leash/store/redisstore/lua"
 	"github.com/leashd/leash/store/redisstore/respipe"
+	"github.com/leashd/leash/store/redisstore/rules"
 )
 
 // Store is Leash's Redis backend: an engine.Store, engine.AccountStore, engine.AuditStore
@@ -61,7 +62,7 @@ type Reservations struct{ *conn }
 // RuleStore is the engine.RuleStore on Redis, read through an in-process cache (rules.go).
 type RuleStore struct {
 	*conn
-	rules *ruleCache
+	rules *rules.Cache
 }
 
 // UsageStore is the engine.UsageStore on Redis (usage.go).
@@ -249,14 +250,14 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 	}
 	bg, stop := context.WithCancel(context.Background())
 	s.stop = stop
-	rules := &RuleStore{conn: s, rules: newRuleCache(s)}
+	rs := &RuleStore{conn: s, rules: rules.NewCache()}
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
-		rules.rules.poll(bg)
+		rs.rules.Poll(bg, s.rulesVersion, s.log)
 	}()
 	hot := &Reservations{s}
-	return &Store{conn: s, Decider: &Decider{conn: s, hot: hot}, Reservations: hot, RuleStore: rules,
+	return &Store{conn: s, Decider: &Decider{conn: s, hot: hot}, Reservations: hot, RuleStore: rs,
 		UsageStore: &UsageStore{s}, WebhookStore: &WebhookStore{s}, DemandStore: &DemandStore{s},
 		Pinger: &Pinger{s}, AccountStore: &AccountStore{s}, AuditStore: &AuditStore{s}}, nil
 }
@@ -431,6 +432,17 @@ func (s *conn) loadScripts(ctx context.Context) {
 			return
 		}
 	}
+}
+
+// rulesVersion reads the rules version (0 before any rule write) within ReadTimeout.
+func (s *conn) rulesVersion(ctx context.Context) (int64, error) {
+	ctx, cancel := context.WithTimeout(ctx, s.opTimeout)
+	defer cancel()
+	v, err := s.client.Get(ctx, s.keys.RulesVersion()).Int64()
+	if errors.Is(err, redis.Nil) {
+		return 0, nil
+	}
+	return v, err
 }
 
 // opCtx bounds one store operation by ReadTimeout: the caller's context when its

@@ -234,3 +234,24 @@ func (k Keys) AuditAll() string { return k.AuditTag() + ":all" }
 
 // AuditAccount is the audit log's set of one account's entries.
 func (k Keys) AuditAccount(id string) string { return k.AuditTag() + ":acct:" + id }
+
+// Slot is the Redis Cluster slot of key: CRC16 (XMODEM) of its hash tag, mod 16384.
+func Slot(key string) uint16 {
+	if i := strings.IndexByte(key, '{'); i >= 0 {
+		if j := strings.IndexByte(key[i+1:], '}'); j > 0 {
+			key = key[i+1 : i+1+j]
+		}
+	}
+	var crc uint16
+	for i := 0; i < len(key); i++ {
+		crc ^= uint16(key[i]) << 8
+		for range 8 {
+			if crc&0x8000 != 0 {
+				crc = crc<<1 ^ 0x1021
+			} else {
+				crc <<= 1
+			}
+		}
+	}
+	return crc & 16383
+}

@@ -1,4 +1,4 @@
-package redisstore
+package rules
 
 import (
 	"strconv"
@@ -12,7 +12,7 @@ import (
 // override keys above all: up to 512 bytes each, spec §6.7) as well as by its entries,
 // and keeps its size exact through replacements and drops.
 func TestRuleCacheWeight(t *testing.T) {
-	c := newRuleCache(nil)
+	c := NewCache()
 	c.ver = 1
 	// As many 512-byte keys as a 64 KiB rule body holds.
 	const n = 120
@@ -23,27 +23,27 @@ func TestRuleCacheWeight(t *testing.T) {
 	name := "heavy"
 	heavy := &engine.Rule{Algorithm: engine.FixedWindow, Limit: 1, WindowMS: 1, Name: &name, Overrides: engine.NewOverrides(list)}
 	light := &engine.Rule{Algorithm: engine.FixedWindow, Limit: 1, WindowMS: 1}
-	entry := func(r *engine.Rule) ruleEntry {
-		return ruleEntry{rules: engine.Rules{Rate: r, Concurrent: light}, ver: 1}
+	put := func(namespace string, r *engine.Rule) {
+		c.Put("a", namespace, engine.Rules{Rate: r, Concurrent: light}, 1)
 	}
 	lightSize := ruleEntryBytes + len("a") + len("y")
 	heavySize := ruleEntryBytes + len("a") + len("x") + len(name) + n*(engine.MaxKey+overrideBytes)
 
-	c.put(ruleKey{"a", "x"}, entry(light))
-	c.put(ruleKey{"a", "x"}, entry(heavy)) // replaces the light one
-	c.put(ruleKey{"a", "y"}, entry(light))
+	put("x", light)
+	put("x", heavy) // replaces the light one
+	put("y", light)
 	if c.bytes != heavySize+lightSize || len(c.entries) != 2 {
 		t.Fatalf("%d bytes in %d entries, want %d in 2", c.bytes, len(c.entries), heavySize+lightSize)
 	}
-	c.drop(ruleKey{"a", "x"})
-	c.drop(ruleKey{"a", "never"})
+	c.Drop("a", "x")
+	c.Drop("a", "never")
 	if c.bytes != lightSize || len(c.entries) != 1 {
 		t.Fatalf("after drop: %d bytes in %d entries, want %d in 1", c.bytes, len(c.entries), lightSize)
 	}
 	const limit = 64 << 20 // the documented bound
 	most, keys := 0, 0
 	for i := range 5000 {
-		c.put(ruleKey{"a", "x" + strconv.Itoa(i)}, entry(heavy))
+		put("x"+strconv.Itoa(i), heavy)
 		if c.bytes > limit {
 			t.Fatalf("put %d: %d bytes above %d", i, c.bytes, limit)
 		}
@@ -64,7 +64,7 @@ func TestRuleCacheWeight(t *testing.T) {
 		t.Fatalf("held at most %d entries, want about %d", most, want)
 	}
 	t.Logf("at most %d entries, %d bytes of override keys", most, keys)
-	c.observe(2, true) // a new version empties the cache
+	c.Observe(2, true) // a new version empties the cache
 	if c.bytes != 0 || len(c.entries) != 0 {
 		t.Fatalf("after a version change: %d bytes in %d entries", c.bytes, len(c.entries))
 	}
