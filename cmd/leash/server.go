@@ -56,10 +56,7 @@ type server struct {
 	xdsTLS      *tls.Config // nil: plaintext to the xDS server
 	admin       *admin.Handler
 
-	httpLn, adminLn, grpcLn, jsonLn net.Listener // grpcLn, jsonLn nil when off
-	httpSrv, adminSrv, jsonSrv      *http.Server // jsonSrv nil when off
-	grpcSrv                         *grpc.Server // nil when grpc.addr is ""
-	grpcHealth                      *health.Server
+	listeners // bound by newServer, served by Run, drained by shutdown
 
 	deliverer *webhook.Deliverer
 	wake      chan struct{} // an event was queued here: deliver without waiting for the poll
@@ -72,8 +69,6 @@ type server struct {
 	watchers  *group // config watcher, gRPC health watcher, the reloader's descriptor watcher
 	accounts  *group // the poll of the admin API's accounts (spec §15.2)
 	reloader  *envoyReloader
-	serving   sync.WaitGroup // the listeners' Serve loops
-	serveErr  chan error
 
 	undo cleanups // what newServer's steps opened, closed again if a later step fails
 }
@@ -360,7 +355,7 @@ func (s *server) Run(ctx context.Context) int {
 	s.startFlush()
 	s.startDeliverer()
 	s.startXDS()
-	s.startServing()
+	s.serve()
 	s.log.Info("leash serving", "version", buildVersion(), "http", s.httpLn.Addr().String(), "grpc", addrOf(s.grpcLn),
 		"json", addrOf(s.jsonLn), "admin", s.adminLn.Addr().String(), "store", s.cfg.Store.Backend)
 	select {
@@ -438,20 +433,6 @@ func (s *server) startXDS() {
 	})
 }
 
-// startServing serves every listener bound; the first to fail ends Run.
-func (s *server) startServing() {
-	s.serveErr = make(chan error, 4)
-	serve := func(serveOn func() error) { s.serving.Go(func() { s.serveErr <- serveOn() }) }
-	serve(func() error { return s.httpSrv.Serve(s.httpLn) })
-	serve(func() error { return s.adminSrv.Serve(s.adminLn) })
-	if s.jsonSrv != nil {
-		serve(func() error { return s.jsonSrv.Serve(s.jsonLn) })
-	}
-	if s.grpcSrv != nil {
-		serve(func() error { return s.grpcSrv.Serve(s.grpcLn) })
-	}
-}
-
 // shutdown stops the service in the order of spec §12.3, within shutdown.timeout, and
 // returns the exit status: code, or 1 when requests could not complete in time or the
 // final usage flush failed.
@@ -466,7 +447,7 @@ func (s *server) shutdown(code int) int {
 	s.webhooks.cancel()
 	// 3. Close the listeners and let every request already received complete; the xDS
 	// client stops.
-	if !s.drainListeners(deadline.Add(-budget / 4)) {
+	if !s.drain(deadline.Add(-budget/4), s.quota.Shutdown, s.log) {
 		code = 1
 	}
 	s.webhooks.wait()
@@ -494,25 +475,52 @@ func (s *server) shutdown(code int) int {
 	return code
 }
 
-// drainListeners closes the /v1, gRPC and /json listeners and waits for the requests
-// already received (RLQS streams are ended) until deadline, when gRPC is stopped hard;
-// false when some did not complete.
-func (s *server) drainListeners(deadline time.Time) bool {
+// listeners are the service's listeners and the servers on them. grpcLn, jsonLn and their
+// servers are nil when off.
+type listeners struct {
+	httpLn, adminLn, grpcLn, jsonLn net.Listener
+	httpSrv, adminSrv, jsonSrv      *http.Server
+	grpcSrv                         *grpc.Server
+	grpcHealth                      *health.Server
+
+	serving  sync.WaitGroup // the Serve loops
+	serveErr chan error     // each Serve loop's end; the first ends Run
+}
+
+// serve serves every listener bound, each in its own goroutine that drain (or a failed
+// listener) ends.
+func (l *listeners) serve() {
+	l.serveErr = make(chan error, 4)
+	serve := func(serveOn func() error) { l.serving.Go(func() { l.serveErr <- serveOn() }) }
+	serve(func() error { return l.httpSrv.Serve(l.httpLn) })
+	serve(func() error { return l.adminSrv.Serve(l.adminLn) })
+	if l.jsonSrv != nil {
+		serve(func() error { return l.jsonSrv.Serve(l.jsonLn) })
+	}
+	if l.grpcSrv != nil {
+		serve(func() error { return l.grpcSrv.Serve(l.grpcLn) })
+	}
+}
+
+// drain closes the /v1, gRPC and /json listeners and waits for the requests already
+// received until deadline, when gRPC is stopped hard; endStreams ends the long-lived gRPC
+// streams (RLQS) first. It returns false when some requests did not complete.
+func (l *listeners) drain(deadline time.Time, endStreams func(), log *slog.Logger) bool {
 	ctx, cancel := context.WithDeadline(context.Background(), deadline)
 	var graceful, hard sync.WaitGroup
-	if s.grpcSrv != nil {
-		hard.Go(func() { <-ctx.Done(); s.grpcSrv.Stop() }) // bound the graceful stop
-		s.quota.Shutdown()                                 // RLQS streams end, so proxies reconnect elsewhere (spec §14.1)
-		graceful.Go(s.grpcSrv.GracefulStop)
+	if l.grpcSrv != nil {
+		hard.Go(func() { <-ctx.Done(); l.grpcSrv.Stop() }) // bound the graceful stop
+		endStreams()                                       // RLQS streams end, so proxies reconnect elsewhere (spec §14.1)
+		graceful.Go(l.grpcSrv.GracefulStop)
 	}
 	ok := true
-	if err := s.httpSrv.Shutdown(ctx); err != nil {
-		s.log.Error("http drain incomplete", "err", err)
+	if err := l.httpSrv.Shutdown(ctx); err != nil {
+		log.Error("http drain incomplete", "err", err)
 		ok = false
 	}
-	if s.jsonSrv != nil {
-		if err := s.jsonSrv.Shutdown(ctx); err != nil {
-			s.log.Error("json drain incomplete", "err", err)
+	if l.jsonSrv != nil {
+		if err := l.jsonSrv.Shutdown(ctx); err != nil {
+			log.Error("json drain incomplete", "err", err)
 			ok = false
 		}
 	}

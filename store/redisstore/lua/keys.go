@@ -195,20 +195,21 @@ func (k Keys) Webhook(account string) string {
 	return b.String()
 }
 
-// OutboxTag is "{P:ob}": the whole outbox, its once-keys included, is one slot, so every
-// outbox script is atomic over it.
-func (k Keys) OutboxTag() string { return "{" + k.prefix + ":ob}" }
+// slotTag is "{P:<name>}", the hash tag of a slot that holds a whole part: the outbox
+// ("ob": its once-keys included, so every outbox script is atomic over it) or the audit
+// log ("audit").
+func slotTag(prefix, name string) string { return "{" + prefix + ":" + name + "}" }
 
 // OutboxDue returns the outbox's sorted set of due instants.
-func (k Keys) OutboxDue() string { return k.OutboxTag() + ":due" }
+func (k Keys) OutboxDue() string { return slotTag(k.prefix, "ob") + ":due" }
 
 // OutboxEvents returns the outbox's hash of event records.
-func (k Keys) OutboxEvents() string { return k.OutboxTag() + ":ev" }
+func (k Keys) OutboxEvents() string { return slotTag(k.prefix, "ob") + ":ev" }
 
 // OutboxOnce returns the key of an Enqueue once-key.
 func (k Keys) OutboxOnce(onceKey string) string {
 	var b strings.Builder
-	b.WriteString(k.OutboxTag())
+	b.WriteString(slotTag(k.prefix, "ob"))
 	b.WriteString(":once:")
 	writeEscaped(&b, onceKey, true)
 	return b.String()
@@ -226,14 +227,11 @@ func (k Keys) AccountKeys(id string) []string {
 	return []string{t + ":ids", t + ":version", t + ":acct:" + id, t + ":keys:" + id}
 }
 
-// AuditTag is "{P:audit}", the audit log's slot.
-func (k Keys) AuditTag() string { return "{" + k.prefix + ":audit}" }
-
 // AuditAll is the audit log's set of every entry.
-func (k Keys) AuditAll() string { return k.AuditTag() + ":all" }
+func (k Keys) AuditAll() string { return slotTag(k.prefix, "audit") + ":all" }
 
 // AuditAccount is the audit log's set of one account's entries.
-func (k Keys) AuditAccount(id string) string { return k.AuditTag() + ":acct:" + id }
+func (k Keys) AuditAccount(id string) string { return slotTag(k.prefix, "audit") + ":acct:" + id }
 
 // Slot is the Redis Cluster slot of key: CRC16 (XMODEM) of its hash tag, mod 16384.
 func Slot(key string) uint16 {
