@@ -101,7 +101,7 @@ type conn struct {
 	pipe         *respipe.Pipe // the single node's or Sentinel master's pipe; nil on a cluster (pipeFor picks one per key)
 	sentinel     bool          // Sentinel: the pipe dials whichever node the sentinels name master
 	crossSlot    bool          // Cluster of Redis >= 7.0: Spend merges across slots (hotpath.go)
-	undecided    atomic.Int64  // Spend requests a cross-slot call left undecided, sent again (counters.go)
+	undecided    atomic.Int64  // Spend requests a cross-slot call left undecided, sent again (reserve.go: SpendKey)
 	redisTime    redisClock    // Redis's clock as last read, for reserve calls' deadlines (reserve.go)
 	// When a decision call or a ping last succeeded, and last failed for want of Redis
 	// (Unix ns): the hot path's slices decide only while the last outcome is a success
