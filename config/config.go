@@ -565,6 +565,7 @@ func load(files []file, environ []string) (*Config, error) {
 	}
 	explicit := func(path string) bool { return st.set[path] || env[path] }
 	cfg.Plans = mergePlans(doc.Plans, st, all)
+	checkRules(v, all)
 	validate(cfg, explicit, all)
 	all.dropFollowing(firstCheck)
 	if err := all.err(); err != nil {
@@ -702,7 +703,9 @@ func locate(where map[string]string, path string) string {
 		return w
 	}
 	for p := parentPath(path); p != ""; p = parentPath(p) {
-		if w, ok := where[p]; ok && !strings.HasPrefix(w, envWhere) {
+		// A variable sets a whole list: it is where each of its elements was set.
+		element := strings.HasPrefix(path, p+"[") && !strings.ContainsAny(path[len(p)+1:], ".[")
+		if w, ok := where[p]; ok && (element || !strings.HasPrefix(w, envWhere)) {
 			return w
 		}
 	}

@@ -31,7 +31,7 @@ func TestBadTrustedProxies(t *testing.T) {
 		want       string
 	}{
 		{[]string{"http: {trusted_proxies: ['10.0.0.0/8', '10.0.0.0/33']}\n"}, nil, "http.trusted_proxies[1]: \"10.0.0.0/33\" is not a CIDR"},
-		{nil, []string{"LEASH_HTTP_TRUSTED_PROXIES=ingress.local"}, "http.trusted_proxies[0]: \"ingress.local\" is not a CIDR"},
+		{nil, []string{"LEASH_HTTP_TRUSTED_PROXIES=ingress.local"}, "http.trusted_proxies[0] (environment variable LEASH_HTTP_TRUSTED_PROXIES): \"ingress.local\" is not a CIDR"},
 		{[]string{"http: {trusted_proxies: ['fe80::1%eth0']}\n"}, nil, "http.trusted_proxies[0]"},
 	} {
 		_, err := Load(writeFiles(t, tc.files...), tc.env)

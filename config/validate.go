@@ -4,7 +4,6 @@ import (
 	"encoding/hex"
 	"fmt"
 	"maps"
-	"net"
 	"net/url"
 	"slices"
 	"strconv"
@@ -202,9 +201,6 @@ func mergePlans(docs map[string]planDoc, st *fileState, errs *errList) map[strin
 // validate checks values and combinations; explicit reports whether a key path was given
 // in a file or the environment (not just defaulted).
 func validate(c *Config, explicit func(string) bool, errs *errList) {
-	checkAddr(errs, "http.addr", c.HTTP.Addr, false)
-	checkAddr(errs, "grpc.addr", c.GRPC.Addr, true)
-	checkAddr(errs, "admin.addr", c.Admin.Addr, false)
 	checkPair(errs, "http.tls", c.HTTP.TLS.CertFile, c.HTTP.TLS.KeyFile)
 	validateHTTPTimeouts(&c.HTTP, errs)
 	checkPair(errs, "grpc.tls", c.GRPC.TLS.CertFile, c.GRPC.TLS.KeyFile)
@@ -212,97 +208,28 @@ func validate(c *Config, explicit func(string) bool, errs *errList) {
 		errs.add("grpc.tls.client_ca_file", "needs grpc.tls.cert_file and grpc.tls.key_file (mTLS is on top of TLS)")
 	}
 
-	switch c.Store.Backend {
-	case "memory", "redis":
-	default:
-		errs.add("store.backend", "must be memory or redis, got %q", c.Store.Backend)
-	}
 	validateRedis(&c.Store.Redis, explicit, errs)
-	if c.Store.Memory.MaxEntries < 1 {
-		errs.add("store.memory.max_entries", "must be 1 or more")
-	}
 
-	checkPositive(errs, "shutdown.timeout", c.Shutdown.Timeout)
-	if c.Shutdown.DrainDelay < 0 {
-		errs.add("shutdown.drain_delay", "must be 0 or more")
-	} else if c.Shutdown.Timeout > 0 && c.Shutdown.DrainDelay >= c.Shutdown.Timeout {
+	if c.Shutdown.Timeout > 0 && c.Shutdown.DrainDelay >= 0 && c.Shutdown.DrainDelay >= c.Shutdown.Timeout {
 		errs.add("shutdown.drain_delay", "must be below shutdown.timeout (%s)", c.Shutdown.Timeout)
 	}
-
-	if r := c.Metrics.NearLimitRatio; !(r > 0 && r <= 1) {
-		errs.add("metrics.near_limit_ratio", "must be above 0 and at most 1, got %v", r)
+	if t := &c.Tracing; (t.Exporter == "otlp_grpc" || t.Exporter == "otlp_http") && t.Endpoint == "" {
+		errs.add("tracing.endpoint", "is required with tracing.exporter %s", t.Exporter)
 	}
-	for i, ns := range c.Metrics.Namespaces {
-		if !engine.ValidNamespace(ns) {
-			errs.add(index("metrics.namespaces", i), "%q is not a namespace", ns)
-		}
-	}
-	switch t := &c.Tracing; t.Exporter {
-	case "none":
-	case "otlp_grpc", "otlp_http":
-		if t.Endpoint == "" {
-			errs.add("tracing.endpoint", "is required with tracing.exporter %s", t.Exporter)
-		}
-	default:
-		errs.add("tracing.exporter", "must be none, otlp_grpc or otlp_http, got %q", t.Exporter)
-	}
-	if r := c.Tracing.SamplingRatio; !(r >= 0 && r <= 1) {
-		errs.add("tracing.sampling_ratio", "must be from 0 to 1, got %v", r)
-	}
-	if c.Tracing.ServiceName == "" {
-		errs.add("tracing.service_name", "must not be empty")
-	}
-
-	checkPositive(errs, "webhooks.timeout", c.Webhooks.Timeout)
-	if c.Webhooks.MaxAttempts < 1 {
-		errs.add("webhooks.max_attempts", "must be 1 or more")
-	}
-	checkPositive(errs, "webhooks.backoff_base", c.Webhooks.BackoffBase)
-	if c.Webhooks.BackoffMax < c.Webhooks.BackoffBase {
+	if c.Webhooks.BackoffBase > 0 && c.Webhooks.BackoffMax < c.Webhooks.BackoffBase {
 		errs.add("webhooks.backoff_max", "must be at least webhooks.backoff_base (%s)", c.Webhooks.BackoffBase)
 	}
-
-	switch l := strings.ToLower(c.Log.Level); l {
-	case "debug", "info", "warn", "error":
-		c.Log.Level = l
-	default:
-		errs.add("log.level", "must be debug, info, warn or error, got %q", c.Log.Level)
-	}
-	switch f := strings.ToLower(c.Log.Format); f {
-	case "json", "text":
-		c.Log.Format = f
-	default:
-		errs.add("log.format", "must be json or text, got %q", c.Log.Format)
-	}
+	// log.level and log.format are checked in any letter case (keys.go); the service
+	// reads them in lower case.
+	c.Log.Level, c.Log.Format = strings.ToLower(c.Log.Level), strings.ToLower(c.Log.Format)
 
 	validateAccounts(c, errs)
 	validateEnvoy(c, errs)
 }
 
 func validateHTTPTimeouts(h *HTTP, errs *errList) {
-	checkPositive(errs, "http.read_header_timeout", h.ReadHeaderTimeout)
-	checkPositive(errs, "http.read_timeout", h.ReadTimeout)
-	checkPositive(errs, "http.write_timeout", h.WriteTimeout)
-	checkPositive(errs, "http.idle_timeout", h.IdleTimeout)
-	for i, p := range h.TrustedProxies {
-		if _, ok := parseProxy(p); !ok {
-			errs.add(index("http.trusted_proxies", i), "%q is not a CIDR (e.g. 10.0.0.0/8) or an IP address", p)
-		}
-	}
 	if h.ReadHeaderTimeout > 0 && h.ReadTimeout > 0 && h.ReadTimeout < h.ReadHeaderTimeout {
 		errs.add("http.read_timeout", "must be at least http.read_header_timeout (%s): it bounds the whole request, headers included", h.ReadHeaderTimeout)
-	}
-}
-
-func checkAddr(errs *errList, key, addr string, emptyOK bool) {
-	if addr == "" {
-		if !emptyOK {
-			errs.add(key, "must not be empty")
-		}
-		return
-	}
-	if _, _, err := net.SplitHostPort(addr); err != nil {
-		errs.add(key, "must be host:port or :port, got %q", addr)
 	}
 }
 
@@ -337,9 +264,6 @@ func validateRedis(r *Redis, explicit func(string) bool, errs *errList) {
 			errs.add(p+"url", "must name a host, e.g. redis://127.0.0.1:6379/0")
 		}
 	}
-	for i, a := range r.ClusterAddrs {
-		checkAddr(errs, index(p+"cluster_addrs", i), a, false)
-	}
 	if sentinel {
 		if r.Sentinel.Master == "" {
 			errs.add(p+"sentinel.master", "is required with store.redis.sentinel.addrs")
@@ -347,32 +271,8 @@ func validateRedis(r *Redis, explicit func(string) bool, errs *errList) {
 		if len(r.Sentinel.Addrs) == 0 {
 			errs.add(p+"sentinel.addrs", "is required with store.redis.sentinel.master")
 		}
-		for i, a := range r.Sentinel.Addrs {
-			checkAddr(errs, index(p+"sentinel.addrs", i), a, false)
-		}
-	}
-	if r.Prefix == "" {
-		errs.add(p+"prefix", "must not be empty")
-	} else if strings.ContainsAny(r.Prefix, "{}") || strings.IndexFunc(r.Prefix, unicode.IsSpace) >= 0 {
-		errs.add(p+"prefix", "must not contain braces (they would change the Redis Cluster hash tag) or spaces")
 	}
 	checkPair(errs, p+"tls", r.TLS.CertFile, r.TLS.KeyFile)
-	if r.WaitReplicas < 0 {
-		errs.add(p+"wait_replicas", "must be 0 or more")
-	}
-	if r.PoolSize < 0 {
-		errs.add(p+"pool_size", "must be 0 (the driver's default) or more")
-	}
-	checkPositive(errs, p+"dial_timeout", r.DialTimeout)
-	checkPositive(errs, p+"read_timeout", r.ReadTimeout)
-	checkPositive(errs, p+"write_timeout", r.WriteTimeout)
-}
-
-// checkPositive reports key unless d is more than 0.
-func checkPositive(errs *errList, key string, d time.Duration) {
-	if d <= 0 {
-		errs.add(key, "must be more than 0")
-	}
 }
 
 func validateAccounts(c *Config, errs *errList) {
@@ -462,39 +362,9 @@ func validateOperators(c *Config, keys map[[32]byte]string, errs *errList) {
 
 func validateEnvoy(c *Config, errs *errList) {
 	e := &c.Envoy
-	checkAddr(errs, "envoy.json_addr", e.JSONAddr, true)
-	checkAddr(errs, "envoy.xds.address", e.XDS.Address, true)
-	if e.XDS.NodeID == "" {
-		errs.add("envoy.xds.node_id", "must not be empty")
-	}
 	checkPair(errs, "envoy.xds.tls", e.XDS.TLS.CertFile, e.XDS.TLS.KeyFile)
 	if e.XDS.Address == "" && (e.XDS.TLS.CAFile != "" || e.XDS.TLS.CertFile != "" || e.XDS.TLS.ServerName != "") {
 		errs.add("envoy.xds.tls", "needs envoy.xds.address")
-	}
-	for key, name := range map[string]string{"limit": e.HeaderNames.Limit, "remaining": e.HeaderNames.Remaining, "reset": e.HeaderNames.Reset} {
-		if !validHeaderName(name) {
-			errs.add("envoy.header_names."+key, "must be an HTTP header name (letters, digits and -), got %q", name)
-		}
-	}
-	if e.LocalCache.MaxEntries < 0 {
-		errs.add("envoy.local_cache.max_entries", "must be 0 (off) or more")
-	}
-	if q := e.RLQS.ReportingInterval; q < 10*time.Millisecond || q > 10*time.Minute {
-		errs.add("envoy.rlqs.reporting_interval", "must be 10ms to 10m")
-	}
-	if n := e.RLQS.TTLIntervals; n < 1 || n > 100 {
-		errs.add("envoy.rlqs.ttl_intervals", "must be 1 to 100")
-	}
-	if e.RLQS.MaxBucketsPerStream < 1 {
-		errs.add("envoy.rlqs.max_buckets_per_stream", "must be 1 or more")
-	}
-	if e.RLQS.MaxBucketsPerAccount < 1 {
-		errs.add("envoy.rlqs.max_buckets_per_account", "must be 1 or more")
-	}
-	for i, p := range c.Envoy.ConfigPaths {
-		if strings.TrimSpace(p) == "" {
-			errs.add(index("envoy.config_paths", i), "must not be empty")
-		}
 	}
 	exists := func(id string) bool {
 		if !c.HasAccounts() {
