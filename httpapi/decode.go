@@ -98,7 +98,7 @@ func skipSpace(b []byte, i int) int {
 	return i
 }
 
-// valueError is a member value that breaks a rule of spec §3.3; the member types
+// valueError is a member value that breaks a rule of spec §3.3; the unmarshalers above
 // return it and decodeError names the field.
 type valueError uint8
 

@@ -57,7 +57,7 @@ func BenchmarkLimitReply(b *testing.B) {
 }
 
 // BenchmarkDecodeLimitBody measures decoding the /v1/limit body with the library and the
-// member types (docs/performance.md).
+// unmarshalers of package wire's member types (docs/performance.md).
 func BenchmarkDecodeLimitBody(b *testing.B) {
 	body := []byte(`{"namespace":"bench","key":"user-42","algorithm":"fixed_window","limit":1000000000,"window_ms":60000}`)
 	var req wire.LimitRequest
