@@ -5,12 +5,15 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+
+	"github.com/leashd/leash/wire"
 )
 
 // Accounts and keys at runtime (spec §15). The Admin methods need a client whose APIKey
 // is an operator key; the Own methods an account's API key.
 
-// Account is an account as the admin routes show it.
+// Account is an account as the admin routes show it (wire.Account, a null created_at
+// read as "").
 type Account struct {
 	ID        string `json:"id"`
 	Plan      string `json:"plan"`
@@ -22,13 +25,14 @@ type Account struct {
 	Keys int `json:"keys"`
 }
 
-// AccountPage is one page of AdminListAccounts; NextCursor is "" on the last page.
+// AccountPage is one page of AdminListAccounts (wire.AccountPage); NextCursor is "" on
+// the last page.
 type AccountPage struct {
 	Accounts   []Account `json:"accounts"`
 	NextCursor string    `json:"next_cursor"`
 }
 
-// APIKey is an API key without its secret.
+// APIKey is an API key without its secret (wire.APIKey, a null created_at read as "").
 type APIKey struct {
 	ID        string `json:"id"`
 	Name      string `json:"name"`
@@ -37,7 +41,7 @@ type APIKey struct {
 	Source    string `json:"source"`
 }
 
-// IssuedKey is a key just issued; Key is shown only in this answer.
+// IssuedKey is a key just issued (wire.APIKey); Key is shown only in this answer.
 type IssuedKey struct {
 	ID        string `json:"id"`
 	Name      string `json:"name"`
@@ -46,42 +50,32 @@ type IssuedKey struct {
 	CreatedAt string `json:"created_at"`
 }
 
-// AccountUpdate is the body of AdminUpdateAccount; nil fields are left as they are.
+// AccountUpdate is the body of AdminUpdateAccount (wire.UpdateAccountRequest); nil
+// fields are left as they are.
 type AccountUpdate struct {
 	Plan      *string `json:"plan,omitempty"`
 	Suspended *bool   `json:"suspended,omitempty"`
 }
 
 // PlanLimits are what an account's plan allows (GET /v1/account).
-type PlanLimits struct {
-	Algorithms      []string `json:"algorithms"`
-	ConcurrentLimit bool     `json:"concurrent_limit"`
-	Webhooks        bool     `json:"webhooks"`
-	MonthlyQuota    int64    `json:"monthly_quota"`
-	// HardCap is nil when the plan has none.
-	HardCap *int64 `json:"hard_cap"`
-}
+type PlanLimits = wire.PlanLimits
 
 // OwnAccount is the calling account (GET /v1/account).
-type OwnAccount struct {
-	ID   string `json:"id"`
-	Plan string `json:"plan"`
-	// Suspended is true while an operator has the account suspended (spec §15.6).
-	Suspended  bool       `json:"suspended"`
-	PlanLimits PlanLimits `json:"plan_limits"`
-}
+type OwnAccount = wire.OwnAccount
 
-type keyName struct {
-	Name string `json:"name,omitempty"`
+// issueKey is the body of a key issue: no name is none.
+func issueKey(name string) wire.IssueKeyRequest {
+	if name == "" {
+		return wire.IssueKeyRequest{}
+	}
+	return wire.IssueKeyRequest{Name: wire.Some(name)}
 }
 
 // AdminCreateAccount creates an account: POST /v1/admin/accounts. Never retried.
 func (c *Client) AdminCreateAccount(ctx context.Context, id, plan string) (*Account, error) {
 	var out Account
-	_, err := c.call(ctx, http.MethodPost, "/v1/admin/accounts", struct {
-		ID   string `json:"id"`
-		Plan string `json:"plan"`
-	}{id, plan}, false, &out)
+	_, err := c.call(ctx, http.MethodPost, "/v1/admin/accounts",
+		wire.CreateAccountRequest{ID: wire.Some(id), Plan: wire.Some(plan)}, false, &out)
 	if err != nil {
 		return nil, err
 	}
@@ -138,7 +132,7 @@ func (c *Client) AdminDeleteAccount(ctx context.Context, id string) error {
 // retried (a repeat would issue a second key).
 func (c *Client) AdminIssueKey(ctx context.Context, account, name string) (*IssuedKey, error) {
 	var out IssuedKey
-	if _, err := c.call(ctx, http.MethodPost, "/v1/admin/accounts/"+escape(account)+"/keys", keyName{name}, false, &out); err != nil {
+	if _, err := c.call(ctx, http.MethodPost, "/v1/admin/accounts/"+escape(account)+"/keys", issueKey(name), false, &out); err != nil {
 		return nil, err
 	}
 	return &out, nil
@@ -146,13 +140,7 @@ func (c *Client) AdminIssueKey(ctx context.Context, account, name string) (*Issu
 
 // AdminListKeys lists an account's keys: GET /v1/admin/accounts/{id}/keys.
 func (c *Client) AdminListKeys(ctx context.Context, account string) ([]APIKey, error) {
-	var out struct {
-		Keys []APIKey `json:"keys"`
-	}
-	if _, err := c.call(ctx, http.MethodGet, "/v1/admin/accounts/"+escape(account)+"/keys", nil, true, &out); err != nil {
-		return nil, err
-	}
-	return out.Keys, nil
+	return c.keys(ctx, "/v1/admin/accounts/"+escape(account)+"/keys")
 }
 
 // AdminRevokeKey revokes one key of an account: DELETE /v1/admin/accounts/{id}/keys/{key_id}.
@@ -172,19 +160,29 @@ func (c *Client) Account(ctx context.Context) (*OwnAccount, error) {
 
 // Keys lists the calling account's keys: GET /v1/keys.
 func (c *Client) Keys(ctx context.Context) ([]APIKey, error) {
-	var out struct {
-		Keys []APIKey `json:"keys"`
-	}
-	if _, err := c.call(ctx, http.MethodGet, "/v1/keys", nil, true, &out); err != nil {
+	return c.keys(ctx, "/v1/keys")
+}
+
+// keys reads a key list (wire.KeyList).
+func (c *Client) keys(ctx context.Context, path string) ([]APIKey, error) {
+	var out wire.KeyList
+	if _, err := c.call(ctx, http.MethodGet, path, nil, true, &out); err != nil {
 		return nil, err
 	}
-	return out.Keys, nil
+	keys := make([]APIKey, len(out.Keys))
+	for i, k := range out.Keys {
+		keys[i] = APIKey{ID: k.ID, Name: k.Name, Prefix: k.Prefix, Source: k.Source}
+		if k.CreatedAt != nil {
+			keys[i].CreatedAt = *k.CreatedAt
+		}
+	}
+	return keys, nil
 }
 
 // CreateKey issues a new key to the calling account: POST /v1/keys. Never retried.
 func (c *Client) CreateKey(ctx context.Context, name string) (*IssuedKey, error) {
 	var out IssuedKey
-	if _, err := c.call(ctx, http.MethodPost, "/v1/keys", keyName{name}, false, &out); err != nil {
+	if _, err := c.call(ctx, http.MethodPost, "/v1/keys", issueKey(name), false, &out); err != nil {
 		return nil, err
 	}
 	return &out, nil
@@ -197,43 +195,21 @@ func (c *Client) RevokeKey(ctx context.Context, keyID string) error {
 }
 
 // NamespaceUsage is one namespace's totals over the last 30 UTC days.
-type NamespaceUsage struct {
-	Namespace string `json:"namespace"`
-	Total     int64  `json:"total"`
-	Blocked   int64  `json:"blocked"`
-}
+type NamespaceUsage = wire.NamespaceUsage
 
 // Usage is an account across all its namespaces (GET /v1/usage): its month, each
 // namespace with usage in the last 30 UTC days, and those days summed over namespaces.
-type Usage struct {
-	Month      MonthUsage       `json:"month"`
-	Namespaces []NamespaceUsage `json:"namespaces"`
-	Days       []DayUsage       `json:"days"`
-}
+type Usage = wire.AccountUsage
 
 // Namespace is one namespace of Namespaces: its rules and its last 30 days' totals.
-type Namespace struct {
-	Namespace string `json:"namespace"`
-	Rules     int    `json:"rules"`
-	Total     int64  `json:"total"`
-	Blocked   int64  `json:"blocked"`
-}
+type Namespace = wire.Namespace
 
 // HeldLease is one lease of a Leases answer.
-type HeldLease struct {
-	LeaseID     string `json:"lease_id"`
-	ExpiresInMS int64  `json:"expires_in_ms"`
-}
+type HeldLease = wire.HeldLease
 
 // LeaseList is who holds one key's leases (GET /v1/namespaces/{ns}/leases). Limit is what
 // an acquisition without inline values would resolve now; nil without a concurrent rule.
-type LeaseList struct {
-	Namespace string      `json:"namespace"`
-	Key       string      `json:"key"`
-	Active    int64       `json:"active"`
-	Limit     *int64      `json:"limit"`
-	Leases    []HeldLease `json:"leases"`
-}
+type LeaseList = wire.LeaseList
 
 // Usage returns the calling account's usage across its namespaces: GET /v1/usage.
 func (c *Client) Usage(ctx context.Context) (*Usage, error) {
@@ -256,9 +232,7 @@ func (c *Client) AdminUsage(ctx context.Context, account string) (*Usage, error)
 // Namespaces lists the calling account's namespaces with a rule or recent usage: GET
 // /v1/namespaces.
 func (c *Client) Namespaces(ctx context.Context) ([]Namespace, error) {
-	var out struct {
-		Namespaces []Namespace `json:"namespaces"`
-	}
+	var out wire.NamespaceList
 	if _, err := c.call(ctx, http.MethodGet, "/v1/namespaces", nil, true, &out); err != nil {
 		return nil, err
 	}

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"net/http"
 	"time"
+
+	"github.com/leashd/leash/wire"
 )
 
 // The algorithms of spec §4.6–§4.8 and the lease algorithm of rules (spec §6.1).
@@ -55,25 +57,19 @@ func collect(opts []Option) params {
 	return p
 }
 
-// limitBody is the body of POST /v1/limit and /v1/limit/reset (spec §4.1).
-type limitBody struct {
-	Namespace string `json:"namespace"`
-	Key       string `json:"key"`
-	Algorithm string `json:"algorithm,omitempty"`
-	Limit     *int64 `json:"limit,omitempty"`
-	WindowMS  *int64 `json:"window_ms,omitempty"`
-	Cost      *int64 `json:"cost,omitempty"`
-	Overdraft bool   `json:"overdraft,omitempty"`
+// limitRequest is the body of a check or reset with opts applied.
+func limitRequest(namespace, key string, p params) wire.LimitRequest {
+	r := wire.LimitRequest{Namespace: namespace, Key: key, Limit: wire.SomePtr(p.limit),
+		WindowMS: wire.SomePtr(p.windowMS), Cost: wire.SomePtr(p.cost), Overdraft: p.overdraft}
+	if p.algorithm != "" {
+		r.Algorithm = wire.Some(p.algorithm)
+	}
+	return r
 }
 
 // LimitResult is the answer to a rate check (spec §4.1). A denial is a result with
 // Allowed false, not an error.
-type LimitResult struct {
-	Allowed   bool  `json:"allowed"`
-	Limit     int64 `json:"limit"`
-	Remaining int64 `json:"remaining"`
-	ResetMS   int64 `json:"reset_ms"`
-}
+type LimitResult wire.LimitResult
 
 // Reset returns ResetMS as a duration.
 func (r *LimitResult) Reset() time.Duration { return time.Duration(r.ResetMS) * time.Millisecond }
@@ -93,31 +89,31 @@ func retryAfterSeconds(ms int64) int64 { return max(1, (ms+999)/1000) }
 // Limit checks and spends one rate limit on (namespace, key): POST /v1/limit. Never
 // retried.
 func (c *Client) Limit(ctx context.Context, namespace, key string, opts ...Option) (*LimitResult, error) {
-	p := collect(opts)
-	var out LimitResult
-	_, err := c.call(ctx, http.MethodPost, "/v1/limit", limitBody{namespace, key, p.algorithm, p.limit, p.windowMS, p.cost, p.overdraft}, false, &out)
+	var out wire.LimitResult
+	_, err := c.call(ctx, http.MethodPost, "/v1/limit", limitRequest(namespace, key, collect(opts)), false, &out)
 	if err != nil {
 		return nil, err
 	}
-	return &out, nil
+	return (*LimitResult)(&out), nil
 }
 
 // Reset clears one counter: POST /v1/limit/reset (spec §4.11). It reports false when the
 // counter held no state (the service's 404 key_not_found). Retried when safe.
 func (c *Client) Reset(ctx context.Context, namespace, key string, opts ...Option) (bool, error) {
 	p := collect(opts)
-	var out struct {
-		Reset bool `json:"reset"`
-	}
-	_, err := c.call(ctx, http.MethodPost, "/v1/limit/reset", limitBody{namespace, key, p.algorithm, p.limit, p.windowMS, nil, false}, true, &out)
+	p.cost, p.overdraft = nil, false
+	var out wire.ResetResult
+	_, err := c.call(ctx, http.MethodPost, "/v1/limit/reset", limitRequest(namespace, key, p), true, &out)
 	if IsCode(err, CodeKeyNotFound) {
 		return false, nil
 	}
 	return out.Reset, err
 }
 
-// Rule is a namespace's rule (spec §6.2). For ConcurrentLimit, Limit is the most leases
-// held at once and WindowMS the lease time-to-live.
+// Rule is a namespace's rule (spec §6.2), sent as is and read from wire.Rule. For
+// ConcurrentLimit, Limit is the most leases held at once and WindowMS the lease
+// time-to-live. Its members are wire.RuleRequest's; TestClientTypesMatchTheWire holds
+// them to the wire's.
 type Rule struct {
 	// Namespace is set in answers; the path names it in requests.
 	Namespace string `json:"namespace,omitempty"`
@@ -131,10 +127,15 @@ type Rule struct {
 }
 
 // Override is one key's own limit (and optionally window) inside a rule.
-type Override struct {
-	Key      string `json:"key"`
-	Limit    int64  `json:"limit"`
-	WindowMS *int64 `json:"window_ms,omitempty"`
+type Override = wire.Override
+
+// ruleOf is a rule as the service answered it: no name is "".
+func ruleOf(r *wire.Rule) *Rule {
+	out := &Rule{Namespace: r.Namespace, Algorithm: r.Algorithm, Limit: r.Limit, WindowMS: r.WindowMS, Overrides: r.Overrides}
+	if r.Name != nil {
+		out.Name = *r.Name
+	}
+	return out
 }
 
 // The rule kinds of DELETE /v1/namespaces/{ns}/rules/{kind} (spec §6.5).
@@ -147,60 +148,43 @@ const (
 // is true when the slot was empty. Never retried.
 func (c *Client) SetRule(ctx context.Context, namespace string, r Rule) (rule *Rule, created bool, err error) {
 	r.Namespace = ""
-	var out Rule
+	var out wire.Rule
 	status, err := c.call(ctx, http.MethodPost, "/v1/namespaces/"+escape(namespace)+"/rules", r, false, &out)
 	if err != nil {
 		return nil, false, err
 	}
-	return &out, status == http.StatusCreated, nil
+	return ruleOf(&out), status == http.StatusCreated, nil
 }
 
 // Rules returns the namespace's rules, the rate rule first: GET /v1/namespaces/{ns}/rules.
 func (c *Client) Rules(ctx context.Context, namespace string) ([]Rule, error) {
-	var out struct {
-		Rules []Rule `json:"rules"`
-	}
+	var out wire.RuleList
 	if _, err := c.call(ctx, http.MethodGet, "/v1/namespaces/"+escape(namespace)+"/rules", nil, true, &out); err != nil {
 		return nil, err
 	}
-	return out.Rules, nil
+	rules := make([]Rule, len(out.Rules))
+	for i := range out.Rules {
+		rules[i] = *ruleOf(&out.Rules[i])
+	}
+	return rules, nil
 }
 
 // DeleteRule removes the rule of kind (RuleKindRate or RuleKindConcurrent); it reports
 // whether there was one. DELETE /v1/namespaces/{ns}/rules/{kind}.
 func (c *Client) DeleteRule(ctx context.Context, namespace, kind string) (bool, error) {
-	var out struct {
-		Deleted bool `json:"deleted"`
-	}
+	var out wire.DeleteResult
 	_, err := c.call(ctx, http.MethodDelete, "/v1/namespaces/"+escape(namespace)+"/rules/"+escape(kind), nil, true, &out)
 	return out.Deleted, err
 }
 
 // Stats is a namespace's usage (spec §7.2).
-type Stats struct {
-	Namespace string     `json:"namespace"`
-	Total     int64      `json:"total"`
-	Blocked   int64      `json:"blocked"`
-	Days      []DayUsage `json:"days"`
-	Month     MonthUsage `json:"month"`
-}
+type Stats = wire.Stats
 
 // DayUsage is one UTC day of a namespace's usage.
-type DayUsage struct {
-	Day     string `json:"day"`
-	Total   int64  `json:"total"`
-	Blocked int64  `json:"blocked"`
-}
+type DayUsage = wire.DayStats
 
 // MonthUsage is the account's current UTC month over all namespaces.
-type MonthUsage struct {
-	Month     string `json:"month"`
-	Total     int64  `json:"total"`
-	Quota     int64  `json:"quota"`
-	OverQuota bool   `json:"over_quota"`
-	// HardCap is nil when the plan has none.
-	HardCap *int64 `json:"hard_cap"`
-}
+type MonthUsage = wire.MonthStats
 
 // Stats returns the namespace's last 30 days and the account's month:
 // GET /v1/namespaces/{ns}/stats.
@@ -213,10 +197,7 @@ func (c *Client) Stats(ctx context.Context, namespace string) (*Stats, error) {
 }
 
 // Webhook is the account's webhook (spec §8.1). Secret is set only in SetWebhook's answer.
-type Webhook struct {
-	URL    string `json:"url"`
-	Secret string `json:"secret,omitempty"`
-}
+type Webhook = wire.Webhook
 
 // Webhook returns the account's webhook; ok is false when none is set.
 // GET /v1/webhook.
@@ -236,7 +217,7 @@ func (c *Client) Webhook(ctx context.Context) (w *Webhook, ok bool, err error) {
 // only here): PUT /v1/webhook. Never retried (each call makes a new secret).
 func (c *Client) SetWebhook(ctx context.Context, url string) (*Webhook, error) {
 	var out Webhook
-	if _, err := c.call(ctx, http.MethodPut, "/v1/webhook", map[string]string{"url": url}, false, &out); err != nil {
+	if _, err := c.call(ctx, http.MethodPut, "/v1/webhook", wire.WebhookRequest{URL: wire.Some(url)}, false, &out); err != nil {
 		return nil, err
 	}
 	return &out, nil
@@ -252,9 +233,7 @@ func (c *Client) DeleteWebhook(ctx context.Context) error {
 // TestWebhook queues a webhook.test event and returns its id: POST /v1/webhook/test.
 // Never retried.
 func (c *Client) TestWebhook(ctx context.Context) (eventID string, err error) {
-	var out struct {
-		EventID string `json:"event_id"`
-	}
+	var out wire.WebhookTestResult
 	if _, err := c.call(ctx, http.MethodPost, "/v1/webhook/test", nil, false, &out); err != nil {
 		return "", err
 	}

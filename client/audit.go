@@ -5,19 +5,17 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+
+	"github.com/leashd/leash/wire"
 )
 
 // The audit log (spec §15.10): AdminAudit with an operator key, Audit with an account's.
 
 // AuditActor is who made a change: Type "operator" (ID the operator's id) or "account"
 // (ID the account's, KeyID the key it called with).
-type AuditActor struct {
-	Type  string `json:"type"`
-	ID    string `json:"id"`
-	KeyID string `json:"key_id,omitempty"`
-}
+type AuditActor = wire.AuditActor
 
-// AuditEntry is one recorded change.
+// AuditEntry is one recorded change (wire.AuditEntry, a null time read as "").
 type AuditEntry struct {
 	ID string `json:"id"`
 	// Time is RFC 3339 in UTC, by the service's store clock.
@@ -32,7 +30,8 @@ type AuditEntry struct {
 	RequestID string            `json:"request_id"`
 }
 
-// AuditPage is one page of the audit log, newest first; NextCursor is "" on the last page.
+// AuditPage is one page of the audit log, newest first (wire.AuditPage); NextCursor is ""
+// on the last page.
 type AuditPage struct {
 	Entries    []AuditEntry `json:"entries"`
 	NextCursor string       `json:"next_cursor"`

@@ -1,5 +1,6 @@
 // Package client calls Leash's /v1 JSON API (spec §3–§8) from Go (spec §13.1). It imports
-// only the standard library.
+// only the standard library and package wire, where the bodies it sends and reads are
+// defined (itself standard library only).
 //
 //	c, err := client.New(client.Options{BaseURL: "http://localhost:8080", APIKey: key})
 //	res, err := c.Limit(ctx, "api", "user-42", client.WithLimit(100), client.WithWindow(time.Minute))
@@ -30,6 +31,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/leashd/leash/wire"
 )
 
 // DefaultBaseURL is the base URL used when Options.BaseURL is empty.
@@ -219,12 +222,9 @@ func (c *Client) once(ctx context.Context, method, path string, payload []byte, 
 // newError reads an error answer: the spec §3.6 body when there is one, else the status.
 func newError(op string, resp *http.Response, body []byte) *Error {
 	e := &Error{Op: op, StatusCode: resp.StatusCode, RequestID: resp.Header.Get("X-Request-Id")}
-	var wire struct {
-		Error string `json:"error"`
-		Code  string `json:"code"`
-	}
-	if json.Unmarshal(body, &wire) == nil && wire.Code != "" {
-		e.Code, e.Message = wire.Code, wire.Error
+	var w wire.Error
+	if json.Unmarshal(body, &w) == nil && w.Code != "" {
+		e.Code, e.Message = w.Code, w.Error
 	} else {
 		e.Message = http.StatusText(resp.StatusCode)
 	}

@@ -8,6 +8,8 @@ import (
 	"net/http"
 	"sync"
 	"time"
+
+	"github.com/leashd/leash/wire"
 )
 
 // ErrLeaseLost is what KeepAlive reports when the lease is no longer held: a renewal
@@ -35,14 +37,6 @@ type Lease struct {
 	lost     <-chan error
 }
 
-type leaseDecision struct {
-	Allowed bool   `json:"allowed"`
-	LeaseID string `json:"lease_id"`
-	Active  int64  `json:"active"`
-	Limit   int64  `json:"limit"`
-	ResetMS int64  `json:"reset_ms"`
-}
-
 // Acquire takes a lease on (namespace, key): POST /v1/leases. WithLimit sets the most
 // leases held at once and WithWindow the time-to-live; either missing comes from the
 // namespace's concurrent rule. When every slot is held the error is a *DeniedError
@@ -52,13 +46,8 @@ func (c *Client) Acquire(ctx context.Context, namespace, key string, opts ...Opt
 	if p.algorithm != "" || p.cost != nil {
 		return nil, errors.New("leash client: a lease takes no algorithm or cost")
 	}
-	body := struct {
-		Namespace string `json:"namespace"`
-		Key       string `json:"key"`
-		Limit     *int64 `json:"limit,omitempty"`
-		WindowMS  *int64 `json:"window_ms,omitempty"`
-	}{namespace, key, p.limit, p.windowMS}
-	var d leaseDecision
+	body := wire.LeaseRequest{Namespace: namespace, Key: key, Limit: wire.SomePtr(p.limit), WindowMS: wire.SomePtr(p.windowMS)}
+	var d wire.LeaseDecision
 	if _, err := c.call(ctx, http.MethodPost, "/v1/leases", body, false, &d); err != nil {
 		return nil, err
 	}
@@ -105,21 +94,10 @@ func (c *Client) AcquireWait(ctx context.Context, namespace, key string, opts ..
 }
 
 // ReleaseResult is the answer to a release (spec §5.4).
-type ReleaseResult struct {
-	// Released is false when the lease was no longer held (expired, already released).
-	Released bool `json:"released"`
-	// Active is the leases the account still holds on the namespace and key.
-	Active int64 `json:"active"`
-}
+type ReleaseResult = wire.ReleaseResult
 
 // RenewResult is the answer to a renewal (spec §5.5).
-type RenewResult struct {
-	// Renewed is false when the lease was no longer held.
-	Renewed bool  `json:"renewed"`
-	Active  int64 `json:"active"`
-	// ResetMS is the time-to-live applied (0 when not renewed).
-	ResetMS int64 `json:"reset_ms"`
-}
+type RenewResult = wire.RenewResult
 
 // Release frees a lease by id: DELETE /v1/leases/{id}. Retried when safe (releasing is
 // idempotent).
@@ -147,7 +125,7 @@ func (c *Client) Renew(ctx context.Context, leaseID string, ttl time.Duration) (
 func (c *Client) RenewWindowMS(ctx context.Context, leaseID string, windowMS *int64) (*RenewResult, error) {
 	var body any
 	if windowMS != nil {
-		body = map[string]int64{"window_ms": *windowMS}
+		body = wire.RenewRequest{WindowMS: wire.Some(*windowMS)}
 	}
 	var out RenewResult
 	if _, err := c.call(ctx, http.MethodPost, "/v1/leases/"+escape(leaseID)+"/renew", body, false, &out); err != nil {

@@ -50,7 +50,7 @@ func newClient(t *testing.T, url, key string) *client.Client {
 }
 
 // TestStdlibOnly: importing the client compiles no engine, store, grpc, viper,
-// prometheus or k8s package.
+// prometheus or k8s package; of this module, only package wire.
 func TestStdlibOnly(t *testing.T) {
-	testkit.StdlibOnly(t, "github.com/leashd/leash/client")
+	testkit.StdlibOnly(t, "github.com/leashd/leash/client", "github.com/leashd/leash/wire")
 }

@@ -6,8 +6,8 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/go-json-experiment/json/jsontext"
 	"github.com/leashd/leash/engine"
+	"github.com/leashd/leash/wire"
 )
 
 // The admin API and the account's own routes (spec §15): operator routes under
@@ -40,72 +40,6 @@ func accountRoutes() []route {
 	}
 }
 
-// optionalBool is a boolean member whose absence is kept apart from false.
-type optionalBool struct {
-	b   bool
-	set bool
-}
-
-// UnmarshalJSONFrom reads the member's value: true, false or null.
-func (o *optionalBool) UnmarshalJSONFrom(dec *jsontext.Decoder) error {
-	v, err := dec.ReadValue()
-	if err != nil {
-		return err
-	}
-	switch v.Kind() {
-	case 'n':
-		return nil
-	case 't', 'f':
-		o.b, o.set = v.Kind() == 't', true
-		return nil
-	}
-	return errNotBoolean
-}
-
-func (o *optionalBool) ptr() *bool {
-	if !o.set {
-		return nil
-	}
-	return &o.b
-}
-
-// createAccountRequest is the body of POST /v1/admin/accounts.
-type createAccountRequest struct {
-	ID   optionalText `json:"id"`
-	Plan optionalText `json:"plan"`
-}
-
-// patchAccountRequest is the body of PATCH /v1/admin/accounts/{id}.
-type patchAccountRequest struct {
-	Plan      optionalText `json:"plan"`
-	Suspended optionalBool `json:"suspended"`
-}
-
-// issueKeyRequest is the optional body of POST .../keys.
-type issueKeyRequest struct {
-	Name optionalText `json:"name"`
-}
-
-// accountReply is an account as the admin routes show it.
-type accountReply struct {
-	ID        string  `json:"id"`
-	Plan      string  `json:"plan"`
-	Source    string  `json:"source"`
-	Suspended bool    `json:"suspended"`
-	CreatedAt *string `json:"created_at"`
-	Keys      int     `json:"keys"`
-}
-
-// keyReply is an API key without its secret; Key is set only when it was just issued.
-type keyReply struct {
-	ID        string  `json:"id"`
-	Name      string  `json:"name"`
-	Key       string  `json:"key,omitzero"`
-	Prefix    string  `json:"prefix"`
-	CreatedAt *string `json:"created_at"`
-	Source    string  `json:"source,omitzero"`
-}
-
 // instant formats a store instant as RFC 3339 in UTC with milliseconds; nil for 0 (none).
 func instant(ms int64) *string {
 	if ms == 0 {
@@ -115,12 +49,12 @@ func instant(ms int64) *string {
 	return &s
 }
 
-func accountOf(i engine.AccountInfo) accountReply {
-	return accountReply{ID: i.ID, Plan: i.Plan, Source: string(i.Source), Suspended: i.Suspended, CreatedAt: instant(i.CreatedMS), Keys: i.Keys}
+func accountOf(i engine.AccountInfo) wire.Account {
+	return wire.Account{ID: i.ID, Plan: i.Plan, Source: string(i.Source), Suspended: i.Suspended, CreatedAt: instant(i.CreatedMS), Keys: i.Keys}
 }
 
-func keyOf(k engine.KeyInfo) keyReply {
-	return keyReply{ID: k.ID, Name: k.Name, Prefix: k.Prefix, CreatedAt: instant(k.CreatedMS), Source: string(k.Source)}
+func keyOf(k engine.KeyInfo) wire.APIKey {
+	return wire.APIKey{ID: k.ID, Name: k.Name, Prefix: k.Prefix, CreatedAt: instant(k.CreatedMS), Source: string(k.Source)}
 }
 
 // actor is who makes a change: the operator of an operator route, else the account itself.
@@ -164,32 +98,26 @@ func query(x *exchange, allowed ...string) (map[string]string, error) {
 // createAccount serves POST /v1/admin/accounts {id, plan}: 201 with the account.
 func createAccount(x *exchange) {
 	a := x.a
-	var req createAccountRequest
+	var req wire.CreateAccountRequest
 	if err := decodeBody(x.body.Bytes(), &req); err != nil {
 		x.engineError(err)
 		return
 	}
-	if !req.ID.set {
+	if !req.ID.Set {
 		x.engineError(engine.Invalid("id is required"))
 		return
 	}
-	if !req.Plan.set {
+	if !req.Plan.Set {
 		x.engineError(engine.Invalid("plan is required"))
 		return
 	}
-	info, err := a.eng.CreateAccount(x.r.Context(), x.actor(), req.ID.s, req.Plan.s)
+	info, err := a.eng.CreateAccount(x.r.Context(), x.actor(), req.ID.Value, req.Plan.Value)
 	if err != nil {
 		x.engineError(err)
 		return
 	}
 	r := accountOf(info)
 	x.reply(http.StatusCreated, &r)
-}
-
-// accountsPage is the reply of GET /v1/admin/accounts.
-type accountsPage struct {
-	Accounts   []accountReply `json:"accounts"`
-	NextCursor *string        `json:"next_cursor"`
 }
 
 // listAccounts serves GET /v1/admin/accounts?limit=N&cursor=C.
@@ -214,7 +142,7 @@ func listAccounts(x *exchange) {
 		x.engineError(err)
 		return
 	}
-	page := accountsPage{Accounts: make([]accountReply, len(list))}
+	page := wire.AccountPage{Accounts: make([]wire.Account, len(list))}
 	for i, info := range list {
 		page.Accounts[i] = accountOf(info)
 	}
@@ -239,13 +167,13 @@ func getAccount(x *exchange) {
 // patchAccount serves PATCH /v1/admin/accounts/{id} {plan?, suspended?}.
 func patchAccount(x *exchange) {
 	a := x.a
-	var req patchAccountRequest
+	var req wire.UpdateAccountRequest
 	if err := decodeBody(x.body.Bytes(), &req); err != nil {
 		x.engineError(err)
 		return
 	}
 	info, err := a.eng.UpdateAccount(x.r.Context(), x.actor(), x.r.PathValue("id"),
-		engine.AccountUpdate{Plan: req.Plan.ptr(), Suspended: req.Suspended.ptr()})
+		engine.AccountUpdate{Plan: req.Plan.Ptr(), Suspended: req.Suspended.Ptr()})
 	if err != nil {
 		x.engineError(err)
 		return
@@ -267,14 +195,14 @@ func deleteAccount(x *exchange) {
 // issueKey issues a key to account: 201 {id, name, key, prefix, created_at}.
 func issueKey(x *exchange, account string) {
 	a := x.a
-	var req issueKeyRequest
+	var req wire.IssueKeyRequest
 	if !emptyBody(x.body.Bytes()) {
 		if err := decodeBody(x.body.Bytes(), &req); err != nil {
 			x.engineError(err)
 			return
 		}
 	}
-	k, err := a.eng.IssueKey(x.r.Context(), x.actor(), account, req.Name.s)
+	k, err := a.eng.IssueKey(x.r.Context(), x.actor(), account, req.Name.Value)
 	if err != nil {
 		x.engineError(err)
 		return
@@ -282,11 +210,6 @@ func issueKey(x *exchange, account string) {
 	r := keyOf(k.KeyInfo)
 	r.Key, r.Source = k.Key, ""
 	x.reply(http.StatusCreated, &r)
-}
-
-// keysReply is the reply of the key lists.
-type keysReply struct {
-	Keys []keyReply `json:"keys"`
 }
 
 // listKeys answers the keys of account.
@@ -297,7 +220,7 @@ func listKeys(x *exchange, account string) {
 		x.engineError(err)
 		return
 	}
-	r := keysReply{Keys: make([]keyReply, len(keys))}
+	r := wire.KeyList{Keys: make([]wire.APIKey, len(keys))}
 	for i, k := range keys {
 		r.Keys[i] = keyOf(k)
 	}
@@ -321,58 +244,24 @@ func ownIssueKey(x *exchange)    { issueKey(x, x.acct.ID) }
 func ownKeys(x *exchange)        { listKeys(x, x.acct.ID) }
 func ownRevokeKey(x *exchange)   { revokeKey(x, x.acct.ID) }
 
-// planLimits is a plan as GET /v1/account shows it.
-type planLimits struct {
-	Algorithms      []string `json:"algorithms"`
-	ConcurrentLimit bool     `json:"concurrent_limit"`
-	Webhooks        bool     `json:"webhooks"`
-	MonthlyQuota    int64    `json:"monthly_quota"`
-	HardCap         *int64   `json:"hard_cap"`
-}
-
 // ownAccount serves GET /v1/account: {id, plan, suspended, plan_limits}.
 func ownAccount(x *exchange) {
 	p := &x.acct.Plan
-	lim := planLimits{Algorithms: []string{}, ConcurrentLimit: p.ConcurrentLimit, Webhooks: p.Webhooks,
+	lim := wire.PlanLimits{Algorithms: []string{}, ConcurrentLimit: p.ConcurrentLimit, Webhooks: p.Webhooks,
 		MonthlyQuota: p.MonthlyQuota, HardCap: p.HardCap}
 	for _, alg := range []engine.Algorithm{engine.FixedWindow, engine.SlidingWindow, engine.TokenBucket} {
 		if p.Algorithms.Has(alg) {
 			lim.Algorithms = append(lim.Algorithms, alg.String())
 		}
 	}
-	x.reply(http.StatusOK, &struct {
-		ID         string     `json:"id"`
-		Plan       string     `json:"plan"`
-		Suspended  bool       `json:"suspended"`
-		PlanLimits planLimits `json:"plan_limits"`
-	}{x.acct.ID, p.Name, x.acct.Suspended, lim})
+	x.reply(http.StatusOK, &wire.OwnAccount{ID: x.acct.ID, Plan: p.Name, Suspended: x.acct.Suspended, PlanLimits: lim})
 }
 
-// usageJSON is the body of GET /v1/usage and GET /v1/admin/accounts/{id}/usage.
-type usageJSON struct {
-	Month      monthJSON    `json:"month"`
-	Namespaces []totalsJSON `json:"namespaces"`
-	Days       []dayJSON    `json:"days"`
-}
-
-type totalsJSON struct {
-	Namespace string `json:"namespace"`
-	Total     int64  `json:"total"`
-	Blocked   int64  `json:"blocked"`
-}
-
+// writeUsage answers GET /v1/usage and GET /v1/admin/accounts/{id}/usage.
 func (x *exchange) writeUsage(u engine.AccountUsage) {
-	out := usageJSON{
-		Month: monthJSON{Month: u.Month.Month.String(), Total: u.Month.Total, Quota: u.Month.Quota,
-			OverQuota: u.Month.OverQuota, HardCap: u.Month.HardCap},
-		Namespaces: make([]totalsJSON, len(u.Namespaces)),
-		Days:       make([]dayJSON, len(u.Days)),
-	}
+	out := wire.AccountUsage{Month: monthOf(u.Month), Namespaces: make([]wire.NamespaceUsage, len(u.Namespaces)), Days: daysOf(u.Days)}
 	for i, n := range u.Namespaces {
-		out.Namespaces[i] = totalsJSON{Namespace: n.Namespace, Total: n.Total, Blocked: n.Blocked}
-	}
-	for i, d := range u.Days {
-		out.Days[i] = dayJSON{Day: d.Day.String(), Total: d.Total, Blocked: d.Blocked}
+		out.Namespaces[i] = wire.NamespaceUsage{Namespace: n.Namespace, Total: n.Total, Blocked: n.Blocked}
 	}
 	x.reply(http.StatusOK, &out)
 }
@@ -407,17 +296,9 @@ func listNamespaces(x *exchange) {
 		x.engineError(err)
 		return
 	}
-	type nsJSON struct {
-		Namespace string `json:"namespace"`
-		Rules     int    `json:"rules"`
-		Total     int64  `json:"total"`
-		Blocked   int64  `json:"blocked"`
-	}
-	out := struct {
-		Namespaces []nsJSON `json:"namespaces"`
-	}{make([]nsJSON, len(list))}
+	out := wire.NamespaceList{Namespaces: make([]wire.Namespace, len(list))}
 	for i, n := range list {
-		out.Namespaces[i] = nsJSON{n.Namespace, n.Rules, n.Total, n.Blocked}
+		out.Namespaces[i] = wire.Namespace{Namespace: n.Namespace, Rules: n.Rules, Total: n.Total, Blocked: n.Blocked}
 	}
 	x.reply(http.StatusOK, &out)
 }
@@ -440,19 +321,9 @@ func listLeases(x *exchange) {
 		x.engineError(err)
 		return
 	}
-	type leaseJSON struct {
-		LeaseID     string `json:"lease_id"`
-		ExpiresInMS int64  `json:"expires_in_ms"`
-	}
-	out := struct {
-		Namespace string      `json:"namespace"`
-		Key       string      `json:"key"`
-		Active    int64       `json:"active"`
-		Limit     *int64      `json:"limit"`
-		Leases    []leaseJSON `json:"leases"`
-	}{l.Namespace, l.Key, l.Active, l.Limit, make([]leaseJSON, len(l.Leases))}
+	out := wire.LeaseList{Namespace: l.Namespace, Key: l.Key, Active: l.Active, Limit: l.Limit, Leases: make([]wire.HeldLease, len(l.Leases))}
 	for i, v := range l.Leases {
-		out.Leases[i] = leaseJSON{v.LeaseID, v.ExpiresInMS}
+		out.Leases[i] = wire.HeldLease{LeaseID: v.LeaseID, ExpiresInMS: v.ExpiresInMS}
 	}
 	x.reply(http.StatusOK, &out)
 }

@@ -5,6 +5,7 @@ import (
 	"strconv"
 
 	"github.com/leashd/leash/engine"
+	"github.com/leashd/leash/wire"
 )
 
 // The audit routes (spec §15.10): GET /v1/admin/audit for operators (every account, or
@@ -12,32 +13,6 @@ import (
 
 // DefaultAuditPage is the page size of the audit routes without limit.
 const DefaultAuditPage = 100
-
-// auditActor is who made a change: an operator, or an account and the key it used.
-type auditActor struct {
-	Type  string `json:"type"` // "operator" or "account"
-	ID    string `json:"id"`
-	KeyID string `json:"key_id,omitzero"`
-}
-
-// auditEntryJSON is one entry as the audit routes answer it.
-type auditEntryJSON struct {
-	ID        string            `json:"id"`
-	Time      *string           `json:"time"`
-	Actor     auditActor        `json:"actor"`
-	Action    string            `json:"action"`
-	Account   string            `json:"account"`
-	Target    string            `json:"target"`
-	Details   map[string]string `json:"details"`
-	Client    string            `json:"client"`
-	RequestID string            `json:"request_id"`
-}
-
-// auditPage is the reply of the audit routes.
-type auditPage struct {
-	Entries    []auditEntryJSON `json:"entries"`
-	NextCursor *string          `json:"next_cursor"`
-}
 
 // audit answers a page of account's entries ("" every account), with the query's limit
 // and cursor; own is the account's own log (x.acct's). extra names the other query
@@ -74,17 +49,17 @@ func audit(x *exchange, account string, own bool, extra ...string) {
 		x.engineError(err)
 		return
 	}
-	out := auditPage{Entries: make([]auditEntryJSON, len(page.Entries))}
+	out := wire.AuditPage{Entries: make([]wire.AuditEntry, len(page.Entries))}
 	for i, e := range page.Entries {
-		actor := auditActor{Type: "operator", ID: e.Operator}
+		actor := wire.AuditActor{Type: "operator", ID: e.Operator}
 		if e.Operator == "" {
-			actor = auditActor{Type: "account", ID: e.ActorAccount, KeyID: e.KeyID}
+			actor = wire.AuditActor{Type: "account", ID: e.ActorAccount, KeyID: e.KeyID}
 		}
 		details := e.Details
 		if details == nil {
 			details = map[string]string{}
 		}
-		out.Entries[i] = auditEntryJSON{ID: e.ID, Time: instant(e.TimeMS), Actor: actor, Action: string(e.Action),
+		out.Entries[i] = wire.AuditEntry{ID: e.ID, Time: instant(e.TimeMS), Actor: actor, Action: string(e.Action),
 			Account: e.Account, Target: e.Target, Details: details, Client: e.Client, RequestID: e.RequestID}
 	}
 	if page.Next != "" {

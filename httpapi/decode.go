@@ -12,34 +12,53 @@ import (
 	"github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
 	"github.com/leashd/leash/engine"
+	"github.com/leashd/leash/wire"
 )
 
-// Request bodies are decoded by go-json-experiment/json into each route's own request
-// type, strictly (spec §3.3):
+// Request bodies are decoded by go-json-experiment/json into each route's request type
+// of package wire, strictly (spec §3.3):
 //
 //   - the body must be exactly one JSON object: empty, not an object, or trailing data
 //     is invalid_request;
 //   - an unknown member name (one that is not valid UTF-8 included) is rejected by
 //     json.RejectUnknownMembers, a known one given twice by jsontext's duplicate check;
 //   - null for a member means it is absent;
-//   - a string member (type text) must be a JSON string of valid UTF-8;
-//   - an integer member (types count and ruleCount) must be a plain integer literal (no
-//     fraction or exponent), not negative, and within int64 — except rule limits and
-//     windows (ruleCount), where a non-negative integer beyond int64 is passed on as
-//     math.MaxInt64 so that the engine answers invalid_rule (spec §6.3).
+//   - a string member must be a JSON string of valid UTF-8;
+//   - an integer member must be a plain integer literal (no fraction or exponent), not
+//     negative, and within int64 — except in a rule (wire.RuleRequest), where a
+//     non-negative integer beyond int64 is passed on as math.MaxInt64 so that the engine
+//     answers invalid_rule (spec §6.3);
+//   - a boolean member must be true or false.
 //
-// The library reads the object; the three member types above hold the spec's scalar
-// rules, which differ from the library's defaults (it takes -1 for an int64 and replaces
-// invalid UTF-8 rather than naming the field). decodeError maps the library's errors to
-// messages naming the field.
+// The library reads the object; the unmarshalers below hold the spec's scalar rules for
+// the member types wire uses (string, bool and their Optional forms, Optional[int64]),
+// which differ from the library's defaults (it takes -1 for an int64 and replaces invalid
+// UTF-8 rather than naming the field). decodeError maps the library's errors to messages
+// naming the field.
 
-// decodeOptions are the options of every body decode. Invalid UTF-8 is allowed by the
-// tokenizer so that a bad member name is reported as an unknown field and a bad string
-// value by text, naming its field.
-var decodeOptions = json.JoinOptions(
-	json.RejectUnknownMembers(true),
-	jsontext.AllowInvalidUTF8(true),
+// decodeOptions are the options of every body decode but a rule's, ruleOptions of a
+// rule's. Invalid UTF-8 is allowed by the tokenizer so that a bad member name is reported
+// as an unknown field and a bad string value by readString, naming its field.
+var (
+	decodeOptions = bodyOptions(false)
+	ruleOptions   = bodyOptions(true)
 )
+
+func bodyOptions(rule bool) json.Options {
+	return json.JoinOptions(
+		json.RejectUnknownMembers(true),
+		jsontext.AllowInvalidUTF8(true),
+		json.WithUnmarshalers(json.JoinUnmarshalers(
+			json.UnmarshalFromFunc(readText),
+			json.UnmarshalFromFunc(readOptionalText),
+			json.UnmarshalFromFunc(readFlag),
+			json.UnmarshalFromFunc(readOptionalBool),
+			json.UnmarshalFromFunc(func(dec *jsontext.Decoder, c *wire.Optional[int64]) error {
+				return readInt(dec, c, rule)
+			}),
+		)),
+	)
+}
 
 const (
 	msgBodyRequired = "request body is required: a JSON object"
@@ -49,7 +68,7 @@ const (
 )
 
 // decodeBody decodes body, which must hold one JSON object, into v (a pointer to a
-// fresh request value).
+// fresh request value of package wire).
 func decodeBody(body []byte, v any) error {
 	i := skipSpace(body, 0)
 	if i == len(body) {
@@ -58,7 +77,11 @@ func decodeBody(body []byte, v any) error {
 	if c := body[i]; c != '{' && (c == '[' || c == '"' || c == '-' || c == 't' || c == 'f' || c == 'n' || c >= '0' && c <= '9') {
 		return engine.Invalid(msgNotObject)
 	}
-	if err := json.Unmarshal(body, v, decodeOptions); err != nil {
+	opts := decodeOptions
+	if _, ok := v.(*wire.RuleRequest); ok {
+		opts = ruleOptions
+	}
+	if err := json.Unmarshal(body, v, opts); err != nil {
 		return decodeError(body, err)
 	}
 	return nil
@@ -75,7 +98,7 @@ func skipSpace(b []byte, i int) int {
 	return i
 }
 
-// valueError is a member value that breaks a rule of spec §3.3; the member types
+// valueError is a member value that breaks a rule of spec §3.3; the unmarshalers above
 // return it and decodeError names the field.
 type valueError uint8
 
@@ -91,24 +114,29 @@ const (
 
 func (e valueError) Error() string { return "invalid value " + strconv.Itoa(int(e)) }
 
-// text is a string member: a JSON string of valid UTF-8, or null (left as it was).
-type text string
-
-// UnmarshalJSONFrom reads the member's value.
-func (t *text) UnmarshalJSONFrom(dec *jsontext.Decoder) error {
+// readText reads a string member: null leaves it as it was.
+func readText(dec *jsontext.Decoder, t *string) error {
 	b, ok, err := readString(dec)
 	if err != nil || !ok {
 		return err
 	}
-	*t = text(b)
+	*t = string(b)
 	return nil
 }
 
-// flag is a boolean member: true, false, or null (left as it was).
-type flag bool
+// readOptionalText reads an optional string member; the algorithm names are interned so
+// the hot path allocates nothing for them.
+func readOptionalText(dec *jsontext.Decoder, o *wire.Optional[string]) error {
+	b, ok, err := readString(dec)
+	if err != nil || !ok {
+		return err
+	}
+	*o = wire.Some(internAlgorithm(b))
+	return nil
+}
 
-// UnmarshalJSONFrom reads the member's value.
-func (f *flag) UnmarshalJSONFrom(dec *jsontext.Decoder) error {
+// readFlag reads a boolean member: true, false, or null (left as it was).
+func readFlag(dec *jsontext.Decoder, f *bool) error {
 	tok, err := dec.ReadToken()
 	if err != nil {
 		return err
@@ -116,52 +144,27 @@ func (f *flag) UnmarshalJSONFrom(dec *jsontext.Decoder) error {
 	switch tok.Kind() {
 	case 'n':
 	case 't', 'f':
-		*f = flag(tok.Bool())
+		*f = tok.Bool()
 	default:
 		return errNotBoolean
 	}
 	return nil
 }
 
-// algorithmName is the algorithm member, a text whose known values are interned so the
-// hot path allocates nothing for them.
-type algorithmName struct {
-	name string
-	set  bool
-}
-
-// UnmarshalJSONFrom reads the member's value.
-func (a *algorithmName) UnmarshalJSONFrom(dec *jsontext.Decoder) error {
-	b, ok, err := readString(dec)
-	if err != nil || !ok {
+// readOptionalBool reads an optional boolean member: true, false or null (unset).
+func readOptionalBool(dec *jsontext.Decoder, o *wire.Optional[bool]) error {
+	v, err := dec.ReadValue()
+	if err != nil {
 		return err
 	}
-	a.name, a.set = internAlgorithm(b), true
-	return nil
-}
-
-// optionalText is a string member whose absence is kept apart from "".
-type optionalText struct {
-	s   string
-	set bool
-}
-
-// UnmarshalJSONFrom reads the member's value.
-func (o *optionalText) UnmarshalJSONFrom(dec *jsontext.Decoder) error {
-	b, ok, err := readString(dec)
-	if err != nil || !ok {
-		return err
-	}
-	o.s, o.set = string(b), true
-	return nil
-}
-
-// ptr returns the value, or nil when absent.
-func (o *optionalText) ptr() *string {
-	if !o.set {
+	switch v.Kind() {
+	case 'n':
+		return nil
+	case 't', 'f':
+		*o = wire.Some(v.Kind() == 't')
 		return nil
 	}
-	return &o.s
+	return errNotBoolean
 }
 
 func internAlgorithm(b []byte) string {
@@ -209,35 +212,10 @@ func unquote(v jsontext.Value) ([]byte, bool) {
 	return inner, ascii || utf8.Valid(inner)
 }
 
-// count is a strict integer member: a plain non-negative integer literal within int64.
-type count struct {
-	n   int64
-	set bool
-}
-
-// UnmarshalJSONFrom reads the member's value.
-func (c *count) UnmarshalJSONFrom(dec *jsontext.Decoder) error {
-	return readInt(dec, c, false)
-}
-
-// ptr returns the value, or nil when absent.
-func (c *count) ptr() *int64 {
-	if !c.set {
-		return nil
-	}
-	return &c.n
-}
-
-// ruleCount is a rule's limit or window: a count, except that a non-negative integer
-// beyond int64 reads as math.MaxInt64, out of the rule range.
-type ruleCount struct{ count }
-
-// UnmarshalJSONFrom reads the member's value.
-func (c *ruleCount) UnmarshalJSONFrom(dec *jsontext.Decoder) error {
-	return readInt(dec, &c.count, true)
-}
-
-func readInt(dec *jsontext.Decoder, c *count, rule bool) error {
+// readInt reads an integer member: a plain non-negative integer literal within int64, or
+// null (unset). In a rule, a non-negative integer beyond int64 reads as math.MaxInt64,
+// out of the rule range.
+func readInt(dec *jsontext.Decoder, c *wire.Optional[int64], rule bool) error {
 	v, err := dec.ReadValue()
 	if err != nil {
 		return err
@@ -261,7 +239,7 @@ func readInt(dec *jsontext.Decoder, c *count, rule bool) error {
 		}
 		n = math.MaxInt64
 	}
-	c.n, c.set = n, true
+	*c = wire.Some(n)
 	return nil
 }
 

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/go-json-experiment/json"
+	"github.com/leashd/leash/wire"
 )
 
 // The hand-written /v1/limit reply is byte for byte what the library writes.
@@ -18,7 +19,7 @@ func TestAppendLimitReplyMatchesLibrary(t *testing.T) {
 		vals = append(vals, rng.Int64())
 	}
 	for i, v := range vals {
-		d := limitReply{Allowed: i%2 == 0, Limit: v, Remaining: vals[(i+1)%len(vals)], ResetMS: vals[(i+2)%len(vals)]}
+		d := wire.LimitResult{Allowed: i%2 == 0, Limit: v, Remaining: vals[(i+1)%len(vals)], ResetMS: vals[(i+2)%len(vals)]}
 		want, err := json.Marshal(&d, encodeOptions)
 		if err != nil {
 			t.Fatal(err)
@@ -34,7 +35,7 @@ func TestAppendLimitReplyMatchesLibrary(t *testing.T) {
 //
 //	go test -run='^$' -bench=LimitReply -benchmem ./httpapi/
 func BenchmarkLimitReply(b *testing.B) {
-	d := &limitReply{Allowed: true, Limit: 1000000000, Remaining: 999999958, ResetMS: 41234}
+	d := &wire.LimitResult{Allowed: true, Limit: 1000000000, Remaining: 999999958, ResetMS: 41234}
 	b.Run("library", func(b *testing.B) {
 		var x exchange
 		b.ReportAllocs()
@@ -56,13 +57,13 @@ func BenchmarkLimitReply(b *testing.B) {
 }
 
 // BenchmarkDecodeLimitBody measures decoding the /v1/limit body with the library and the
-// member types (docs/performance.md).
+// unmarshalers of package wire's member types (docs/performance.md).
 func BenchmarkDecodeLimitBody(b *testing.B) {
 	body := []byte(`{"namespace":"bench","key":"user-42","algorithm":"fixed_window","limit":1000000000,"window_ms":60000}`)
-	var req limitRequest
+	var req wire.LimitRequest
 	b.ReportAllocs()
 	for b.Loop() {
-		req = limitRequest{}
+		req = wire.LimitRequest{}
 		if err := decodeBody(body, &req); err != nil {
 			b.Fatal(err)
 		}

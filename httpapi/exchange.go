@@ -12,6 +12,7 @@ import (
 	"github.com/go-json-experiment/json/jsontext"
 	"github.com/leashd/leash/engine"
 	"github.com/leashd/leash/tracing"
+	"github.com/leashd/leash/wire"
 	"go.opentelemetry.io/otel/trace"
 )
 
@@ -210,16 +211,10 @@ func (x *exchange) notFound() {
 	x.writeError(http.StatusNotFound, codeNotFound, msgNotFound)
 }
 
-// errorReply is the body of every error (spec §3.6).
-type errorReply struct {
-	Error string      `json:"error"`
-	Code  engine.Code `json:"code"`
-}
-
 // writeError writes the error body {"error": msg, "code": code}.
 func (x *exchange) writeError(status int, code engine.Code, msg string) {
 	x.code = code
-	x.reply(status, &errorReply{Error: msg, Code: code})
+	x.reply(status, &wire.Error{Error: msg, Code: string(code)})
 }
 
 // encodeOptions are the options of every reply: a string that is not valid UTF-8 is

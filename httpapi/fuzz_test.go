@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/leashd/leash/engine"
+	"github.com/leashd/leash/wire"
 )
 
 // fieldKind is how a body field is read.
@@ -85,13 +86,13 @@ var (
 		fields: []field{{"namespace", kString}, {"key", kString}, {"algorithm", kOptString},
 			{"limit", kInt}, {"window_ms", kInt}, {"cost", kInt}},
 		decode: func(body []byte) (map[string]any, error) {
-			var r limitRequest
+			var r wire.LimitRequest
 			err := decodeBody(body, &r)
-			m := map[string]any{"namespace": string(r.Namespace), "key": string(r.Key)}
-			putStr(m, "algorithm", r.Algorithm.ptr())
-			putInt(m, "limit", r.Limit.ptr())
-			putInt(m, "window_ms", r.WindowMS.ptr())
-			putInt(m, "cost", r.Cost.ptr())
+			m := map[string]any{"namespace": r.Namespace, "key": r.Key}
+			putStr(m, "algorithm", r.Algorithm.Ptr())
+			putInt(m, "limit", r.Limit.Ptr())
+			putInt(m, "window_ms", r.WindowMS.Ptr())
+			putInt(m, "cost", r.Cost.Ptr())
 			return m, err
 		},
 		full: `{"namespace":"full","key":"k","algorithm":"token_bucket","limit":5,"window_ms":6,"cost":7}`,
@@ -100,11 +101,11 @@ var (
 		name:   "acquire",
 		fields: []field{{"namespace", kString}, {"key", kString}, {"limit", kInt}, {"window_ms", kInt}},
 		decode: func(body []byte) (map[string]any, error) {
-			var r acquireRequest
+			var r wire.LeaseRequest
 			err := decodeBody(body, &r)
-			m := map[string]any{"namespace": string(r.Namespace), "key": string(r.Key)}
-			putInt(m, "limit", r.Limit.ptr())
-			putInt(m, "window_ms", r.WindowMS.ptr())
+			m := map[string]any{"namespace": r.Namespace, "key": r.Key}
+			putInt(m, "limit", r.Limit.Ptr())
+			putInt(m, "window_ms", r.WindowMS.Ptr())
 			return m, err
 		},
 		full: `{"namespace":"full","key":"k","limit":5,"window_ms":6}`,
@@ -113,10 +114,10 @@ var (
 		name:   "renew",
 		fields: []field{{"window_ms", kInt}},
 		decode: func(body []byte) (map[string]any, error) {
-			var r renewRequest
+			var r wire.RenewRequest
 			err := decodeBody(body, &r)
 			m := map[string]any{}
-			putInt(m, "window_ms", r.WindowMS.ptr())
+			putInt(m, "window_ms", r.WindowMS.Ptr())
 			return m, err
 		},
 		full: `{"window_ms":6}`,
@@ -126,12 +127,12 @@ var (
 		fields: []field{{"algorithm", kOptString}, {"limit", kRuleInt}, {"window_ms", kRuleInt},
 			{"name", kOptString}, {"namespace", kIgnored}, {"overrides", kOverrides}},
 		decode: func(body []byte) (map[string]any, error) {
-			var b ruleRequest
+			var b wire.RuleRequest
 			err := decodeBody(body, &b)
 			if err != nil {
 				return nil, err
 			}
-			r, err := b.engineRequest()
+			r, err := ruleRequestOf(&b)
 			m := map[string]any{}
 			putStr(m, "algorithm", r.Algorithm)
 			putInt(m, "limit", r.Limit)
@@ -156,14 +157,14 @@ var (
 		fields:   []field{{"url", kOptString}},
 		required: "url",
 		decode: func(body []byte) (map[string]any, error) {
-			var r webhookRequest
+			var r wire.WebhookRequest
 			err := decodeBody(body, &r)
 			m := map[string]any{}
-			if err == nil && !r.URL.set {
+			if err == nil && !r.URL.Set {
 				err = engine.Invalid("url is required")
 			}
 			if err == nil {
-				m["url"] = r.URL.s
+				m["url"] = r.URL.Value
 			}
 			return m, err
 		},

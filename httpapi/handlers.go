@@ -8,56 +8,29 @@ import (
 
 	"github.com/leashd/leash/engine"
 	"github.com/leashd/leash/tracing"
+	"github.com/leashd/leash/wire"
 )
 
-// Each handler decodes its body into its own request type (decodeBody) and answers with
-// its own reply type (reply); the member types (text, count, ...) are in decode.go.
+// Each handler decodes its body into its request type of package wire (decodeBody) and
+// answers with its reply type (reply); decode.go holds the scalar rules of the members.
 
-// limitRequest is the body of POST /v1/limit and /v1/limit/reset (spec §4.1, §4.11).
-type limitRequest struct {
-	Namespace text          `json:"namespace"`
-	Key       text          `json:"key"`
-	Algorithm algorithmName `json:"algorithm"`
-	Limit     count         `json:"limit"`
-	WindowMS  count         `json:"window_ms"`
-	Cost      count         `json:"cost"`
-	// Overdraft counts the cost even when it is denied (spec §4.12).
-	Overdraft flag `json:"overdraft"`
-}
-
-// limitReply is the reply of POST /v1/limit.
-type limitReply struct {
-	Allowed   bool  `json:"allowed"`
-	Limit     int64 `json:"limit"`
-	Remaining int64 `json:"remaining"`
-	ResetMS   int64 `json:"reset_ms"`
-}
-
-// engineAlgorithm is the engine's reading of the optional algorithm member.
-func (a *algorithmName) engineAlgorithm() engine.Algorithm {
-	if !a.set {
+// algorithmOf is the engine's reading of the optional algorithm member.
+func algorithmOf(a *wire.Optional[string]) engine.Algorithm {
+	if !a.Set {
 		return engine.AlgorithmUnknown
 	}
-	return engine.AlgorithmOf(a.name)
-}
-
-// ptr returns the name, or nil when absent.
-func (a *algorithmName) ptr() *string {
-	if !a.set {
-		return nil
-	}
-	return &a.name
+	return engine.AlgorithmOf(a.Value)
 }
 
 // limitCall is POST /v1/limit's own per-request state: its body, its one-item query, the
 // verdict and the reply. It is pooled, as the route is the hot path: allocated per
 // request these would be five more allocations (docs/performance.md).
 type limitCall struct {
-	req   limitRequest
+	req   wire.LimitRequest
 	items [1]engine.Item
 	q     engine.Query
 	res   [1]engine.ItemResult
-	reply limitReply
+	reply wire.LimitResult
 }
 
 var limitCalls = sync.Pool{New: func() any { return new(limitCall) }}
@@ -75,17 +48,17 @@ func check(x *exchange) {
 		x.engineError(err)
 		return
 	}
-	lc.items[0] = engine.CheckItem(string(req.Key),
-		engine.Inline{Algorithm: req.Algorithm.engineAlgorithm(), Limit: req.Limit.ptr(), WindowMS: req.WindowMS.ptr()}, req.Cost.ptr())
-	lc.items[0].Overdraft = bool(req.Overdraft)
-	lc.q = engine.Query{Edge: engine.EdgeLimit, Namespace: string(req.Namespace), Items: lc.items[:], StrictCost: true}
+	lc.items[0] = engine.CheckItem(req.Key,
+		engine.Inline{Algorithm: algorithmOf(&req.Algorithm), Limit: req.Limit.Ptr(), WindowMS: req.WindowMS.Ptr()}, req.Cost.Ptr())
+	lc.items[0].Overdraft = req.Overdraft
+	lc.q = engine.Query{Edge: engine.EdgeLimit, Namespace: req.Namespace, Items: lc.items[:], StrictCost: true}
 	if _, err := a.eng.Decide(x.r.Context(), x.acct, &lc.q, lc.res[:]); err != nil {
 		x.engineError(err)
 		return
 	}
 	r := &lc.res[0]
 	d := &lc.reply
-	*d = limitReply{Allowed: r.Allowed, Limit: r.Limit.Limit, Remaining: r.Remaining, ResetMS: r.ResetMS}
+	*d = wire.LimitResult{Allowed: r.Allowed, Limit: r.Limit.Limit, Remaining: r.Remaining, ResetMS: r.ResetMS}
 	if a.met != nil {
 		a.limitDecisions.Inc(d.Allowed)
 	}
@@ -102,7 +75,7 @@ func check(x *exchange) {
 // appendLimitReply appends d as JSON, exactly as reply would write it (a test holds the
 // two to the same bytes). It is the one hand-written encoder: on the hot path it is
 // several times faster than the library's (BenchmarkLimitReply, docs/performance.md).
-func appendLimitReply(b []byte, d *limitReply) []byte {
+func appendLimitReply(b []byte, d *wire.LimitResult) []byte {
 	b = append(b, `{"allowed":`...)
 	b = strconv.AppendBool(b, d.Allowed)
 	b = append(b, `,"limit":`...)
@@ -116,7 +89,7 @@ func appendLimitReply(b []byte, d *limitReply) []byte {
 
 // rateLimitHeaders sets X-Request-Id (when generated), RateLimit-* and Retry-After. They
 // share one string and one slice, so these headers cost two allocations together.
-func (x *exchange) rateLimitHeaders(d *limitReply) {
+func (x *exchange) rateLimitHeaders(d *wire.LimitResult) {
 	resetSec := ceilSec(d.ResetMS)
 	var nb [128]byte
 	b := nb[:0]
@@ -161,48 +134,29 @@ func ceilSec(ms int64) int64 {
 // (spec §4.11).
 func reset(x *exchange) {
 	a := x.a
-	var req limitRequest
+	var req wire.LimitRequest
 	if err := decodeBody(x.body.Bytes(), &req); err != nil {
 		x.engineError(err)
 		return
 	}
-	rst := engine.ResetRequest{Namespace: string(req.Namespace), Key: string(req.Key),
-		Algorithm: req.Algorithm.engineAlgorithm(), WindowMS: req.WindowMS.ptr()}
+	rst := engine.ResetRequest{Namespace: req.Namespace, Key: req.Key,
+		Algorithm: algorithmOf(&req.Algorithm), WindowMS: req.WindowMS.Ptr()}
 	if err := a.eng.Reset(x.r.Context(), x.acct, &rst); err != nil {
 		x.engineError(err)
 		return
 	}
-	x.reply(http.StatusOK, &struct {
-		Reset bool `json:"reset"`
-	}{true})
-}
-
-// acquireRequest is the body of POST /v1/leases (spec §5.1).
-type acquireRequest struct {
-	Namespace text  `json:"namespace"`
-	Key       text  `json:"key"`
-	Limit     count `json:"limit"`
-	WindowMS  count `json:"window_ms"`
-}
-
-// acquireReply is the reply of POST /v1/leases; lease_id only when allowed.
-type acquireReply struct {
-	Allowed bool   `json:"allowed"`
-	LeaseID string `json:"lease_id,omitzero"`
-	Active  int64  `json:"active"`
-	Limit   int64  `json:"limit"`
-	ResetMS int64  `json:"reset_ms"`
+	x.reply(http.StatusOK, &wire.ResetResult{Reset: true})
 }
 
 // acquire serves POST /v1/leases (spec §5.1).
 func acquire(x *exchange) {
 	a := x.a
-	var req acquireRequest
+	var req wire.LeaseRequest
 	if err := decodeBody(x.body.Bytes(), &req); err != nil {
 		x.engineError(err)
 		return
 	}
-	acq := engine.AcquireRequest{Namespace: string(req.Namespace), Key: string(req.Key), Limit: req.Limit.ptr(), WindowMS: req.WindowMS.ptr()}
+	acq := engine.AcquireRequest{Namespace: req.Namespace, Key: req.Key, Limit: req.Limit.Ptr(), WindowMS: req.WindowMS.Ptr()}
 	d, err := a.eng.Acquire(x.r.Context(), x.acct, &acq)
 	if err != nil {
 		x.engineError(err)
@@ -215,7 +169,7 @@ func acquire(x *exchange) {
 		x.annotate(tracing.AttrEdge.String(string(engine.EdgeLeases)), tracing.AttrNamespace.String(acq.Namespace),
 			tracing.Outcome(d.Allowed), tracing.AttrAlgorithm.String(engine.ConcurrentLimit.String()))
 	}
-	out := acquireReply{Allowed: d.Allowed, Active: d.Active, Limit: d.Limit, ResetMS: d.ResetMS}
+	out := wire.LeaseDecision{Allowed: d.Allowed, Active: d.Active, Limit: d.Limit, ResetMS: d.ResetMS}
 	if d.Allowed {
 		out.LeaseID = d.LeaseID
 	}
@@ -230,118 +184,68 @@ func release(x *exchange) {
 		x.engineError(err)
 		return
 	}
-	x.reply(http.StatusOK, &struct {
-		Released bool  `json:"released"`
-		Active   int64 `json:"active"`
-	}{res.Released, res.Active})
-}
-
-// renewRequest is the optional body of POST /v1/leases/{lease_id}/renew (spec §5.5).
-type renewRequest struct {
-	WindowMS count `json:"window_ms"`
+	x.reply(http.StatusOK, &wire.ReleaseResult{Released: res.Released, Active: res.Active})
 }
 
 // renew serves POST /v1/leases/{lease_id}/renew with an optional body {window_ms?}.
 func renew(x *exchange) {
 	a := x.a
-	var req renewRequest
+	var req wire.RenewRequest
 	if !emptyBody(x.body.Bytes()) {
 		if err := decodeBody(x.body.Bytes(), &req); err != nil {
 			x.engineError(err)
 			return
 		}
 	}
-	res, err := a.eng.Renew(x.r.Context(), x.acct, x.r.PathValue("lease_id"), req.WindowMS.ptr())
+	res, err := a.eng.Renew(x.r.Context(), x.acct, x.r.PathValue("lease_id"), req.WindowMS.Ptr())
 	if err != nil {
 		x.engineError(err)
 		return
 	}
-	x.reply(http.StatusOK, &struct {
-		Renewed bool  `json:"renewed"`
-		Active  int64 `json:"active"`
-		ResetMS int64 `json:"reset_ms"`
-	}{res.Renewed, res.Active, res.ResetMS})
+	x.reply(http.StatusOK, &wire.RenewResult{Renewed: res.Renewed, Active: res.Active, ResetMS: res.ResetMS})
 }
 
-// ruleRequest is the body of POST /v1/namespaces/{ns}/rules (spec §6.2, §6.7).
-type ruleRequest struct {
-	Algorithm algorithmName      `json:"algorithm"`
-	Limit     ruleCount          `json:"limit"`
-	WindowMS  ruleCount          `json:"window_ms"`
-	Name      optionalText       `json:"name"`
-	Overrides []*overrideRequest `json:"overrides"` // null entries are rejected
-	Namespace text               `json:"namespace"` // the path's namespace wins: checked, then ignored
-}
-
-// overrideRequest is one entry of a rule's overrides, decoded as strictly as a body;
-// ranges, duplicates and the count are the engine's (spec §6.3).
-type overrideRequest struct {
-	Key      optionalText `json:"key"`
-	Limit    ruleCount    `json:"limit"`
-	WindowMS ruleCount    `json:"window_ms"`
-}
-
-// engineRequest converts the decoded body for the engine.
-func (r *ruleRequest) engineRequest() (engine.RuleRequest, error) {
-	req := engine.RuleRequest{Algorithm: r.Algorithm.ptr(), Limit: r.Limit.ptr(), WindowMS: r.WindowMS.ptr(), Name: r.Name.ptr()}
+// ruleRequestOf converts a decoded rule body for the engine; ranges, duplicates and the
+// count of overrides are the engine's (spec §6.3).
+func ruleRequestOf(r *wire.RuleRequest) (engine.RuleRequest, error) {
+	req := engine.RuleRequest{Algorithm: r.Algorithm.Ptr(), Limit: r.Limit.Ptr(), WindowMS: r.WindowMS.Ptr(), Name: r.Name.Ptr()}
 	if r.Overrides != nil {
 		req.Overrides = make([]engine.OverrideRequest, len(r.Overrides))
 		for i, o := range r.Overrides {
 			if o == nil {
 				return engine.RuleRequest{}, engine.Invalid("overrides[" + strconv.Itoa(i) + "] must be an object")
 			}
-			req.Overrides[i] = engine.OverrideRequest{Key: o.Key.ptr(), Limit: o.Limit.ptr(), WindowMS: o.WindowMS.ptr()}
+			req.Overrides[i] = engine.OverrideRequest{Key: o.Key.Ptr(), Limit: o.Limit.Ptr(), WindowMS: o.WindowMS.Ptr()}
 		}
 	}
 	return req, nil
 }
 
-// The JSON shapes of the rule and stats responses (spec §6.2, §7.2).
-type (
-	ruleJSON struct {
-		Namespace string         `json:"namespace"`
-		Algorithm string         `json:"algorithm"`
-		Limit     int64          `json:"limit"`
-		WindowMS  int64          `json:"window_ms"`
-		Name      *string        `json:"name,omitzero"`       // absent when none was given
-		Overrides []overrideJSON `json:"overrides,omitempty"` // absent when none (spec §6.7)
-	}
-	overrideJSON struct {
-		Key      string `json:"key"`
-		Limit    int64  `json:"limit"`
-		WindowMS int64  `json:"window_ms,omitzero"` // absent: the rule's window
-	}
-	rulesJSON struct {
-		Namespace string     `json:"namespace"`
-		Rules     []ruleJSON `json:"rules"`
-	}
-	dayJSON struct {
-		Day     string `json:"day"`
-		Total   int64  `json:"total"`
-		Blocked int64  `json:"blocked"`
-	}
-	monthJSON struct {
-		Month     string `json:"month"`
-		Total     int64  `json:"total"`
-		Quota     int64  `json:"quota"`
-		OverQuota bool   `json:"over_quota"`
-		HardCap   *int64 `json:"hard_cap"`
-	}
-	statsJSON struct {
-		Namespace string    `json:"namespace"`
-		Total     int64     `json:"total"`
-		Blocked   int64     `json:"blocked"`
-		Days      []dayJSON `json:"days"`
-		Month     monthJSON `json:"month"`
-	}
-)
-
-func toRuleJSON(ns string, r engine.Rule) ruleJSON {
-	j := ruleJSON{Namespace: ns, Algorithm: r.Algorithm.String(), Limit: r.Limit, WindowMS: r.WindowMS, Name: r.Name}
+// ruleOf is the answer's form of a namespace's rule: an override's window only when it
+// has its own.
+func ruleOf(ns string, r engine.Rule) wire.Rule {
+	j := wire.Rule{Namespace: ns, Algorithm: r.Algorithm.String(), Limit: r.Limit, WindowMS: r.WindowMS, Name: r.Name}
 	for _, o := range r.Overrides.List() {
-		j.Overrides = append(j.Overrides, overrideJSON{Key: o.Key, Limit: o.Limit, WindowMS: o.WindowMS})
+		ov := wire.Override{Key: o.Key, Limit: o.Limit}
+		if o.WindowMS != 0 {
+			ov.WindowMS = &o.WindowMS
+		}
+		j.Overrides = append(j.Overrides, ov)
 	}
 	return j
+}
+
+// monthOf and daysOf are the answer's forms of a month's and days' usage.
+func monthOf(m engine.MonthStats) wire.MonthStats {
+	return wire.MonthStats{Month: m.Month.String(), Total: m.Total, Quota: m.Quota, OverQuota: m.OverQuota, HardCap: m.HardCap}
+}
+
+func daysOf(days []engine.DayStats) []wire.DayStats {
+	out := make([]wire.DayStats, len(days))
+	for i, d := range days {
+		out[i] = wire.DayStats{Day: d.Day.String(), Total: d.Total, Blocked: d.Blocked}
+	}
+	return out
 }
 
 // listRules serves GET /v1/namespaces/{ns}/rules.
@@ -353,9 +257,9 @@ func listRules(x *exchange) {
 		x.engineError(err)
 		return
 	}
-	out := rulesJSON{Namespace: ns, Rules: make([]ruleJSON, 0, len(rules))}
+	out := wire.RuleList{Namespace: ns, Rules: make([]wire.Rule, 0, len(rules))}
 	for _, r := range rules {
-		out.Rules = append(out.Rules, toRuleJSON(ns, r))
+		out.Rules = append(out.Rules, ruleOf(ns, r))
 	}
 	x.reply(http.StatusOK, &out)
 }
@@ -368,12 +272,12 @@ func putRule(x *exchange) {
 		x.engineError(err)
 		return
 	}
-	var body ruleRequest
+	var body wire.RuleRequest
 	if err := decodeBody(x.body.Bytes(), &body); err != nil {
 		x.engineError(err)
 		return
 	}
-	req, err := body.engineRequest()
+	req, err := ruleRequestOf(&body)
 	if err != nil {
 		x.engineError(err)
 		return
@@ -387,7 +291,7 @@ func putRule(x *exchange) {
 	if created {
 		status = http.StatusCreated
 	}
-	out := toRuleJSON(rule.Namespace, rule.Rule)
+	out := ruleOf(rule.Namespace, rule.Rule)
 	x.reply(status, &out)
 }
 
@@ -402,9 +306,7 @@ func deleteRule(x *exchange) {
 		x.engineError(err)
 		return
 	}
-	x.reply(http.StatusOK, &struct {
-		Deleted bool `json:"deleted"`
-	}{deleted})
+	x.reply(http.StatusOK, &wire.DeleteResult{Deleted: deleted})
 }
 
 // stats serves GET /v1/namespaces/{ns}/stats.
@@ -415,21 +317,7 @@ func stats(x *exchange) {
 		x.engineError(err)
 		return
 	}
-	out := statsJSON{
-		Namespace: st.Namespace,
-		Total:     st.Total,
-		Blocked:   st.Blocked,
-		Days:      make([]dayJSON, len(st.Days)),
-		Month: monthJSON{
-			Month:     st.Month.Month.String(),
-			Total:     st.Month.Total,
-			Quota:     st.Month.Quota,
-			OverQuota: st.Month.OverQuota,
-			HardCap:   st.Month.HardCap,
-		},
-	}
-	for i, d := range st.Days {
-		out.Days[i] = dayJSON{Day: d.Day.String(), Total: d.Total, Blocked: d.Blocked}
-	}
+	out := wire.Stats{Namespace: st.Namespace, Total: st.Total, Blocked: st.Blocked,
+		Days: daysOf(st.Days), Month: monthOf(st.Month)}
 	x.reply(http.StatusOK, &out)
 }

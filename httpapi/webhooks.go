@@ -4,22 +4,12 @@ import (
 	"net/http"
 
 	"github.com/leashd/leash/engine"
+	"github.com/leashd/leash/wire"
 )
 
 // The webhook endpoints (spec §8.1). PUT and POST /test are gated by the plan before the
 // body is read; GET and DELETE are not, so an account moved to a plan without webhooks
 // can still see and remove what it configured (its events are no longer sent).
-
-// webhookRequest is the body of PUT /v1/webhook.
-type webhookRequest struct {
-	URL optionalText `json:"url"`
-}
-
-// webhookReply is the reply of GET and PUT /v1/webhook; the secret only on PUT.
-type webhookReply struct {
-	URL    string `json:"url"`
-	Secret string `json:"secret,omitzero"`
-}
 
 // getWebhook serves GET /v1/webhook: {url}, never the secret.
 func getWebhook(x *exchange) {
@@ -29,28 +19,28 @@ func getWebhook(x *exchange) {
 		x.engineError(err)
 		return
 	}
-	x.reply(http.StatusOK, &webhookReply{URL: u})
+	x.reply(http.StatusOK, &wire.Webhook{URL: u})
 }
 
 // putWebhook serves PUT /v1/webhook {url}: {url, secret}, the only time the secret is
 // shown.
 func putWebhook(x *exchange) {
 	a := x.a
-	var req webhookRequest
+	var req wire.WebhookRequest
 	if err := decodeBody(x.body.Bytes(), &req); err != nil {
 		x.engineError(err)
 		return
 	}
-	if !req.URL.set {
+	if !req.URL.Set {
 		x.engineError(engine.Invalid("url is required"))
 		return
 	}
-	w, err := a.eng.PutWebhook(x.r.Context(), x.acct, req.URL.s)
+	w, err := a.eng.PutWebhook(x.r.Context(), x.acct, req.URL.Value)
 	if err != nil {
 		x.engineError(err)
 		return
 	}
-	x.reply(http.StatusOK, &webhookReply{URL: w.URL, Secret: w.Secret})
+	x.reply(http.StatusOK, &wire.Webhook{URL: w.URL, Secret: w.Secret})
 }
 
 // deleteWebhook serves DELETE /v1/webhook: 204, whether or not one was set.
@@ -72,7 +62,5 @@ func testWebhook(x *exchange) {
 		x.engineError(err)
 		return
 	}
-	x.reply(http.StatusAccepted, &struct {
-		EventID string `json:"event_id"`
-	}{id})
+	x.reply(http.StatusAccepted, &wire.WebhookTestResult{EventID: id})
 }
