@@ -8,6 +8,8 @@ import (
 
 	"github.com/go-json-experiment/json/jsontext"
 	"github.com/leashd/leash/engine"
+	"github.com/leashd/leash/engine/accounts"
+	"github.com/leashd/leash/engine/usage"
 )
 
 // The admin API and the account's own routes (spec §15): operator routes under
@@ -115,11 +117,11 @@ func instant(ms int64) *string {
 	return &s
 }
 
-func accountOf(i engine.AccountInfo) accountReply {
+func accountOf(i accounts.AccountInfo) accountReply {
 	return accountReply{ID: i.ID, Plan: i.Plan, Source: string(i.Source), Suspended: i.Suspended, CreatedAt: instant(i.CreatedMS), Keys: i.Keys}
 }
 
-func keyOf(k engine.KeyInfo) keyReply {
+func keyOf(k accounts.KeyInfo) keyReply {
 	return keyReply{ID: k.ID, Name: k.Name, Prefix: k.Prefix, CreatedAt: instant(k.CreatedMS), Source: string(k.Source)}
 }
 
@@ -177,7 +179,7 @@ func createAccount(x *exchange) {
 		x.engineError(engine.Invalid("plan is required"))
 		return
 	}
-	info, err := a.eng.CreateAccount(x.r.Context(), x.actor(), req.ID.s, req.Plan.s)
+	info, err := a.eng.Accounts.CreateAccount(x.r.Context(), x.actor(), req.ID.s, req.Plan.s)
 	if err != nil {
 		x.engineError(err)
 		return
@@ -209,7 +211,7 @@ func listAccounts(x *exchange) {
 		}
 		limit = n
 	}
-	list, next, err := a.eng.ListAccounts(x.r.Context(), limit, q["cursor"])
+	list, next, err := a.eng.Accounts.ListAccounts(x.r.Context(), limit, q["cursor"])
 	if err != nil {
 		x.engineError(err)
 		return
@@ -227,7 +229,7 @@ func listAccounts(x *exchange) {
 // getAccount serves GET /v1/admin/accounts/{id}.
 func getAccount(x *exchange) {
 	a := x.a
-	info, err := a.eng.GetAccount(x.r.Context(), x.r.PathValue("id"))
+	info, err := a.eng.Accounts.GetAccount(x.r.Context(), x.r.PathValue("id"))
 	if err != nil {
 		x.engineError(err)
 		return
@@ -244,7 +246,7 @@ func patchAccount(x *exchange) {
 		x.engineError(err)
 		return
 	}
-	info, err := a.eng.UpdateAccount(x.r.Context(), x.actor(), x.r.PathValue("id"),
+	info, err := a.eng.Accounts.UpdateAccount(x.r.Context(), x.actor(), x.r.PathValue("id"),
 		engine.AccountUpdate{Plan: req.Plan.ptr(), Suspended: req.Suspended.ptr()})
 	if err != nil {
 		x.engineError(err)
@@ -257,7 +259,7 @@ func patchAccount(x *exchange) {
 // deleteAccount serves DELETE /v1/admin/accounts/{id}: 204.
 func deleteAccount(x *exchange) {
 	a := x.a
-	if err := a.eng.DeleteAccount(x.r.Context(), x.actor(), x.r.PathValue("id")); err != nil {
+	if err := a.eng.Accounts.DeleteAccount(x.r.Context(), x.actor(), x.r.PathValue("id")); err != nil {
 		x.engineError(err)
 		return
 	}
@@ -274,7 +276,7 @@ func issueKey(x *exchange, account string) {
 			return
 		}
 	}
-	k, err := a.eng.IssueKey(x.r.Context(), x.actor(), account, req.Name.s)
+	k, err := a.eng.Accounts.IssueKey(x.r.Context(), x.actor(), account, req.Name.s)
 	if err != nil {
 		x.engineError(err)
 		return
@@ -292,7 +294,7 @@ type keysReply struct {
 // listKeys answers the keys of account.
 func listKeys(x *exchange, account string) {
 	a := x.a
-	keys, err := a.eng.ListKeys(x.r.Context(), account)
+	keys, err := a.eng.Accounts.ListKeys(x.r.Context(), account)
 	if err != nil {
 		x.engineError(err)
 		return
@@ -307,7 +309,7 @@ func listKeys(x *exchange, account string) {
 // revokeKey revokes one key of account: 204.
 func revokeKey(x *exchange, account string) {
 	a := x.a
-	if err := a.eng.RevokeKey(x.r.Context(), x.actor(), account, x.r.PathValue("key_id")); err != nil {
+	if err := a.eng.Accounts.RevokeKey(x.r.Context(), x.actor(), account, x.r.PathValue("key_id")); err != nil {
 		x.engineError(err)
 		return
 	}
@@ -361,7 +363,7 @@ type totalsJSON struct {
 	Blocked   int64  `json:"blocked"`
 }
 
-func (x *exchange) writeUsage(u engine.AccountUsage) {
+func (x *exchange) writeUsage(u usage.AccountUsage) {
 	out := usageJSON{
 		Month: monthJSON{Month: u.Month.Month.String(), Total: u.Month.Total, Quota: u.Month.Quota,
 			OverQuota: u.Month.OverQuota, HardCap: u.Month.HardCap},
@@ -380,7 +382,7 @@ func (x *exchange) writeUsage(u engine.AccountUsage) {
 // ownUsage serves GET /v1/usage: the account across all its namespaces.
 func ownUsage(x *exchange) {
 	a := x.a
-	u, err := a.eng.Usage(x.r.Context(), x.acct)
+	u, err := a.eng.Usage.Usage(x.r.Context(), x.acct)
 	if err != nil {
 		x.engineError(err)
 		return
@@ -402,7 +404,7 @@ func adminUsage(x *exchange) {
 // listNamespaces serves GET /v1/namespaces.
 func listNamespaces(x *exchange) {
 	a := x.a
-	list, err := a.eng.Namespaces(x.r.Context(), x.acct)
+	list, err := a.eng.Usage.Namespaces(x.r.Context(), x.acct)
 	if err != nil {
 		x.engineError(err)
 		return
@@ -435,7 +437,7 @@ func listLeases(x *exchange) {
 		x.engineError(engine.Invalid("key is required: ?key=K"))
 		return
 	}
-	l, err := a.eng.Leases(x.r.Context(), x.acct, x.r.PathValue("ns"), key)
+	l, err := a.eng.Leases.List(x.r.Context(), x.acct, x.r.PathValue("ns"), key)
 	if err != nil {
 		x.engineError(err)
 		return

@@ -7,6 +7,9 @@ import (
 	"sync"
 
 	"github.com/leashd/leash/engine"
+	"github.com/leashd/leash/engine/leases"
+	"github.com/leashd/leash/engine/limits"
+	"github.com/leashd/leash/engine/rules"
 	"github.com/leashd/leash/tracing"
 )
 
@@ -79,7 +82,7 @@ func check(x *exchange) {
 		engine.Inline{Algorithm: req.Algorithm.engineAlgorithm(), Limit: req.Limit.ptr(), WindowMS: req.WindowMS.ptr()}, req.Cost.ptr())
 	lc.items[0].Overdraft = bool(req.Overdraft)
 	lc.q = engine.Query{Edge: engine.EdgeLimit, Namespace: string(req.Namespace), Items: lc.items[:], StrictCost: true}
-	if _, err := a.eng.Decide(x.r.Context(), x.acct, &lc.q, lc.res[:]); err != nil {
+	if _, err := a.eng.Limits.Decide(x.r.Context(), x.acct, &lc.q, lc.res[:]); err != nil {
 		x.engineError(err)
 		return
 	}
@@ -166,9 +169,9 @@ func reset(x *exchange) {
 		x.engineError(err)
 		return
 	}
-	rst := engine.ResetRequest{Namespace: string(req.Namespace), Key: string(req.Key),
+	rst := limits.ResetRequest{Namespace: string(req.Namespace), Key: string(req.Key),
 		Algorithm: req.Algorithm.engineAlgorithm(), WindowMS: req.WindowMS.ptr()}
-	if err := a.eng.Reset(x.r.Context(), x.acct, &rst); err != nil {
+	if err := a.eng.Limits.Reset(x.r.Context(), x.acct, &rst); err != nil {
 		x.engineError(err)
 		return
 	}
@@ -202,8 +205,8 @@ func acquire(x *exchange) {
 		x.engineError(err)
 		return
 	}
-	acq := engine.AcquireRequest{Namespace: string(req.Namespace), Key: string(req.Key), Limit: req.Limit.ptr(), WindowMS: req.WindowMS.ptr()}
-	d, err := a.eng.Acquire(x.r.Context(), x.acct, &acq)
+	acq := leases.AcquireRequest{Namespace: string(req.Namespace), Key: string(req.Key), Limit: req.Limit.ptr(), WindowMS: req.WindowMS.ptr()}
+	d, err := a.eng.Leases.Acquire(x.r.Context(), x.acct, &acq)
 	if err != nil {
 		x.engineError(err)
 		return
@@ -225,7 +228,7 @@ func acquire(x *exchange) {
 // release serves DELETE /v1/leases/{lease_id}; it reads no body.
 func release(x *exchange) {
 	a := x.a
-	res, err := a.eng.Release(x.r.Context(), x.acct, x.r.PathValue("lease_id"))
+	res, err := a.eng.Leases.Release(x.r.Context(), x.acct, x.r.PathValue("lease_id"))
 	if err != nil {
 		x.engineError(err)
 		return
@@ -251,7 +254,7 @@ func renew(x *exchange) {
 			return
 		}
 	}
-	res, err := a.eng.Renew(x.r.Context(), x.acct, x.r.PathValue("lease_id"), req.WindowMS.ptr())
+	res, err := a.eng.Leases.Renew(x.r.Context(), x.acct, x.r.PathValue("lease_id"), req.WindowMS.ptr())
 	if err != nil {
 		x.engineError(err)
 		return
@@ -282,15 +285,15 @@ type overrideRequest struct {
 }
 
 // engineRequest converts the decoded body for the engine.
-func (r *ruleRequest) engineRequest() (engine.RuleRequest, error) {
-	req := engine.RuleRequest{Algorithm: r.Algorithm.ptr(), Limit: r.Limit.ptr(), WindowMS: r.WindowMS.ptr(), Name: r.Name.ptr()}
+func (r *ruleRequest) engineRequest() (rules.RuleRequest, error) {
+	req := rules.RuleRequest{Algorithm: r.Algorithm.ptr(), Limit: r.Limit.ptr(), WindowMS: r.WindowMS.ptr(), Name: r.Name.ptr()}
 	if r.Overrides != nil {
-		req.Overrides = make([]engine.OverrideRequest, len(r.Overrides))
+		req.Overrides = make([]rules.OverrideRequest, len(r.Overrides))
 		for i, o := range r.Overrides {
 			if o == nil {
-				return engine.RuleRequest{}, engine.Invalid("overrides[" + strconv.Itoa(i) + "] must be an object")
+				return rules.RuleRequest{}, engine.Invalid("overrides[" + strconv.Itoa(i) + "] must be an object")
 			}
-			req.Overrides[i] = engine.OverrideRequest{Key: o.Key.ptr(), Limit: o.Limit.ptr(), WindowMS: o.WindowMS.ptr()}
+			req.Overrides[i] = rules.OverrideRequest{Key: o.Key.ptr(), Limit: o.Limit.ptr(), WindowMS: o.WindowMS.ptr()}
 		}
 	}
 	return req, nil
@@ -348,7 +351,7 @@ func toRuleJSON(ns string, r engine.Rule) ruleJSON {
 func listRules(x *exchange) {
 	a := x.a
 	ns := x.r.PathValue("ns")
-	rules, err := a.eng.Rules(x.r.Context(), x.acct, ns)
+	rules, err := a.eng.Rules.List(x.r.Context(), x.acct, ns)
 	if err != nil {
 		x.engineError(err)
 		return
@@ -378,7 +381,7 @@ func putRule(x *exchange) {
 		x.engineError(err)
 		return
 	}
-	rule, created, err := a.eng.PutRule(x.r.Context(), x.acct, ns, &req)
+	rule, created, err := a.eng.Rules.Put(x.r.Context(), x.acct, ns, &req)
 	if err != nil {
 		x.engineError(err)
 		return
@@ -397,7 +400,7 @@ func deleteRule(x *exchange) {
 	a := x.a
 	p := x.r.URL.Path
 	kind, _ := engine.ParseRuleKind(p[strings.LastIndexByte(p, '/')+1:])
-	deleted, err := a.eng.DeleteRule(x.r.Context(), x.acct, x.r.PathValue("ns"), kind)
+	deleted, err := a.eng.Rules.Delete(x.r.Context(), x.acct, x.r.PathValue("ns"), kind)
 	if err != nil {
 		x.engineError(err)
 		return
@@ -410,7 +413,7 @@ func deleteRule(x *exchange) {
 // stats serves GET /v1/namespaces/{ns}/stats.
 func stats(x *exchange) {
 	a := x.a
-	st, err := a.eng.Stats(x.r.Context(), x.acct, x.r.PathValue("ns"))
+	st, err := a.eng.Usage.Stats(x.r.Context(), x.acct, x.r.PathValue("ns"))
 	if err != nil {
 		x.engineError(err)
 		return

@@ -1,4 +1,4 @@
-package engine_test
+package wiring_test
 
 import (
 	"context"
@@ -7,6 +7,8 @@ import (
 	"testing"
 
 	"github.com/leashd/leash/engine"
+	"github.com/leashd/leash/engine/leases"
+	"github.com/leashd/leash/engine/wiring"
 	"github.com/leashd/leash/store/memstore"
 	"github.com/leashd/leash/testkit"
 )
@@ -39,18 +41,18 @@ func TestHardCapObserved(t *testing.T) {
 		t.Fatal(err)
 	}
 	obs := &capObserver{}
-	eng := engine.New(engine.RolesOf(ms), dir, engine.Options{Observer: obs})
+	eng := wiring.New(engine.RolesOf(ms), dir, wiring.Options{Observer: obs})
 	item := engine.CheckItem("k", engine.Inline{Algorithm: engine.FixedWindow, Limit: testkit.Ptr(int64(100)), WindowMS: testkit.Ptr(int64(1000))}, nil)
 	for _, id := range []string{"capped", "open"} {
 		a, _ := dir.Account(id)
 		for _, edge := range []engine.Edge{engine.EdgeLimit, engine.EdgeEnvoy, engine.EdgeRLQS} {
 			var r [1]engine.ItemResult
-			_, err := eng.Decide(ctx, a, &engine.Query{Edge: edge, Namespace: "n", Items: []engine.Item{item}}, r[:])
+			_, err := eng.Limits.Decide(ctx, a, &engine.Query{Edge: edge, Namespace: "n", Items: []engine.Item{item}}, r[:])
 			if (engine.CodeOf(err) == engine.CodeHardCapExceeded) != (id == "capped") {
 				t.Fatalf("%s at %s: %v", id, edge, err)
 			}
 		}
-		_, err := eng.Acquire(ctx, a, &engine.AcquireRequest{Namespace: "n", Key: "k", Limit: testkit.Ptr(int64(1)), WindowMS: testkit.Ptr(int64(1000))})
+		_, err := eng.Leases.Acquire(ctx, a, &leases.AcquireRequest{Namespace: "n", Key: "k", Limit: testkit.Ptr(int64(1)), WindowMS: testkit.Ptr(int64(1000))})
 		if (engine.CodeOf(err) == engine.CodeHardCapExceeded) != (id == "capped") {
 			t.Fatalf("%s acquiring: %v", id, err)
 		}

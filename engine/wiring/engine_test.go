@@ -1,4 +1,4 @@
-package engine_test
+package wiring_test
 
 import (
 	"context"
@@ -11,6 +11,11 @@ import (
 	"github.com/leashd/leash/testkit"
 
 	"github.com/leashd/leash/engine"
+	"github.com/leashd/leash/engine/leases"
+	"github.com/leashd/leash/engine/limits"
+	"github.com/leashd/leash/engine/rules"
+	"github.com/leashd/leash/engine/usage"
+	"github.com/leashd/leash/engine/wiring"
 	"github.com/leashd/leash/store/memstore"
 )
 
@@ -30,7 +35,7 @@ func (c *clock) Advance(d time.Duration) {
 var start = time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)
 
 type fixture struct {
-	eng   *engine.Engine
+	eng   *wiring.Engine
 	store engine.Store
 	clock *clock
 	accts map[string]*engine.Account
@@ -63,7 +68,7 @@ func newFixture(t *testing.T, wrap func(engine.Store) engine.Store) *fixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f := &fixture{eng: engine.New(engine.RolesOf(s), dir, engine.Options{}), store: s, clock: c, accts: map[string]*engine.Account{}}
+	f := &fixture{eng: wiring.New(engine.RolesOf(s), dir, wiring.Options{}), store: s, clock: c, accts: map[string]*engine.Account{}}
 	for _, a := range dir.Accounts() {
 		f.accts[a.ID] = a
 	}
@@ -79,10 +84,10 @@ func wantCode(t *testing.T, err error, code engine.Code) {
 
 func TestAuthenticate(t *testing.T) {
 	f := newFixture(t, nil)
-	if a, ok := f.eng.Authenticate("k-acme"); !ok || a.ID != "acme" {
+	if a, ok := f.eng.Accounts.Authenticate("k-acme"); !ok || a.ID != "acme" {
 		t.Fatalf("Authenticate(k-acme) = %v, %v", a, ok)
 	}
-	if _, ok := f.eng.Authenticate("nope"); ok {
+	if _, ok := f.eng.Accounts.Authenticate("nope"); ok {
 		t.Fatal("unknown key authenticated")
 	}
 }
@@ -91,7 +96,7 @@ func TestCheckResolution(t *testing.T) {
 	ctx := context.Background()
 	f := newFixture(t, nil)
 	acme := f.accts["acme"]
-	if _, _, err := f.eng.PutRule(ctx, acme, "api", &engine.RuleRequest{Algorithm: testkit.Ptr("fixed_window"), Limit: testkit.Ptr(int64(2)), WindowMS: testkit.Ptr(int64(1000))}); err != nil {
+	if _, _, err := f.eng.Rules.Put(ctx, acme, "api", &rules.RuleRequest{Algorithm: testkit.Ptr("fixed_window"), Limit: testkit.Ptr(int64(2)), WindowMS: testkit.Ptr(int64(1000))}); err != nil {
 		t.Fatal(err)
 	}
 	tests := []struct {
@@ -141,10 +146,10 @@ func TestDefaultAlgorithmIsSlidingWindow(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The spend landed on the sliding_window counter, not on fixed_window's.
-	if err := f.eng.Reset(ctx, acme, &engine.ResetRequest{Namespace: "n", Key: "k", Algorithm: engine.FixedWindow, WindowMS: testkit.Ptr(int64(1000))}); engine.CodeOf(err) != engine.CodeKeyNotFound {
+	if err := f.eng.Limits.Reset(ctx, acme, &limits.ResetRequest{Namespace: "n", Key: "k", Algorithm: engine.FixedWindow, WindowMS: testkit.Ptr(int64(1000))}); engine.CodeOf(err) != engine.CodeKeyNotFound {
 		t.Fatalf("fixed_window reset = %v, want key_not_found", err)
 	}
-	if err := f.eng.Reset(ctx, acme, &engine.ResetRequest{Namespace: "n", Key: "k", Algorithm: engine.SlidingWindow, WindowMS: testkit.Ptr(int64(1000))}); err != nil {
+	if err := f.eng.Limits.Reset(ctx, acme, &limits.ResetRequest{Namespace: "n", Key: "k", Algorithm: engine.SlidingWindow, WindowMS: testkit.Ptr(int64(1000))}); err != nil {
 		t.Fatalf("sliding_window reset = %v", err)
 	}
 }
@@ -155,9 +160,9 @@ func TestPlanGates(t *testing.T) {
 	cheap := f.accts["cheap"]
 	_, err := (testkit.Check{Namespace: "n", Key: "k", Algorithm: testkit.Ptr("token_bucket"), Limit: testkit.Ptr(int64(1)), WindowMS: testkit.Ptr(int64(1))}).Do(ctx, f.eng, cheap)
 	wantCode(t, err, engine.CodeAlgorithmNotOnPlan)
-	_, _, err = f.eng.PutRule(ctx, cheap, "n", &engine.RuleRequest{Algorithm: testkit.Ptr("concurrent_limit"), Limit: testkit.Ptr(int64(1)), WindowMS: testkit.Ptr(int64(1))})
+	_, _, err = f.eng.Rules.Put(ctx, cheap, "n", &rules.RuleRequest{Algorithm: testkit.Ptr("concurrent_limit"), Limit: testkit.Ptr(int64(1)), WindowMS: testkit.Ptr(int64(1))})
 	wantCode(t, err, engine.CodeAlgorithmNotOnPlan)
-	_, err = f.eng.Acquire(ctx, cheap, &engine.AcquireRequest{Namespace: "n", Key: "k", Limit: testkit.Ptr(int64(1)), WindowMS: testkit.Ptr(int64(1))})
+	_, err = f.eng.Leases.Acquire(ctx, cheap, &leases.AcquireRequest{Namespace: "n", Key: "k", Limit: testkit.Ptr(int64(1)), WindowMS: testkit.Ptr(int64(1))})
 	wantCode(t, err, engine.CodeConcurrentNotOnPlan)
 	if _, err := (testkit.Check{Namespace: "n", Key: "k", Algorithm: testkit.Ptr("fixed_window"), Limit: testkit.Ptr(int64(1)), WindowMS: testkit.Ptr(int64(1))}).Do(ctx, f.eng, cheap); err != nil {
 		t.Fatalf("fixed_window on free: %v", err)
@@ -170,24 +175,24 @@ func TestRuleValidation(t *testing.T) {
 	acme := f.accts["acme"]
 	tests := []struct {
 		name string
-		req  engine.RuleRequest
+		req  rules.RuleRequest
 		code engine.Code
 	}{
-		{"missing algorithm", engine.RuleRequest{Limit: testkit.Ptr(int64(1)), WindowMS: testkit.Ptr(int64(1))}, engine.CodeInvalidRequest},
-		{"missing limit", engine.RuleRequest{Algorithm: testkit.Ptr("fixed_window"), WindowMS: testkit.Ptr(int64(1))}, engine.CodeInvalidRequest},
-		{"negative window", engine.RuleRequest{Algorithm: testkit.Ptr("fixed_window"), Limit: testkit.Ptr(int64(1)), WindowMS: testkit.Ptr(int64(-1))}, engine.CodeInvalidRequest},
-		{"limit 0", engine.RuleRequest{Algorithm: testkit.Ptr("fixed_window"), Limit: testkit.Ptr(int64(0)), WindowMS: testkit.Ptr(int64(1))}, engine.CodeInvalidRule},
-		{"limit above max", engine.RuleRequest{Algorithm: testkit.Ptr("fixed_window"), Limit: testkit.Ptr(engine.MaxLimit + 1), WindowMS: testkit.Ptr(int64(1))}, engine.CodeInvalidRule},
-		{"window above max", engine.RuleRequest{Algorithm: testkit.Ptr("fixed_window"), Limit: testkit.Ptr(int64(1)), WindowMS: testkit.Ptr(engine.MaxWindowMS + 1)}, engine.CodeInvalidRule},
-		{"unknown algorithm", engine.RuleRequest{Algorithm: testkit.Ptr("x"), Limit: testkit.Ptr(int64(1)), WindowMS: testkit.Ptr(int64(1))}, engine.CodeUnknownAlgorithm},
+		{"missing algorithm", rules.RuleRequest{Limit: testkit.Ptr(int64(1)), WindowMS: testkit.Ptr(int64(1))}, engine.CodeInvalidRequest},
+		{"missing limit", rules.RuleRequest{Algorithm: testkit.Ptr("fixed_window"), WindowMS: testkit.Ptr(int64(1))}, engine.CodeInvalidRequest},
+		{"negative window", rules.RuleRequest{Algorithm: testkit.Ptr("fixed_window"), Limit: testkit.Ptr(int64(1)), WindowMS: testkit.Ptr(int64(-1))}, engine.CodeInvalidRequest},
+		{"limit 0", rules.RuleRequest{Algorithm: testkit.Ptr("fixed_window"), Limit: testkit.Ptr(int64(0)), WindowMS: testkit.Ptr(int64(1))}, engine.CodeInvalidRule},
+		{"limit above max", rules.RuleRequest{Algorithm: testkit.Ptr("fixed_window"), Limit: testkit.Ptr(engine.MaxLimit + 1), WindowMS: testkit.Ptr(int64(1))}, engine.CodeInvalidRule},
+		{"window above max", rules.RuleRequest{Algorithm: testkit.Ptr("fixed_window"), Limit: testkit.Ptr(int64(1)), WindowMS: testkit.Ptr(engine.MaxWindowMS + 1)}, engine.CodeInvalidRule},
+		{"unknown algorithm", rules.RuleRequest{Algorithm: testkit.Ptr("x"), Limit: testkit.Ptr(int64(1)), WindowMS: testkit.Ptr(int64(1))}, engine.CodeUnknownAlgorithm},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			_, _, err := f.eng.PutRule(ctx, acme, "n", &tc.req)
+			_, _, err := f.eng.Rules.Put(ctx, acme, "n", &tc.req)
 			wantCode(t, err, tc.code)
 		})
 	}
-	r, created, err := f.eng.PutRule(ctx, acme, "n", &engine.RuleRequest{Algorithm: testkit.Ptr("token_bucket"), Limit: testkit.Ptr(engine.MaxLimit), WindowMS: testkit.Ptr(engine.MaxWindowMS), Name: testkit.Ptr("max")})
+	r, created, err := f.eng.Rules.Put(ctx, acme, "n", &rules.RuleRequest{Algorithm: testkit.Ptr("token_bucket"), Limit: testkit.Ptr(engine.MaxLimit), WindowMS: testkit.Ptr(engine.MaxWindowMS), Name: testkit.Ptr("max")})
 	if err != nil || !created || r.Namespace != "n" || r.Limit != engine.MaxLimit {
 		t.Fatalf("PutRule at the bounds = %+v %v %v", r, created, err)
 	}
@@ -197,46 +202,46 @@ func TestLeaseLifecycleAndIsolation(t *testing.T) {
 	ctx := context.Background()
 	f := newFixture(t, nil)
 	acme, other := f.accts["acme"], f.accts["other"]
-	req := engine.AcquireRequest{Namespace: "jobs", Key: "k", Limit: testkit.Ptr(int64(2)), WindowMS: testkit.Ptr(int64(5000))}
-	d1, err := f.eng.Acquire(ctx, acme, &req)
+	req := leases.AcquireRequest{Namespace: "jobs", Key: "k", Limit: testkit.Ptr(int64(2)), WindowMS: testkit.Ptr(int64(5000))}
+	d1, err := f.eng.Leases.Acquire(ctx, acme, &req)
 	if err != nil || !d1.Allowed || d1.Active != 1 || d1.ResetMS != 5000 || d1.LeaseID == "" {
 		t.Fatalf("first acquire = %+v, %v", d1, err)
 	}
-	if _, err := f.eng.Acquire(ctx, acme, &req); err != nil {
+	if _, err := f.eng.Leases.Acquire(ctx, acme, &req); err != nil {
 		t.Fatal(err)
 	}
 	f.clock.Advance(time.Second)
-	d3, err := f.eng.Acquire(ctx, acme, &req)
+	d3, err := f.eng.Leases.Acquire(ctx, acme, &req)
 	if err != nil || d3.Allowed || d3.LeaseID != "" || d3.Active != 2 || d3.ResetMS != 4000 {
 		t.Fatalf("third acquire = %+v, %v; want denied, active 2, reset 4000", d3, err)
 	}
 	// other holds one lease on the same namespace and key; releasing acme's id as other
 	// frees nothing and reports other's own count.
-	if _, err := f.eng.Acquire(ctx, other, &req); err != nil {
+	if _, err := f.eng.Leases.Acquire(ctx, other, &req); err != nil {
 		t.Fatal(err)
 	}
-	rel, err := f.eng.Release(ctx, other, d1.LeaseID)
+	rel, err := f.eng.Leases.Release(ctx, other, d1.LeaseID)
 	if err != nil || rel.Released || rel.Active != 1 {
 		t.Fatalf("cross-account release = %+v, %v; want released false, active 1", rel, err)
 	}
-	ren, err := f.eng.Renew(ctx, other, d1.LeaseID, nil)
+	ren, err := f.eng.Leases.Renew(ctx, other, d1.LeaseID, nil)
 	if err != nil || ren.Renewed {
 		t.Fatalf("cross-account renew = %+v, %v", ren, err)
 	}
-	ren, err = f.eng.Renew(ctx, acme, d1.LeaseID, nil)
+	ren, err = f.eng.Leases.Renew(ctx, acme, d1.LeaseID, nil)
 	if err != nil || !ren.Renewed || ren.ResetMS != 5000 || ren.Active != 2 {
 		t.Fatalf("renew = %+v, %v", ren, err)
 	}
-	rel, err = f.eng.Release(ctx, acme, d1.LeaseID)
+	rel, err = f.eng.Leases.Release(ctx, acme, d1.LeaseID)
 	if err != nil || !rel.Released || rel.Active != 1 {
 		t.Fatalf("release = %+v, %v", rel, err)
 	}
-	rel, err = f.eng.Release(ctx, acme, d1.LeaseID)
+	rel, err = f.eng.Leases.Release(ctx, acme, d1.LeaseID)
 	if err != nil || rel.Released || rel.Active != 1 {
 		t.Fatalf("second release = %+v, %v", rel, err)
 	}
 	for _, bad := range []string{"", "x", "l1.bad", d1.LeaseID + "x", d1.LeaseID[:len(d1.LeaseID)-1]} {
-		_, err := f.eng.Release(ctx, acme, bad)
+		_, err := f.eng.Leases.Release(ctx, acme, bad)
 		wantCode(t, err, engine.CodeInvalidLeaseID)
 	}
 }
@@ -245,12 +250,12 @@ func TestLeaseRuleFallback(t *testing.T) {
 	ctx := context.Background()
 	f := newFixture(t, nil)
 	acme := f.accts["acme"]
-	_, err := f.eng.Acquire(ctx, acme, &engine.AcquireRequest{Namespace: "jobs", Key: "k"})
+	_, err := f.eng.Leases.Acquire(ctx, acme, &leases.AcquireRequest{Namespace: "jobs", Key: "k"})
 	wantCode(t, err, engine.CodeMissingLimit)
-	if _, _, err := f.eng.PutRule(ctx, acme, "jobs", &engine.RuleRequest{Algorithm: testkit.Ptr("concurrent_limit"), Limit: testkit.Ptr(int64(1)), WindowMS: testkit.Ptr(int64(3000))}); err != nil {
+	if _, _, err := f.eng.Rules.Put(ctx, acme, "jobs", &rules.RuleRequest{Algorithm: testkit.Ptr("concurrent_limit"), Limit: testkit.Ptr(int64(1)), WindowMS: testkit.Ptr(int64(3000))}); err != nil {
 		t.Fatal(err)
 	}
-	d, err := f.eng.Acquire(ctx, acme, &engine.AcquireRequest{Namespace: "jobs", Key: "k", WindowMS: testkit.Ptr(int64(100))})
+	d, err := f.eng.Leases.Acquire(ctx, acme, &leases.AcquireRequest{Namespace: "jobs", Key: "k", WindowMS: testkit.Ptr(int64(100))})
 	if err != nil || !d.Allowed || d.Limit != 1 || d.ResetMS != 100 {
 		t.Fatalf("acquire with rule limit and inline window = %+v, %v", d, err)
 	}
@@ -298,17 +303,17 @@ func TestUsageFlushRetriedOnceApplied(t *testing.T) {
 				}
 			}
 			for i := range 2 {
-				if err := f.eng.Flush(ctx); err == nil {
+				if err := f.eng.Usage.Flush(ctx); err == nil {
 					t.Fatalf("flush %d succeeded; the store was failing", i)
 				}
 				if _, err := req.Do(ctx, f.eng, acme); err != nil { // counted into a later batch
 					t.Fatal(err)
 				}
 			}
-			if err := f.eng.Flush(ctx); err != nil {
+			if err := f.eng.Usage.Flush(ctx); err != nil {
 				t.Fatal(err)
 			}
-			st, err := f.eng.Stats(ctx, acme, "n")
+			st, err := f.eng.Usage.Stats(ctx, acme, "n")
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -324,19 +329,19 @@ func TestUsageCountsDecisionsOnly(t *testing.T) {
 	f := newFixture(t, nil)
 	acme := f.accts["acme"]
 	check := testkit.Check{Namespace: "n", Key: "k", Limit: testkit.Ptr(int64(1)), WindowMS: testkit.Ptr(int64(60000))}
-	check.Do(ctx, f.eng, acme)                                                                                                                           // allowed
-	check.Do(ctx, f.eng, acme)                                                                                                                           // denied
-	(testkit.Check{Namespace: "n", Key: "k"}).Do(ctx, f.eng, acme)                                                                                       // error: missing_limit
-	f.eng.Reset(ctx, acme, &engine.ResetRequest{Namespace: "n", Key: "k", WindowMS: testkit.Ptr(int64(60000))})                                          // not a decision
-	d, _ := f.eng.Acquire(ctx, acme, &engine.AcquireRequest{Namespace: "n", Key: "k", Limit: testkit.Ptr(int64(1)), WindowMS: testkit.Ptr(int64(1000))}) // allowed
-	f.eng.Acquire(ctx, acme, &engine.AcquireRequest{Namespace: "n", Key: "k", Limit: testkit.Ptr(int64(1)), WindowMS: testkit.Ptr(int64(1000))})         // denied
-	f.eng.Renew(ctx, acme, d.LeaseID, nil)
-	f.eng.Release(ctx, acme, d.LeaseID)
+	check.Do(ctx, f.eng, acme)                                                                                                                                  // allowed
+	check.Do(ctx, f.eng, acme)                                                                                                                                  // denied
+	(testkit.Check{Namespace: "n", Key: "k"}).Do(ctx, f.eng, acme)                                                                                              // error: missing_limit
+	f.eng.Limits.Reset(ctx, acme, &limits.ResetRequest{Namespace: "n", Key: "k", WindowMS: testkit.Ptr(int64(60000))})                                          // not a decision
+	d, _ := f.eng.Leases.Acquire(ctx, acme, &leases.AcquireRequest{Namespace: "n", Key: "k", Limit: testkit.Ptr(int64(1)), WindowMS: testkit.Ptr(int64(1000))}) // allowed
+	f.eng.Leases.Acquire(ctx, acme, &leases.AcquireRequest{Namespace: "n", Key: "k", Limit: testkit.Ptr(int64(1)), WindowMS: testkit.Ptr(int64(1000))})         // denied
+	f.eng.Leases.Renew(ctx, acme, d.LeaseID, nil)
+	f.eng.Leases.Release(ctx, acme, d.LeaseID)
 	(testkit.Check{Namespace: "elsewhere", Key: "k", Limit: testkit.Ptr(int64(1)), WindowMS: testkit.Ptr(int64(1))}).Do(ctx, f.eng, acme)
-	if err := f.eng.Flush(ctx); err != nil {
+	if err := f.eng.Usage.Flush(ctx); err != nil {
 		t.Fatal(err)
 	}
-	st, err := f.eng.Stats(ctx, acme, "n")
+	st, err := f.eng.Usage.Stats(ctx, acme, "n")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -346,10 +351,10 @@ func TestUsageCountsDecisionsOnly(t *testing.T) {
 	if st.Month.Total != 5 || st.Month.Month.String() != "2026-11" || st.Month.Quota != 10_000_000 || st.Month.OverQuota {
 		t.Fatalf("month = %+v", st.Month)
 	}
-	if len(st.Days) != engine.StatsDays || st.Days[29].Day.String() != "2026-11-22" || st.Days[0].Day.String() != "2026-10-24" || st.Days[29].Total != 4 || st.Days[28].Total != 0 {
+	if len(st.Days) != usage.StatsDays || st.Days[29].Day.String() != "2026-11-22" || st.Days[0].Day.String() != "2026-10-24" || st.Days[29].Total != 4 || st.Days[28].Total != 0 {
 		t.Fatalf("days = %+v", st.Days)
 	}
-	other, err := f.eng.Stats(ctx, f.accts["other"], "n")
+	other, err := f.eng.Usage.Stats(ctx, f.accts["other"], "n")
 	if err != nil || other.Total != 0 || other.Month.Total != 0 {
 		t.Fatalf("other account's stats = %+v, %v", other, err)
 	}
@@ -368,7 +373,7 @@ func TestHardCap(t *testing.T) {
 	// Counted locally, before any flush: the cap already holds.
 	_, err := check.Do(ctx, f.eng, capped)
 	wantCode(t, err, engine.CodeHardCapExceeded)
-	_, err = f.eng.Acquire(ctx, capped, &engine.AcquireRequest{Namespace: "n", Key: "k", Limit: testkit.Ptr(int64(1)), WindowMS: testkit.Ptr(int64(1))})
+	_, err = f.eng.Leases.Acquire(ctx, capped, &leases.AcquireRequest{Namespace: "n", Key: "k", Limit: testkit.Ptr(int64(1)), WindowMS: testkit.Ptr(int64(1))})
 	wantCode(t, err, engine.CodeHardCapExceeded)
 	var e *engine.Error
 	errors.As(err, &e)
@@ -376,18 +381,18 @@ func TestHardCap(t *testing.T) {
 	if want := int64((8*24 + 14) * 3600); e.RetryAfterSec != want {
 		t.Fatalf("RetryAfterSec = %d, want %d", e.RetryAfterSec, want)
 	}
-	if err := f.eng.Flush(ctx); err != nil {
+	if err := f.eng.Usage.Flush(ctx); err != nil {
 		t.Fatal(err)
 	}
 	_, err = check.Do(ctx, f.eng, capped)
 	wantCode(t, err, engine.CodeHardCapExceeded)
-	st, _ := f.eng.Stats(ctx, capped, "n")
+	st, _ := f.eng.Usage.Stats(ctx, capped, "n")
 	if st.Month.Total != 3 || !st.Month.OverQuota || st.Month.HardCap == nil || *st.Month.HardCap != 3 {
 		t.Fatalf("month = %+v", st.Month)
 	}
 	// A new month starts from zero.
 	f.clock.Advance(9 * 24 * time.Hour)
-	if err := f.eng.Flush(ctx); err != nil {
+	if err := f.eng.Usage.Flush(ctx); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := check.Do(ctx, f.eng, capped); err != nil {
@@ -400,7 +405,7 @@ func TestRunFlushesOnStop(t *testing.T) {
 	acme := f.accts["acme"]
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error)
-	go func() { done <- f.eng.Run(ctx, time.Second) }()
+	go func() { done <- f.eng.Usage.Run(ctx, time.Second) }()
 	for range 7 {
 		if _, err := (testkit.Check{Namespace: "n", Key: "k", Limit: testkit.Ptr(int64(100)), WindowMS: testkit.Ptr(int64(1000))}).Do(context.Background(), f.eng, acme); err != nil {
 			t.Fatal(err)
@@ -410,7 +415,7 @@ func TestRunFlushesOnStop(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
-	st, err := f.eng.Stats(context.Background(), acme, "n")
+	st, err := f.eng.Usage.Stats(context.Background(), acme, "n")
 	if err != nil || st.Total != 7 {
 		t.Fatalf("after Run stopped: total %d, err %v; want 7", st.Total, err)
 	}
@@ -453,7 +458,7 @@ func TestConcurrentChecksAndFlush(t *testing.T) {
 			case <-stop:
 				return
 			default:
-				if err := f.eng.Flush(ctx); err != nil {
+				if err := f.eng.Usage.Flush(ctx); err != nil {
 					t.Error(err)
 				}
 			}
@@ -479,10 +484,10 @@ func TestConcurrentChecksAndFlush(t *testing.T) {
 	wg.Wait()
 	close(stop)
 	<-flusherDone
-	if err := f.eng.Flush(ctx); err != nil {
+	if err := f.eng.Usage.Flush(ctx); err != nil {
 		t.Fatal(err)
 	}
-	st, err := f.eng.Stats(ctx, acme, "n")
+	st, err := f.eng.Usage.Stats(ctx, acme, "n")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -505,5 +510,5 @@ func TestNewNeedsEveryRole(t *testing.T) {
 			t.Fatal("New accepted roles without a UsageStore")
 		}
 	}()
-	engine.New(roles, nil, engine.Options{})
+	wiring.New(roles, nil, wiring.Options{})
 }

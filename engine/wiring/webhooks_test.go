@@ -1,4 +1,4 @@
-package engine_test
+package wiring_test
 
 import (
 	"context"
@@ -13,6 +13,8 @@ import (
 	"github.com/leashd/leash/testkit"
 
 	"github.com/leashd/leash/engine"
+	"github.com/leashd/leash/engine/webhooks"
+	"github.com/leashd/leash/engine/wiring"
 	"github.com/leashd/leash/webhook"
 	"github.com/leashd/leash/webhook/ssrf"
 )
@@ -44,7 +46,7 @@ func (f *fixture) checks(t *testing.T, account string, n int) {
 			t.Fatal(err)
 		}
 	}
-	if err := f.eng.Flush(context.Background()); err != nil {
+	if err := f.eng.Usage.Flush(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -78,8 +80,8 @@ func TestUsageEvents(t *testing.T) {
 	}
 	// A second instance on the same store does not queue them again (the store's
 	// once-key, not this instance's memory, decides).
-	other := engine.New(engine.RolesOf(f.store), f.eng.Directory(), engine.Options{})
-	if err := other.Flush(context.Background()); err != nil {
+	other := wiring.New(engine.RolesOf(f.store), f.eng.Accounts.Directory(), wiring.Options{})
+	if err := other.Usage.Flush(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	if got := drain(t, f.store); len(got) != 0 {
@@ -87,8 +89,8 @@ func TestUsageEvents(t *testing.T) {
 	}
 
 	// A new month starts over.
-	f.clock.Advance(9 * 24 * time.Hour)                       // 2026-12-01 10:00
-	if err := f.eng.Flush(context.Background()); err != nil { // the flush loop's next tick
+	f.clock.Advance(9 * 24 * time.Hour)                             // 2026-12-01 10:00
+	if err := f.eng.Usage.Flush(context.Background()); err != nil { // the flush loop's next tick
 		t.Fatal(err)
 	}
 	f.checks(t, "capped", 3)
@@ -129,14 +131,14 @@ func TestUsageEventRetried(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if err := f.eng.Flush(context.Background()); err == nil {
+	if err := f.eng.Usage.Flush(context.Background()); err == nil {
 		t.Fatal("Flush with a failing Enqueue succeeded")
 	}
 	if got := drain(t, f.store); len(got) != 0 {
 		t.Fatalf("events %q queued by a failing store", got)
 	}
 	fe.fail.Store(false)
-	if err := f.eng.Flush(context.Background()); err != nil {
+	if err := f.eng.Usage.Flush(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	if got := drain(t, f.store); len(got) != 2 {
@@ -144,7 +146,7 @@ func TestUsageEventRetried(t *testing.T) {
 	}
 	// Once queued, later flushes do not ask the store again.
 	n := fe.calls.Load()
-	if err := f.eng.Flush(context.Background()); err != nil {
+	if err := f.eng.Usage.Flush(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	if fe.calls.Load() != n {
@@ -158,40 +160,40 @@ func TestWebhookConfig(t *testing.T) {
 	f := newFixture(t, nil)
 	acme, cheap := f.accts["acme"], f.accts["cheap"]
 	var woken atomic.Int32
-	eng := engine.New(engine.RolesOf(f.store), f.eng.Directory(), engine.Options{Webhooks: engine.WebhookOptions{
+	eng := wiring.New(engine.RolesOf(f.store), f.eng.Accounts.Directory(), wiring.Options{Webhooks: webhooks.Options{
 		Screen:   webhook.Screen(ssrf.Policy{}, staticResolver{}),
 		Enqueued: func() { woken.Add(1) },
 	}})
 
-	_, err := eng.PutWebhook(ctx, cheap, "https://hooks.example.com/")
+	_, err := eng.Webhooks.Put(ctx, cheap, "https://hooks.example.com/")
 	wantCode(t, err, engine.CodeWebhookNotOnPlan)
-	_, err = eng.TestWebhook(ctx, cheap)
+	_, err = eng.Webhooks.Test(ctx, cheap)
 	wantCode(t, err, engine.CodeWebhookNotOnPlan)
-	_, err = eng.Webhook(ctx, acme)
+	_, err = eng.Webhooks.Get(ctx, acme)
 	wantCode(t, err, engine.CodeWebhookNotFound)
-	_, err = eng.TestWebhook(ctx, acme)
+	_, err = eng.Webhooks.Test(ctx, acme)
 	wantCode(t, err, engine.CodeWebhookNotFound)
 	for _, bad := range []string{"http://hooks.example.com/", "https://10.0.0.1/", "https://0x7f.1/", "https://[::ffff:127.0.0.1]/",
 		"https://metadata.google.internal/", "https://nx.example.com/", ""} {
-		_, err = eng.PutWebhook(ctx, acme, bad)
+		_, err = eng.Webhooks.Put(ctx, acme, bad)
 		wantCode(t, err, engine.CodeWebhookURLRejected)
 	}
 
-	w1, err := eng.PutWebhook(ctx, acme, "https://Hooks.Example.COM:443/a")
+	w1, err := eng.Webhooks.Put(ctx, acme, "https://Hooks.Example.COM:443/a")
 	if err != nil {
 		t.Fatal(err)
 	}
-	w2, err := eng.PutWebhook(ctx, acme, "https://hooks.example.com/b")
+	w2, err := eng.Webhooks.Put(ctx, acme, "https://hooks.example.com/b")
 	if err != nil {
 		t.Fatal(err)
 	}
 	if w1.URL != "https://hooks.example.com:443/a" || w1.Secret == w2.Secret || len(w1.Secret) != len("whsec_")+43 {
 		t.Fatalf("webhooks %+v, %+v", w1, w2)
 	}
-	if u, err := eng.Webhook(ctx, acme); err != nil || u != w2.URL {
+	if u, err := eng.Webhooks.Get(ctx, acme); err != nil || u != w2.URL {
 		t.Fatalf("Webhook = %q, %v", u, err)
 	}
-	id, err := eng.TestWebhook(ctx, acme)
+	id, err := eng.Webhooks.Test(ctx, acme)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -199,16 +201,16 @@ func TestWebhookConfig(t *testing.T) {
 		t.Fatalf("Enqueued called %d times, want 1", woken.Load())
 	}
 	evs, _ := f.store.Claim(ctx, 10, 0)
-	if len(evs) != 1 || evs[0].ID != id || evs[0].Type != engine.EventTest || evs[0].CreatedMS != start.UnixMilli() {
+	if len(evs) != 1 || evs[0].ID != id || evs[0].Type != webhooks.EventTest || evs[0].CreatedMS != start.UnixMilli() {
 		t.Fatalf("outbox %+v, want the test event %s", evs, id)
 	}
-	if err := eng.DeleteWebhook(ctx, acme); err != nil {
+	if err := eng.Webhooks.Delete(ctx, acme); err != nil {
 		t.Fatal(err)
 	}
-	if err := eng.DeleteWebhook(ctx, acme); err != nil {
+	if err := eng.Webhooks.Delete(ctx, acme); err != nil {
 		t.Fatal(err)
 	}
-	_, err = eng.Webhook(ctx, acme)
+	_, err = eng.Webhooks.Get(ctx, acme)
 	wantCode(t, err, engine.CodeWebhookNotFound)
 }
 
@@ -231,9 +233,9 @@ func TestWebhookScreenOutcomes(t *testing.T) {
 	ctx := context.Background()
 	f := newFixture(t, nil)
 	acme := f.accts["acme"]
-	put := func(ctx context.Context, screen engine.URLScreen) (engine.Webhook, error) {
-		eng := engine.New(engine.RolesOf(f.store), f.eng.Directory(), engine.Options{Webhooks: engine.WebhookOptions{Screen: screen}})
-		return eng.PutWebhook(ctx, acme, "https://Hooks.example.com/in")
+	put := func(ctx context.Context, screen webhooks.URLScreen) (engine.Webhook, error) {
+		eng := wiring.New(engine.RolesOf(f.store), f.eng.Accounts.Directory(), wiring.Options{Webhooks: webhooks.Options{Screen: screen}})
+		return eng.Webhooks.Put(ctx, acme, "https://Hooks.example.com/in")
 	}
 	message := func(err error) string {
 		if e, ok := errors.AsType[*engine.Error](err); ok {
@@ -243,7 +245,7 @@ func TestWebhookScreenOutcomes(t *testing.T) {
 	}
 
 	_, err := put(ctx, func(context.Context, string) (string, error) {
-		return "", fmt.Errorf("screening: %w", &engine.URLRejectedError{Reason: "URL scheme must be https"})
+		return "", fmt.Errorf("screening: %w", &webhooks.URLRejectedError{Reason: "URL scheme must be https"})
 	})
 	wantCode(t, err, engine.CodeWebhookURLRejected)
 	if got := message(err); got != "webhook URL rejected: URL scheme must be https" {
@@ -263,7 +265,7 @@ func TestWebhookScreenOutcomes(t *testing.T) {
 
 	_, err = put(ctx, nil)
 	wantCode(t, err, engine.CodeInternal)
-	if _, err := f.eng.Webhook(ctx, acme); engine.CodeOf(err) != engine.CodeWebhookNotFound {
+	if _, err := f.eng.Webhooks.Get(ctx, acme); engine.CodeOf(err) != engine.CodeWebhookNotFound {
 		t.Fatalf("after refusals: webhook %v, want none set", err)
 	}
 
@@ -281,7 +283,7 @@ func TestWebhookScreenOutcomes(t *testing.T) {
 	if screened != "https://Hooks.example.com/in" || w.URL != "https://hooks.example.com/in" {
 		t.Fatalf("screened %q, stored %q; want the raw URL screened and the canonical one stored", screened, w.URL)
 	}
-	if u, err := f.eng.Webhook(ctx, acme); err != nil || u != w.URL {
+	if u, err := f.eng.Webhooks.Get(ctx, acme); err != nil || u != w.URL {
 		t.Fatalf("Webhook = %q, %v", u, err)
 	}
 }

@@ -1,4 +1,4 @@
-package engine_test
+package wiring_test
 
 import (
 	"context"
@@ -7,6 +7,9 @@ import (
 	"time"
 
 	"github.com/leashd/leash/engine"
+	"github.com/leashd/leash/engine/limits"
+	"github.com/leashd/leash/engine/rules"
+	"github.com/leashd/leash/engine/wiring"
 	"github.com/leashd/leash/store/memstore"
 	"github.com/leashd/leash/testkit"
 )
@@ -26,7 +29,7 @@ func TestDecideItems(t *testing.T) {
 	decide := func(items ...engine.Item) ([]engine.ItemResult, engine.Outcome) {
 		t.Helper()
 		out := make([]engine.ItemResult, len(items))
-		o, err := f.eng.Decide(ctx, acme, &engine.Query{Namespace: "n", Items: items}, out)
+		o, err := f.eng.Limits.Decide(ctx, acme, &engine.Query{Namespace: "n", Items: items}, out)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -64,7 +67,7 @@ func TestDecideItems(t *testing.T) {
 	if !r[0].Allowed || r[0].Limited || !r[1].Allowed || r[1].Limited {
 		t.Fatalf("no rule, no limit: %+v", r)
 	}
-	if _, _, err := f.eng.PutRule(ctx, acme, "n", &engine.RuleRequest{Algorithm: testkit.Ptr("fixed_window"), Limit: testkit.Ptr(int64(1)), WindowMS: testkit.Ptr(int64(60_000))}); err != nil {
+	if _, _, err := f.eng.Rules.Put(ctx, acme, "n", &rules.RuleRequest{Algorithm: testkit.Ptr("fixed_window"), Limit: testkit.Ptr(int64(1)), WindowMS: testkit.Ptr(int64(60_000))}); err != nil {
 		t.Fatal(err)
 	}
 	r, _ = decide(engine.Item{Key: "k2", Cost: 1, Source: engine.RuleIfAny})
@@ -75,10 +78,10 @@ func TestDecideItems(t *testing.T) {
 	if r[0].Allowed {
 		t.Fatalf("rule fallback, second: %+v", r)
 	}
-	if err := f.eng.Flush(ctx); err != nil {
+	if err := f.eng.Usage.Flush(ctx); err != nil {
 		t.Fatal(err)
 	}
-	st, err := f.eng.Stats(ctx, acme, "n")
+	st, err := f.eng.Usage.Stats(ctx, acme, "n")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -115,14 +118,14 @@ func TestDecideRefusals(t *testing.T) {
 	}
 	for _, tc := range bad {
 		out := make([]engine.ItemResult, max(1, len(tc.q.Items)))
-		if _, err := f.eng.Decide(ctx, tc.a, &tc.q, out); engine.CodeOf(err) != tc.code {
+		if _, err := f.eng.Limits.Decide(ctx, tc.a, &tc.q, out); engine.CodeOf(err) != tc.code {
 			t.Errorf("%s: got %v, want %s", tc.name, err, tc.code)
 		}
 	}
-	if err := f.eng.Flush(ctx); err != nil {
+	if err := f.eng.Usage.Flush(ctx); err != nil {
 		t.Fatal(err)
 	}
-	st, err := f.eng.Stats(ctx, f.accts["acme"], "n")
+	st, err := f.eng.Usage.Stats(ctx, f.accts["acme"], "n")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -131,7 +134,7 @@ func TestDecideRefusals(t *testing.T) {
 	}
 	// Nothing was spent by the refused query with a good first item.
 	out := make([]engine.ItemResult, 1)
-	if _, err := f.eng.Decide(ctx, f.accts["acme"], &engine.Query{Namespace: "n", Items: []engine.Item{{Key: "k", Cost: 1, Source: engine.Given, Limits: []engine.Limit{fw}}}}, out); err != nil || !out[0].Allowed {
+	if _, err := f.eng.Limits.Decide(ctx, f.accts["acme"], &engine.Query{Namespace: "n", Items: []engine.Item{{Key: "k", Cost: 1, Source: engine.Given, Limits: []engine.Limit{fw}}}}, out); err != nil || !out[0].Allowed {
 		t.Fatalf("after the refusals: %+v, %v", out, err)
 	}
 }
@@ -155,7 +158,7 @@ func TestLocalCacheOnChecks(t *testing.T) {
 	t.Cleanup(func() { _ = cs.Close() })
 	dir, _ := engine.NewDirectory([]engine.AccountSpec{{ID: "a", Plan: engine.BuiltinPlans()["scale"]}})
 	acct, _ := dir.Account("a")
-	eng := engine.New(engine.RolesOf(cs), dir, engine.Options{LocalCacheMaxEntries: 10})
+	eng := wiring.New(engine.RolesOf(cs), dir, wiring.Options{LocalCacheMaxEntries: 10})
 	chk := testkit.Check{Namespace: "n", Key: "k", Algorithm: testkit.Ptr("fixed_window"), Limit: testkit.Ptr(int64(1)), WindowMS: testkit.Ptr(int64(3_600_000))}
 	if d, err := chk.Do(ctx, eng, acct); err != nil || !d.Allowed {
 		t.Fatal(d, err)
@@ -169,8 +172,8 @@ func TestLocalCacheOnChecks(t *testing.T) {
 			t.Fatal(d, err)
 		}
 	}
-	if n := cs.spends.Load() - before; n != 0 || eng.LocalCacheHits() != 50 {
-		t.Fatalf("%d store spends and %d cache hits during 50 denied checks, want 0 and 50", n, eng.LocalCacheHits())
+	if n := cs.spends.Load() - before; n != 0 || eng.Limits.LocalCacheHits() != 50 {
+		t.Fatalf("%d store spends and %d cache hits during 50 denied checks, want 0 and 50", n, eng.Limits.LocalCacheHits())
 	}
 	// A look (cost 0) is not a denial the cache holds: it goes to the store.
 	look := chk
@@ -178,7 +181,7 @@ func TestLocalCacheOnChecks(t *testing.T) {
 	if _, err := look.Do(ctx, eng, acct); err != nil || cs.spends.Load() == before {
 		t.Fatal("a look was answered from the cache", err)
 	}
-	if err := eng.Reset(ctx, acct, &engine.ResetRequest{Namespace: "n", Key: "k", Algorithm: engine.FixedWindow, WindowMS: testkit.Ptr(int64(3_600_000))}); err != nil {
+	if err := eng.Limits.Reset(ctx, acct, &limits.ResetRequest{Namespace: "n", Key: "k", Algorithm: engine.FixedWindow, WindowMS: testkit.Ptr(int64(3_600_000))}); err != nil {
 		t.Fatal(err)
 	}
 	if d, err := chk.Do(ctx, eng, acct); err != nil || !d.Allowed {
@@ -199,7 +202,7 @@ func TestDecideReport(t *testing.T) {
 		t.Helper()
 		out := make([]engine.ItemResult, 1)
 		it := engine.Item{Key: key, Cost: allowed, Source: engine.Given, Limits: limits, Report: &engine.Report{Allowed: allowed, Denied: denied}}
-		if _, err := f.eng.Decide(ctx, acme, &engine.Query{Edge: engine.EdgeRLQS, Namespace: "n", Items: []engine.Item{it}}, out); err != nil {
+		if _, err := f.eng.Limits.Decide(ctx, acme, &engine.Query{Edge: engine.EdgeRLQS, Namespace: "n", Items: []engine.Item{it}}, out); err != nil {
 			t.Fatal(err)
 		}
 		return out[0]
@@ -221,19 +224,19 @@ func TestDecideReport(t *testing.T) {
 	}
 	// The hour's counter got the 10 that fit the minute's.
 	out := make([]engine.ItemResult, 1)
-	if _, err := f.eng.Decide(ctx, acme, &engine.Query{Namespace: "n", Items: []engine.Item{{Key: "two", Cost: 0, Source: engine.Given, Limits: two[1:]}}}, out); err != nil || out[0].Remaining != 90 {
+	if _, err := f.eng.Limits.Decide(ctx, acme, &engine.Query{Namespace: "n", Items: []engine.Item{{Key: "two", Cost: 0, Source: engine.Given, Limits: two[1:]}}}, out); err != nil || out[0].Remaining != 90 {
 		t.Fatalf("hour counter: %+v %v", out[0], err)
 	}
 	for _, bad := range []engine.Report{{Allowed: 1, Denied: -1}, {Allowed: 2, Denied: 0}} {
 		it := engine.Item{Key: "k", Cost: 1, Source: engine.Given, Limits: fw, Report: &bad}
-		if _, err := f.eng.Decide(ctx, acme, &engine.Query{Namespace: "n", Items: []engine.Item{it}}, out); engine.CodeOf(err) != engine.CodeInvalidRequest {
+		if _, err := f.eng.Limits.Decide(ctx, acme, &engine.Query{Namespace: "n", Items: []engine.Item{it}}, out); engine.CodeOf(err) != engine.CodeInvalidRequest {
 			t.Errorf("report %+v: %v", bad, err)
 		}
 	}
-	if err := f.eng.Flush(ctx); err != nil {
+	if err := f.eng.Usage.Flush(ctx); err != nil {
 		t.Fatal(err)
 	}
-	st, err := f.eng.Stats(ctx, acme, "n")
+	st, err := f.eng.Usage.Stats(ctx, acme, "n")
 	if err != nil {
 		t.Fatal(err)
 	}
