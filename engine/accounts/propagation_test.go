@@ -1,4 +1,4 @@
-package wiring_test
+package accounts_test
 
 import (
 	"context"

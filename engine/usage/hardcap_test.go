@@ -1,4 +1,4 @@
-package wiring_test
+package usage_test
 
 import (
 	"context"
@@ -27,14 +27,14 @@ func (o *capObserver) HardCapRefused(a *engine.Account, edge engine.Edge) {
 	o.refused = append(o.refused, a.ID+"/"+string(edge))
 }
 
-// TestHardCapObserved: the engine, where the hard cap lives, reports each refusal with
+// TestHardCapObserved: the usage capability, where the hard cap lives, reports each refusal with
 // the edge that asked, whichever edge it is (Decide for limit, envoy and rlqs; Acquire
 // for leases); a call under the cap reports none.
 func TestHardCapObserved(t *testing.T) {
 	ctx := context.Background()
 	ms := memstore.New(memstore.Options{})
 	t.Cleanup(func() { ms.Close() })
-	capped, open := plans()["pro"], plans()["pro"]
+	capped, open := engine.BuiltinPlans()["pro"], engine.BuiltinPlans()["pro"]
 	capped.HardCap = testkit.Ptr(int64(0)) // refuses every call
 	dir, err := engine.NewDirectory([]engine.AccountSpec{{ID: "capped", Plan: capped}, {ID: "open", Plan: open}})
 	if err != nil {

@@ -1,8 +1,9 @@
-package wiring_test
+package leases_test
 
 import (
 	"context"
 	"testing"
+	"time"
 
 	"github.com/leashd/leash/engine"
 	"github.com/leashd/leash/engine/leases"
@@ -27,7 +28,7 @@ func (le *leaseEngine) next(t *testing.T) *leaseEngine {
 		return le
 	}
 	le.close()
-	ms := memstore.New(memstore.Options{Clock: &clock{t: start}})
+	ms := memstore.New(memstore.Options{Clock: testkit.NewFakeClock(time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC))})
 	pro := engine.BuiltinPlans()["pro"]
 	dir, err := engine.NewDirectory([]engine.AccountSpec{
 		{ID: "acme", Plan: pro, KeyHashes: [][32]byte{engine.HashKey("k-acme")}},

@@ -1,4 +1,4 @@
-package wiring_test
+package limits_test
 
 import (
 	"context"
