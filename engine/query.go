@@ -14,7 +14,7 @@ type Edge string
 // The edges that ask the engine for decisions.
 const (
 	EdgeLimit  Edge = "limit"  // POST /v1/limit
-	EdgeLeases Edge = "leases" // POST /v1/leases (Engine.Acquire)
+	EdgeLeases Edge = "leases" // POST /v1/leases (leases.Acquire)
 	EdgeEnvoy  Edge = "envoy"  // Envoy's RateLimitService
 	EdgeRLQS   Edge = "rlqs"   // Envoy's Rate Limit Quota Service
 )

@@ -130,7 +130,7 @@ type IssuedKey struct {
 	Key string
 }
 
-// accountState is the engine's view of the AccountStore: the last snapshot loaded.
+// accountState is the view of the AccountStore: the last snapshot loaded.
 type accountState struct {
 	mu       sync.Mutex // serialises loads and directory swaps
 	snap     engine.AccountsSnapshot
@@ -161,7 +161,7 @@ func (ac *Accounts) AuthenticateOperator(key string) (*engine.Operator, bool) {
 	return ac.directory.Load().LookupOperator(key)
 }
 
-// accountsStore returns the AccountStore, or an error when the engine has none.
+// accountsStore returns the AccountStore, or an error when none was given.
 func (ac *Accounts) accountsStore() (engine.AccountStore, error) {
 	if ac.store == nil {
 		return nil, engine.Internal(errors.New("engine: no account store"))
@@ -659,7 +659,7 @@ func (ac *Accounts) RevokeKey(ctx context.Context, by engine.Actor, account, key
 	return nil
 }
 
-// SetDirectory replaces the configured accounts the engine serves (config reload); the
+// SetDirectory replaces the configured accounts served (config reload); the
 // accounts of the AccountStore are served with them (see CheckDirectory).
 func (ac *Accounts) SetDirectory(d *engine.Directory) { ac.setConfigDirectory(d) }
 
@@ -673,7 +673,7 @@ func (ac *Accounts) Account(id string) (*engine.Account, bool) {
 	return ac.directory.Load().Account(id)
 }
 
-// Directory returns the accounts the engine serves now.
+// Directory returns the accounts served now.
 func (ac *Accounts) Directory() *engine.Directory { return ac.directory.Load() }
 
 // Resolve returns the account with id to read its usage (GET

@@ -273,7 +273,7 @@ func (m *Meter) Flush(ctx context.Context) error {
 }
 
 // refreshTotals reads the month totals of the accounts that have a hard cap or
-// webhooks, and queues the usage events they became due (webhooks.go).
+// webhooks, and has the Notifier queue the usage events they became due.
 func (m *Meter) refreshTotals(ctx context.Context) error {
 	nowMS, err := m.store.NowMS(ctx)
 	if err != nil {
