@@ -179,7 +179,7 @@ func createAccount(x *exchange) {
 		x.engineError(engine.Invalid("plan is required"))
 		return
 	}
-	info, err := a.eng.Accounts.CreateAccount(x.r.Context(), x.actor(), req.ID.s, req.Plan.s)
+	info, err := a.eng.Admin.CreateAccount(x.r.Context(), x.actor(), req.ID.s, req.Plan.s)
 	if err != nil {
 		x.engineError(err)
 		return
@@ -211,7 +211,7 @@ func listAccounts(x *exchange) {
 		}
 		limit = n
 	}
-	list, next, err := a.eng.Accounts.ListAccounts(x.r.Context(), limit, q["cursor"])
+	list, next, err := a.eng.Admin.ListAccounts(x.r.Context(), limit, q["cursor"])
 	if err != nil {
 		x.engineError(err)
 		return
@@ -229,7 +229,7 @@ func listAccounts(x *exchange) {
 // getAccount serves GET /v1/admin/accounts/{id}.
 func getAccount(x *exchange) {
 	a := x.a
-	info, err := a.eng.Accounts.GetAccount(x.r.Context(), x.r.PathValue("id"))
+	info, err := a.eng.Admin.GetAccount(x.r.Context(), x.r.PathValue("id"))
 	if err != nil {
 		x.engineError(err)
 		return
@@ -246,7 +246,7 @@ func patchAccount(x *exchange) {
 		x.engineError(err)
 		return
 	}
-	info, err := a.eng.Accounts.UpdateAccount(x.r.Context(), x.actor(), x.r.PathValue("id"),
+	info, err := a.eng.Admin.UpdateAccount(x.r.Context(), x.actor(), x.r.PathValue("id"),
 		engine.AccountUpdate{Plan: req.Plan.ptr(), Suspended: req.Suspended.ptr()})
 	if err != nil {
 		x.engineError(err)
@@ -259,7 +259,7 @@ func patchAccount(x *exchange) {
 // deleteAccount serves DELETE /v1/admin/accounts/{id}: 204.
 func deleteAccount(x *exchange) {
 	a := x.a
-	if err := a.eng.Accounts.DeleteAccount(x.r.Context(), x.actor(), x.r.PathValue("id")); err != nil {
+	if err := a.eng.Admin.DeleteAccount(x.r.Context(), x.actor(), x.r.PathValue("id")); err != nil {
 		x.engineError(err)
 		return
 	}
@@ -276,7 +276,7 @@ func issueKey(x *exchange, account string) {
 			return
 		}
 	}
-	k, err := a.eng.Accounts.IssueKey(x.r.Context(), x.actor(), account, req.Name.s)
+	k, err := a.eng.Admin.IssueKey(x.r.Context(), x.actor(), account, req.Name.s)
 	if err != nil {
 		x.engineError(err)
 		return
@@ -294,7 +294,7 @@ type keysReply struct {
 // listKeys answers the keys of account.
 func listKeys(x *exchange, account string) {
 	a := x.a
-	keys, err := a.eng.Accounts.ListKeys(x.r.Context(), account)
+	keys, err := a.eng.Admin.ListKeys(x.r.Context(), account)
 	if err != nil {
 		x.engineError(err)
 		return
@@ -309,7 +309,7 @@ func listKeys(x *exchange, account string) {
 // revokeKey revokes one key of account: 204.
 func revokeKey(x *exchange, account string) {
 	a := x.a
-	if err := a.eng.Accounts.RevokeKey(x.r.Context(), x.actor(), account, x.r.PathValue("key_id")); err != nil {
+	if err := a.eng.Admin.RevokeKey(x.r.Context(), x.actor(), account, x.r.PathValue("key_id")); err != nil {
 		x.engineError(err)
 		return
 	}

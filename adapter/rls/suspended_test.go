@@ -30,7 +30,7 @@ func TestSuspendedAccountRefused(t *testing.T) {
 	eng := wiring.New(engine.RolesOf(ms), dir, wiring.Options{Accounts: ms, Logger: log})
 	ctx := context.Background()
 	by := engine.Actor{Operator: &engine.Operator{ID: "ops"}}
-	if _, err := eng.Accounts.CreateAccount(ctx, by, "tenant", "scale"); err != nil {
+	if _, err := eng.Admin.CreateAccount(ctx, by, "tenant", "scale"); err != nil {
 		t.Fatal(err)
 	}
 	svc := rls.NewService(&domains.Config{Routing: domains.Routing{Domains: map[string]string{"edge": "tenant"}}},
@@ -40,7 +40,7 @@ func TestSuspendedAccountRefused(t *testing.T) {
 		t.Fatalf("active account: %v", err)
 	}
 	yes := true
-	if _, err := eng.Accounts.UpdateAccount(ctx, by, "tenant", engine.AccountUpdate{Suspended: &yes}); err != nil {
+	if _, err := eng.Admin.UpdateAccount(ctx, by, "tenant", engine.AccountUpdate{Suspended: &yes}); err != nil {
 		t.Fatal(err)
 	}
 	_, err = svc.ShouldRateLimit(ctx, req)

@@ -12,7 +12,7 @@ import (
 	"github.com/leashd/leash/store/memstore"
 )
 
-// TestAccountsOverStore: over its AccountStore an account made through the admin API is
+// TestAccountsOverStore: over their ports an account made through the admin API is
 // served at once with the configuration's, its key authenticates until revoked, a
 // configured account is read-only, a deleted account leaves no rules or webhook, and every
 // change is counted and audited.
@@ -27,24 +27,25 @@ func TestAccountsOverStore(t *testing.T) {
 	}
 	log := audit.New(ms, slog.New(slog.DiscardHandler))
 	var actions []accounts.AdminAction
-	ac := accounts.New(dir, accounts.Options{Store: ms, Audit: log, Webhooks: ms, Rules: rules.New(ms, log),
+	ac := accounts.New(dir, accounts.Options{Store: ms, Logger: slog.New(slog.DiscardHandler)})
+	ad := accounts.NewAdmin(ac, accounts.AdminOptions{Store: ms, Audit: log, Webhooks: ms, Rules: rules.New(ms, log),
 		Logger: slog.New(slog.DiscardHandler), OnAdminChange: func(a accounts.AdminAction) { actions = append(actions, a) }})
 	if err := ac.LoadAccounts(ctx); err != nil {
 		t.Fatal(err)
 	}
 	op := engine.Actor{Operator: &engine.Operator{ID: "ops"}}
 
-	if _, err := ac.CreateAccount(ctx, op, "conf", "pro"); engine.CodeOf(err) != engine.CodeAccountExists {
+	if _, err := ad.CreateAccount(ctx, op, "conf", "pro"); engine.CodeOf(err) != engine.CodeAccountExists {
 		t.Fatalf("create over a configured id: %v", err)
 	}
-	if _, err := ac.CreateAccount(ctx, op, "new", "nope"); engine.CodeOf(err) != engine.CodeUnknownPlan {
+	if _, err := ad.CreateAccount(ctx, op, "new", "nope"); engine.CodeOf(err) != engine.CodeUnknownPlan {
 		t.Fatalf("unknown plan: %v", err)
 	}
-	info, err := ac.CreateAccount(ctx, op, "new", "pro")
+	info, err := ad.CreateAccount(ctx, op, "new", "pro")
 	if err != nil || info.Source != engine.SourceAPI || info.CreatedMS == 0 {
 		t.Fatalf("create: %+v, %v", info, err)
 	}
-	key, err := ac.IssueKey(ctx, op, "new", "ci")
+	key, err := ad.IssueKey(ctx, op, "new", "ci")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -54,14 +55,14 @@ func TestAccountsOverStore(t *testing.T) {
 	if a, ok := ac.Authenticate("k-conf"); !ok || a.ID != "conf" {
 		t.Fatalf("configured key: %v %v", a, ok)
 	}
-	list, next, err := ac.ListAccounts(ctx, 10, "")
+	list, next, err := ad.ListAccounts(ctx, 10, "")
 	if err != nil || next != "" || len(list) != 2 || list[0].ID != "conf" || list[1].ID != "new" || list[1].Keys != 1 {
 		t.Fatalf("list: %+v %q %v", list, next, err)
 	}
-	if _, err := ac.UpdateAccount(ctx, op, "conf", engine.AccountUpdate{Suspended: new(bool)}); engine.CodeOf(err) != engine.CodeConfigReadOnly {
+	if _, err := ad.UpdateAccount(ctx, op, "conf", engine.AccountUpdate{Suspended: new(bool)}); engine.CodeOf(err) != engine.CodeConfigReadOnly {
 		t.Fatalf("update of a configured account: %v", err)
 	}
-	if err := ac.RevokeKey(ctx, op, "new", key.ID); err != nil {
+	if err := ad.RevokeKey(ctx, op, "new", key.ID); err != nil {
 		t.Fatal(err)
 	}
 	if _, ok := ac.Authenticate(key.Key); ok {
@@ -73,7 +74,7 @@ func TestAccountsOverStore(t *testing.T) {
 	if err := ms.PutWebhook(ctx, "new", engine.Webhook{URL: "https://hooks.example/", Secret: "whsec_x"}); err != nil {
 		t.Fatal(err)
 	}
-	if err := ac.DeleteAccount(ctx, op, "new"); err != nil {
+	if err := ad.DeleteAccount(ctx, op, "new"); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := ac.Resolve(ctx, "new"); engine.CodeOf(err) != engine.CodeAccountNotFound {

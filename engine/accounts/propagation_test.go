@@ -55,10 +55,10 @@ func testAccountsPropagateWithinOnePoll(t *testing.T) {
 	ctx := context.Background()
 	op, _ := a.Accounts.AuthenticateOperator("op-key")
 	by := engine.Actor{Operator: op}
-	if _, err := a.Accounts.CreateAccount(ctx, by, "acme", "free"); err != nil {
+	if _, err := a.Admin.CreateAccount(ctx, by, "acme", "free"); err != nil {
 		t.Fatal(err)
 	}
-	k, err := a.Accounts.IssueKey(ctx, by, "acme", "")
+	k, err := a.Admin.IssueKey(ctx, by, "acme", "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -70,14 +70,14 @@ func testAccountsPropagateWithinOnePoll(t *testing.T) {
 		t.Fatal("the key does not authenticate on the other instance after one poll")
 	}
 	plan := "pro"
-	if _, err := b.Accounts.UpdateAccount(ctx, by, "acme", engine.AccountUpdate{Plan: &plan}); err != nil {
+	if _, err := b.Admin.UpdateAccount(ctx, by, "acme", engine.AccountUpdate{Plan: &plan}); err != nil {
 		t.Fatal(err)
 	}
 	onePoll()
 	if acc, ok := a.Accounts.Authenticate(k.Key); !ok || acc.Plan.Name != "pro" {
 		t.Fatal("the re-plan is not in force on the other instance after one poll")
 	}
-	if err := b.Accounts.RevokeKey(ctx, by, "acme", k.ID); err != nil {
+	if err := b.Admin.RevokeKey(ctx, by, "acme", k.ID); err != nil {
 		t.Fatal(err)
 	}
 	onePoll()
@@ -90,7 +90,7 @@ func TestAccountsConflictWithConfig(t *testing.T) {
 	a, _, s := twoEngines(t, nil)
 	ctx := context.Background()
 	op, _ := a.Accounts.AuthenticateOperator("op-key")
-	if _, err := a.Accounts.CreateAccount(ctx, engine.Actor{Operator: op}, "acme", "free"); err != nil {
+	if _, err := a.Admin.CreateAccount(ctx, engine.Actor{Operator: op}, "acme", "free"); err != nil {
 		t.Fatal(err)
 	}
 	clash, err := engine.NewDirectory([]engine.AccountSpec{{ID: "acme", Plan: engine.BuiltinPlans()["pro"]}})
@@ -120,21 +120,21 @@ func TestAccountsBadInput(t *testing.T) {
 		err  error
 		code engine.Code
 	}{
-		{"bad id", func() error { _, err := a.Accounts.CreateAccount(ctx, by, "Acme!", "free"); return err }(), engine.CodeInvalidRequest},
-		{"bad plan", func() error { _, err := a.Accounts.CreateAccount(ctx, by, "acme", "Free"); return err }(), engine.CodeInvalidRequest},
-		{"unknown plan", func() error { _, err := a.Accounts.CreateAccount(ctx, by, "acme", "gold"); return err }(), engine.CodeUnknownPlan},
-		{"limit 0", func() error { _, _, err := a.Accounts.ListAccounts(ctx, 0, ""); return err }(), engine.CodeInvalidRequest},
-		{"limit 1001", func() error { _, _, err := a.Accounts.ListAccounts(ctx, 1001, ""); return err }(), engine.CodeInvalidRequest},
-		{"bad cursor", func() error { _, _, err := a.Accounts.ListAccounts(ctx, 10, "A B"); return err }(), engine.CodeInvalidRequest},
-		{"unknown account", func() error { _, err := a.Accounts.GetAccount(ctx, "nobody"); return err }(), engine.CodeAccountNotFound},
-		{"long name", func() error { _, err := a.Accounts.IssueKey(ctx, by, "nobody", strings.Repeat("é", 65)); return err }(), engine.CodeInvalidRequest},
-		{"key to nobody", func() error { _, err := a.Accounts.IssueKey(ctx, by, "nobody", ""); return err }(), engine.CodeAccountNotFound},
+		{"bad id", func() error { _, err := a.Admin.CreateAccount(ctx, by, "Acme!", "free"); return err }(), engine.CodeInvalidRequest},
+		{"bad plan", func() error { _, err := a.Admin.CreateAccount(ctx, by, "acme", "Free"); return err }(), engine.CodeInvalidRequest},
+		{"unknown plan", func() error { _, err := a.Admin.CreateAccount(ctx, by, "acme", "gold"); return err }(), engine.CodeUnknownPlan},
+		{"limit 0", func() error { _, _, err := a.Admin.ListAccounts(ctx, 0, ""); return err }(), engine.CodeInvalidRequest},
+		{"limit 1001", func() error { _, _, err := a.Admin.ListAccounts(ctx, 1001, ""); return err }(), engine.CodeInvalidRequest},
+		{"bad cursor", func() error { _, _, err := a.Admin.ListAccounts(ctx, 10, "A B"); return err }(), engine.CodeInvalidRequest},
+		{"unknown account", func() error { _, err := a.Admin.GetAccount(ctx, "nobody"); return err }(), engine.CodeAccountNotFound},
+		{"long name", func() error { _, err := a.Admin.IssueKey(ctx, by, "nobody", strings.Repeat("é", 65)); return err }(), engine.CodeInvalidRequest},
+		{"key to nobody", func() error { _, err := a.Admin.IssueKey(ctx, by, "nobody", ""); return err }(), engine.CodeAccountNotFound},
 	} {
 		if got := engine.CodeOf(c.err); got != c.code {
 			t.Errorf("%s: %v, want %s", c.name, c.err, c.code)
 		}
 	}
-	if _, err := a.Accounts.IssueKey(ctx, by, "nobody", strings.Repeat("é", 64)); engine.CodeOf(err) != engine.CodeAccountNotFound {
+	if _, err := a.Admin.IssueKey(ctx, by, "nobody", strings.Repeat("é", 64)); engine.CodeOf(err) != engine.CodeAccountNotFound {
 		t.Errorf("a 64-character name is refused: %v", err)
 	}
 }
@@ -144,14 +144,14 @@ func TestAccountsListMergesConfig(t *testing.T) {
 	ctx := context.Background()
 	op, _ := a.Accounts.AuthenticateOperator("op-key")
 	for _, id := range []string{"z-api", "a-api", "n-api"} {
-		if _, err := a.Accounts.CreateAccount(ctx, engine.Actor{Operator: op}, id, "free"); err != nil {
+		if _, err := a.Admin.CreateAccount(ctx, engine.Actor{Operator: op}, id, "free"); err != nil {
 			t.Fatal(err)
 		}
 	}
 	var got []string
 	cursor := ""
 	for range 10 {
-		page, next, err := a.Accounts.ListAccounts(ctx, 2, cursor)
+		page, next, err := a.Admin.ListAccounts(ctx, 2, cursor)
 		if err != nil {
 			t.Fatal(err)
 		}

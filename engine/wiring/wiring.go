@@ -55,8 +55,10 @@ type Engine struct {
 	Usage *usage.Meter
 	// Webhooks configures webhooks and queues their events (spec §8).
 	Webhooks *webhooks.Webhooks
-	// Accounts serves the directory and the admin and key routes (spec §15).
+	// Accounts serves the directory authentication reads (spec §2, §15.2).
 	Accounts *accounts.Accounts
+	// Admin makes the changes of the admin and key routes (spec §15).
+	Admin *accounts.Admin
 	// Audit records changes and pages them back (spec §15.10).
 	Audit *audit.Log
 
@@ -92,8 +94,9 @@ func New(store engine.Roles, dir *engine.Directory, o Options) *Engine {
 	e := &Engine{health: store.Health, Audit: audit.New(o.Audit, o.Logger)}
 	e.Rules = rules.New(store.Rules, e.Audit)
 	e.Webhooks = webhooks.New(webhookPort{store.Webhooks, store.Decider}, e.Audit, o.Logger, o.Webhooks)
-	e.Accounts = accounts.New(dir, accounts.Options{Store: o.Accounts, Logger: o.Logger, OnAdminChange: o.OnAdminChange,
-		Audit: e.Audit, Webhooks: store.Webhooks, Rules: e.Rules})
+	e.Accounts = accounts.New(dir, accounts.Options{Store: o.Accounts, Logger: o.Logger})
+	e.Admin = accounts.NewAdmin(e.Accounts, accounts.AdminOptions{Store: o.Accounts, Logger: o.Logger,
+		OnAdminChange: o.OnAdminChange, Audit: e.Audit, Webhooks: store.Webhooks, Rules: e.Rules})
 	var lim *limits.Limiter
 	e.Usage = usage.New(usagePort{store.Usage, store.Decider, store.Rules}, e.Accounts, usage.Options{
 		FlushInterval: o.FlushInterval, Logger: o.Logger, Observer: o.Observer, Notifier: e.Webhooks,

@@ -394,32 +394,32 @@ func engineAccountsTest(h *harness) {
 		}
 		return engine.CodeOf(err)
 	}
-	if _, err := eng.Accounts.CreateAccount(ctx, by, cfgID, "pro"); code(err) != engine.CodeAccountExists {
+	if _, err := eng.Admin.CreateAccount(ctx, by, cfgID, "pro"); code(err) != engine.CodeAccountExists {
 		h.t.Errorf("create with a configured id: %v, want account_exists", err)
 	}
 	plan := "pro"
-	if _, err := eng.Accounts.UpdateAccount(ctx, by, cfgID, engine.AccountUpdate{Plan: &plan}); code(err) != engine.CodeConfigReadOnly {
+	if _, err := eng.Admin.UpdateAccount(ctx, by, cfgID, engine.AccountUpdate{Plan: &plan}); code(err) != engine.CodeConfigReadOnly {
 		h.t.Errorf("re-plan a configured account: %v, want config_read_only", err)
 	}
-	if err := eng.Accounts.DeleteAccount(ctx, by, cfgID); code(err) != engine.CodeConfigReadOnly {
+	if err := eng.Admin.DeleteAccount(ctx, by, cfgID); code(err) != engine.CodeConfigReadOnly {
 		h.t.Errorf("delete a configured account: %v, want config_read_only", err)
 	}
-	if _, err := eng.Accounts.IssueKey(ctx, by, cfgID, ""); code(err) != engine.CodeConfigReadOnly {
+	if _, err := eng.Admin.IssueKey(ctx, by, cfgID, ""); code(err) != engine.CodeConfigReadOnly {
 		h.t.Errorf("issue a key to a configured account: %v, want config_read_only", err)
 	}
-	if err := eng.Accounts.RevokeKey(ctx, by, cfgID, "config-1"); code(err) != engine.CodeConfigReadOnly {
+	if err := eng.Admin.RevokeKey(ctx, by, cfgID, "config-1"); code(err) != engine.CodeConfigReadOnly {
 		h.t.Errorf("revoke a configured key: %v, want config_read_only", err)
 	}
-	if _, err := eng.Accounts.CreateAccount(ctx, by, h.b, "nosuchplan"); code(err) != engine.CodeUnknownPlan {
+	if _, err := eng.Admin.CreateAccount(ctx, by, h.b, "nosuchplan"); code(err) != engine.CodeUnknownPlan {
 		h.t.Errorf("create on an unknown plan: %v, want unknown_plan", err)
 	}
-	if _, err := eng.Accounts.CreateAccount(ctx, by, h.b, "free"); err != nil {
+	if _, err := eng.Admin.CreateAccount(ctx, by, h.b, "free"); err != nil {
 		h.t.Fatal(err)
 	}
-	if _, err := eng.Accounts.CreateAccount(ctx, by, h.b, "free"); code(err) != engine.CodeAccountExists {
+	if _, err := eng.Admin.CreateAccount(ctx, by, h.b, "free"); code(err) != engine.CodeAccountExists {
 		h.t.Errorf("create twice: %v, want account_exists", err)
 	}
-	list, next, err := eng.Accounts.ListAccounts(ctx, 10, "")
+	list, next, err := eng.Admin.ListAccounts(ctx, 10, "")
 	if err != nil || next != "" || len(list) != 2 {
 		h.t.Fatalf("ListAccounts = %+v, %q, %v", list, next, err)
 	}
@@ -432,10 +432,10 @@ func engineAccountsTest(h *harness) {
 			h.t.Errorf("account %s source %s, want %s", a.ID, a.Source, want)
 		}
 	}
-	if keys, err := eng.Accounts.ListKeys(ctx, cfgID); err != nil || len(keys) != 1 || keys[0].Source != engine.SourceConfig {
+	if keys, err := eng.Admin.ListKeys(ctx, cfgID); err != nil || len(keys) != 1 || keys[0].Source != engine.SourceConfig {
 		h.t.Errorf("configured account's keys = %+v, %v; want one, source config", keys, err)
 	}
-	k, err := eng.Accounts.IssueKey(ctx, by, h.b, "ci")
+	k, err := eng.Admin.IssueKey(ctx, by, h.b, "ci")
 	if err != nil {
 		h.t.Fatal(err)
 	}
@@ -447,7 +447,7 @@ func engineAccountsTest(h *harness) {
 		h.t.Fatalf("the issued key authenticates as %+v, %v; want %s on plan free", a, ok, h.b)
 	}
 	suspend := true
-	if _, err := eng.Accounts.UpdateAccount(ctx, by, h.b, engine.AccountUpdate{Suspended: &suspend, Plan: &plan}); err != nil {
+	if _, err := eng.Admin.UpdateAccount(ctx, by, h.b, engine.AccountUpdate{Suspended: &suspend, Plan: &plan}); err != nil {
 		h.t.Fatal(err)
 	}
 	a, ok = eng.Accounts.Authenticate(k.Key)
@@ -460,19 +460,19 @@ func engineAccountsTest(h *harness) {
 	if _, err := eng.Limits.Decide(ctx, a, &q, out); code(err) != engine.CodeAccountSuspended {
 		h.t.Errorf("a suspended account's decision: %v, want account_suspended", err)
 	}
-	if err := eng.Accounts.RevokeKey(ctx, by, h.b, k.ID); err != nil {
+	if err := eng.Admin.RevokeKey(ctx, by, h.b, k.ID); err != nil {
 		h.t.Fatal(err)
 	}
 	if _, ok := eng.Accounts.Authenticate(k.Key); ok {
 		h.t.Error("a revoked key still authenticates")
 	}
-	if err := eng.Accounts.DeleteAccount(ctx, by, h.b); err != nil {
+	if err := eng.Admin.DeleteAccount(ctx, by, h.b); err != nil {
 		h.t.Fatal(err)
 	}
 	if _, ok := eng.Accounts.Account(h.b); ok {
 		h.t.Error("a deleted account is still served")
 	}
-	if _, err := eng.Accounts.GetAccount(ctx, h.b); code(err) != engine.CodeAccountNotFound {
+	if _, err := eng.Admin.GetAccount(ctx, h.b); code(err) != engine.CodeAccountNotFound {
 		h.t.Errorf("get a deleted account: %v, want account_not_found", err)
 	}
 }
