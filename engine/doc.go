@@ -12,7 +12,8 @@
 //	engine/usage     Meter: usage counting and flushes, month totals, the hard cap, the
 //	                 usage reads (spec §7, §15.5)
 //	engine/webhooks  Webhooks: configuration, URL screening hand-off, usage events (spec §8)
-//	engine/accounts  Accounts: the directory, the admin API's accounts and keys (spec §15)
+//	engine/accounts  Accounts: the directory authentication reads, reloaded from the store;
+//	                 Admin: the admin and key routes' changes (spec §2, §15)
 //	engine/audit     Log: the audit log (spec §15.10)
 //	engine/wiring    Engine: the capabilities over one store's roles, side by side
 //
