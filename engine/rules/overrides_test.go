@@ -1,4 +1,4 @@
-package wiring_test
+package rules_test
 
 import (
 	"context"
@@ -11,6 +11,7 @@ import (
 	"github.com/leashd/leash/engine/limits"
 	"github.com/leashd/leash/engine/rules"
 	"github.com/leashd/leash/testkit"
+	"github.com/leashd/leash/testkit/enginekit"
 )
 
 func override(key string, limit int64, window *int64) rules.OverrideRequest {
@@ -22,9 +23,9 @@ func override(key string, limit int64, window *int64) rules.OverrideRequest {
 // reset resolves to the override's counter (spec §4.2, §6.7).
 func TestOverrideResolution(t *testing.T) {
 	ctx := context.Background()
-	f := newFixture(t, nil)
-	acme := f.accts["acme"]
-	_, _, err := f.eng.Rules.Put(ctx, acme, "api", &rules.RuleRequest{Algorithm: testkit.Ptr("fixed_window"), Limit: testkit.Ptr(int64(2)), WindowMS: testkit.Ptr(int64(1000)),
+	f := enginekit.New(t, nil)
+	acme := f.Accts["acme"]
+	_, _, err := f.Eng.Rules.Put(ctx, acme, "api", &rules.RuleRequest{Algorithm: testkit.Ptr("fixed_window"), Limit: testkit.Ptr(int64(2)), WindowMS: testkit.Ptr(int64(1000)),
 		Overrides: []rules.OverrideRequest{override("gold", 5, testkit.Ptr(int64(60_000))), override("silver", 3, nil)}})
 	if err != nil {
 		t.Fatal(err)
@@ -47,11 +48,11 @@ func TestOverrideResolution(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			f.clock.Advance(0)
+			f.Clock.Advance(0)
 			tc.req.Namespace = "api"
-			d, err := tc.req.Do(ctx, f.eng, acme)
+			d, err := tc.req.Do(ctx, f.Eng, acme)
 			if tc.wantCode != "" {
-				wantCode(t, err, tc.wantCode)
+				enginekit.WantCode(t, err, tc.wantCode)
 				return
 			}
 			if err != nil {
@@ -60,19 +61,19 @@ func TestOverrideResolution(t *testing.T) {
 			if !d.Allowed || d.Limit != tc.wantLimit {
 				t.Fatalf("decision = %+v, want allowed with limit %d", d, tc.wantLimit)
 			}
-			if want := tc.wantWindow - start.UnixMilli()%tc.wantWindow; d.ResetMS != want {
+			if want := tc.wantWindow - enginekit.Start.UnixMilli()%tc.wantWindow; d.ResetMS != want {
 				t.Fatalf("reset_ms = %d, want %d (window %d)", d.ResetMS, want, tc.wantWindow)
 			}
 			// Reset the counter the check spent: the same resolution finds it.
 			rr := &limits.ResetRequest{Namespace: "api", Key: tc.req.Key, WindowMS: tc.req.WindowMS}
-			if err := f.eng.Limits.Reset(ctx, acme, rr); err != nil {
+			if err := f.Eng.Limits.Reset(ctx, acme, rr); err != nil {
 				t.Fatalf("reset: %v", err)
 			}
 		})
 	}
 	// The override's counter is its own: five units of gold fit, a sixth does not.
 	for i := range 6 {
-		d, err := (testkit.Check{Namespace: "api", Key: "gold"}).Do(ctx, f.eng, acme)
+		d, err := (testkit.Check{Namespace: "api", Key: "gold"}).Do(ctx, f.Eng, acme)
 		if err != nil || d.Allowed != (i < 5) {
 			t.Fatalf("gold check %d = %+v, %v", i+1, d, err)
 		}
@@ -82,7 +83,7 @@ func TestOverrideResolution(t *testing.T) {
 	out := make([]engine.ItemResult, 2)
 	q := &engine.Query{Edge: engine.EdgeEnvoy, Namespace: "api", Items: []engine.Item{
 		{Key: "silver", Cost: 1, Source: engine.RuleIfAny}, {Key: "tin", Cost: 1, Source: engine.RuleIfAny}}}
-	if _, err := f.eng.Limits.Decide(ctx, acme, q, out); err != nil {
+	if _, err := f.Eng.Limits.Decide(ctx, acme, q, out); err != nil {
 		t.Fatal(err)
 	}
 	if got, want := out[0].Limit, (engine.Limit{Algorithm: engine.FixedWindow, Limit: 3, WindowMS: 1000}); got != want || !out[0].Allowed {
@@ -93,10 +94,10 @@ func TestOverrideResolution(t *testing.T) {
 	}
 
 	// Replacing the rule without overrides drops them.
-	if _, _, err := f.eng.Rules.Put(ctx, acme, "api", &rules.RuleRequest{Algorithm: testkit.Ptr("fixed_window"), Limit: testkit.Ptr(int64(2)), WindowMS: testkit.Ptr(int64(1000))}); err != nil {
+	if _, _, err := f.Eng.Rules.Put(ctx, acme, "api", &rules.RuleRequest{Algorithm: testkit.Ptr("fixed_window"), Limit: testkit.Ptr(int64(2)), WindowMS: testkit.Ptr(int64(1000))}); err != nil {
 		t.Fatal(err)
 	}
-	if d, err := (testkit.Check{Namespace: "api", Key: "silver", Cost: testkit.Ptr(int64(0))}).Do(ctx, f.eng, acme); err != nil || d.Limit != 2 {
+	if d, err := (testkit.Check{Namespace: "api", Key: "silver", Cost: testkit.Ptr(int64(0))}).Do(ctx, f.Eng, acme); err != nil || d.Limit != 2 {
 		t.Fatalf("after the replace: %+v, %v; want the rule's limit 2", d, err)
 	}
 }
@@ -105,9 +106,9 @@ func TestOverrideResolution(t *testing.T) {
 // override; inline values still win (spec §5.1, §6.7).
 func TestLeaseOverrides(t *testing.T) {
 	ctx := context.Background()
-	f := newFixture(t, nil)
-	acme := f.accts["acme"]
-	_, _, err := f.eng.Rules.Put(ctx, acme, "jobs", &rules.RuleRequest{Algorithm: testkit.Ptr("concurrent_limit"), Limit: testkit.Ptr(int64(1)), WindowMS: testkit.Ptr(int64(30_000)),
+	f := enginekit.New(t, nil)
+	acme := f.Accts["acme"]
+	_, _, err := f.Eng.Rules.Put(ctx, acme, "jobs", &rules.RuleRequest{Algorithm: testkit.Ptr("concurrent_limit"), Limit: testkit.Ptr(int64(1)), WindowMS: testkit.Ptr(int64(30_000)),
 		Overrides: []rules.OverrideRequest{override("batch", 3, testkit.Ptr(int64(5000))), override("etl", 2, nil)}})
 	if err != nil {
 		t.Fatal(err)
@@ -125,7 +126,7 @@ func TestLeaseOverrides(t *testing.T) {
 	}
 	for _, tc := range tests {
 		tc.req.Namespace = "jobs"
-		d, err := f.eng.Leases.Acquire(ctx, acme, &tc.req)
+		d, err := f.Eng.Leases.Acquire(ctx, acme, &tc.req)
 		if err != nil || !d.Allowed || d.Limit != tc.limit || d.ResetMS != tc.resetMS {
 			t.Errorf("%s: %+v, %v; want allowed, limit %d, reset_ms %d", tc.name, d, err, tc.limit, tc.resetMS)
 		}
@@ -137,7 +138,7 @@ func TestLeaseOverrides(t *testing.T) {
 // invalid_rule, before unknown_algorithm and the plan gate; each message names the field.
 func TestOverrideValidation(t *testing.T) {
 	ctx := context.Background()
-	f := newFixture(t, nil)
+	f := enginekit.New(t, nil)
 	rule := func(alg string, limit int64, o ...rules.OverrideRequest) rules.RuleRequest {
 		return rules.RuleRequest{Algorithm: &alg, Limit: &limit, WindowMS: testkit.Ptr(int64(1000)), Overrides: o}
 	}
@@ -174,19 +175,19 @@ func TestOverrideValidation(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			_, _, err := f.eng.Rules.Put(ctx, f.accts[tc.acct], "n", &tc.req)
-			wantCode(t, err, tc.code)
+			_, _, err := f.Eng.Rules.Put(ctx, f.Accts[tc.acct], "n", &tc.req)
+			enginekit.WantCode(t, err, tc.code)
 			if e := err.(*engine.Error); !strings.Contains(e.Message, tc.message) {
 				t.Fatalf("message %q does not contain %q", e.Message, tc.message)
 			}
 		})
 	}
-	if rs, err := f.eng.Rules.List(ctx, f.accts["acme"], "n"); err != nil || len(rs) != 0 {
+	if rs, err := f.Eng.Rules.List(ctx, f.Accts["acme"], "n"); err != nil || len(rs) != 0 {
 		t.Fatalf("a refused write stored something: %+v, %v", rs, err)
 	}
 
 	// The most a rule takes, and the reply carries them in order.
-	r, created, err := f.eng.Rules.Put(ctx, f.accts["acme"], "n", &rules.RuleRequest{Algorithm: testkit.Ptr("fixed_window"), Limit: testkit.Ptr(int64(1)), WindowMS: testkit.Ptr(int64(1000)),
+	r, created, err := f.Eng.Rules.Put(ctx, f.Accts["acme"], "n", &rules.RuleRequest{Algorithm: testkit.Ptr("fixed_window"), Limit: testkit.Ptr(int64(1)), WindowMS: testkit.Ptr(int64(1000)),
 		Overrides: many[:engine.MaxOverrides]})
 	if err != nil || !created || r.Overrides.Len() != engine.MaxOverrides || r.Overrides.List()[7].Key != "k7" {
 		t.Fatalf("PutRule with %d overrides = %d overrides, %v, %v", engine.MaxOverrides, r.Overrides.Len(), created, err)
@@ -197,15 +198,15 @@ func TestOverrideValidation(t *testing.T) {
 // checks and leases that read them (run with -race); every check sees one whole rule.
 func TestOverridesConcurrentWritesAndChecks(t *testing.T) {
 	ctx := context.Background()
-	f := newFixture(t, nil)
-	acme := f.accts["acme"]
+	f := enginekit.New(t, nil)
+	acme := f.Accts["acme"]
 	done := make(chan struct{})
 	errs := make(chan error, 3)
 	go func() {
 		defer func() { errs <- nil }()
 		for i := range 200 {
 			limit := int64(10 + i%2*10) // the rule's limit and gold's move together
-			_, _, err := f.eng.Rules.Put(ctx, acme, "api", &rules.RuleRequest{Algorithm: testkit.Ptr("sliding_window"), Limit: &limit, WindowMS: testkit.Ptr(int64(60_000)),
+			_, _, err := f.Eng.Rules.Put(ctx, acme, "api", &rules.RuleRequest{Algorithm: testkit.Ptr("sliding_window"), Limit: &limit, WindowMS: testkit.Ptr(int64(60_000)),
 				Overrides: []rules.OverrideRequest{override("gold", 100*limit, nil), override("k"+fmt.Sprint(i), 1, nil)}})
 			if err != nil {
 				errs <- err
@@ -222,7 +223,7 @@ func TestOverridesConcurrentWritesAndChecks(t *testing.T) {
 					return
 				default:
 				}
-				d, err := (testkit.Check{Namespace: "api", Key: "gold", Cost: testkit.Ptr(int64(0))}).Do(ctx, f.eng, acme)
+				d, err := (testkit.Check{Namespace: "api", Key: "gold", Cost: testkit.Ptr(int64(0))}).Do(ctx, f.Eng, acme)
 				if err != nil && engine.CodeOf(err) != engine.CodeMissingLimit {
 					errs <- err
 					return
