@@ -10,6 +10,7 @@ import (
 
 	"github.com/leashd/leash/client"
 	"github.com/leashd/leash/engine"
+	"github.com/leashd/leash/engine/wiring"
 	"github.com/leashd/leash/httpapi"
 	"github.com/leashd/leash/store/memstore"
 )
@@ -28,7 +29,7 @@ func exampleLeash() (url string, stop func()) {
 		panic(err)
 	}
 	store := memstore.New(memstore.Options{})
-	srv := httptest.NewServer(httpapi.New(httpapi.Options{Engine: engine.New(engine.RolesOf(store), dir, engine.Options{})}))
+	srv := httptest.NewServer(httpapi.New(httpapi.Options{Engine: wiring.New(engine.RolesOf(store), dir, wiring.Options{})}))
 	return srv.URL, func() { srv.Close(); _ = store.Close() }
 }
 

@@ -152,13 +152,13 @@ func CheckKeyName(name string) error {
 		return Invalid("name must be at most 64 characters of valid UTF-8 without control characters")
 	}
 	if HasBidiControl(name) {
-		return Invalid(msgBidi)
+		return Invalid(MsgBidi)
 	}
 	return nil
 }
 
-// msgBidi refuses a name with a bidirectional control.
-const msgBidi = "name must not contain Unicode bidirectional controls (U+061C, U+200E, U+200F, U+202A to U+202E, U+2066 to U+2069)"
+// MsgBidi refuses a name with a bidirectional control.
+const MsgBidi = "name must not contain Unicode bidirectional controls (U+061C, U+200E, U+200F, U+202A to U+202E, U+2066 to U+2069)"
 
 // HasBidiControl reports whether s holds a Unicode bidirectional control character, which
 // can make a name read as another where people see it (spec §3.4).

@@ -4,9 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"errors"
 	"fmt"
-	"log/slog"
 	"strconv"
 	"time"
 )
@@ -160,91 +158,16 @@ func WithOrigin(ctx context.Context, o Origin) context.Context {
 	return context.WithValue(ctx, originKey{}, o)
 }
 
-func originOf(ctx context.Context) Origin {
+// OriginOf returns the Origin ctx carries (zero when none).
+func OriginOf(ctx context.Context) Origin {
 	o, _ := ctx.Value(originKey{}).(Origin)
 	return o
 }
 
-// AuditLog records changes in an AuditStore and reads them back.
-type AuditLog struct {
-	store AuditStore
-	log   *slog.Logger
-}
-
-// AuditPage is one page of the audit log, newest first; Next is the cursor of the next
-// page, "" on the last.
-type AuditPage struct {
-	Entries []AuditEntry
-	Next    string
-}
-
-// Audit returns the engine's audit log (nil store: changes are not recorded and reads
-// fail as internal).
-func (e *Engine) Audit() *AuditLog { return &e.audit }
-
-// createdMS returns the CreatedMS of the stored account id, from the store itself (a
-// directory may lag by a poll); 0 for a configured account or one the store does not have.
-func (e *Engine) createdMS(ctx context.Context, id string) int64 {
-	if _, ok := e.configAccount(id); ok || e.accounts == nil {
-		return 0
-	}
-	if a, ok, err := e.accounts.GetAccount(ctx, id); err == nil && ok {
-		return a.CreatedMS
-	}
-	return 0
-}
-
-// record adds a change to the log: who made it comes from by (an operator) or, without an
-// operator, from the account that made it and the key in ctx's Origin. A store that fails
-// loses nothing silently: the entry is logged at error instead.
-func (l *AuditLog) record(ctx context.Context, by Actor, ent AuditEntry) {
-	if l.store == nil {
-		return
-	}
-	o := originOf(ctx)
-	ent.Client, ent.RequestID = o.Client, o.RequestID
-	if by.Operator != nil {
-		ent.Operator = by.Operator.ID
-	} else {
-		ent.ActorAccount, ent.KeyID = by.Account, o.KeyID
-	}
-	if _, err := l.store.AppendAudit(context.WithoutCancel(ctx), ent); err != nil {
-		l.log.Error("audit: change not recorded in the store", "action", string(ent.Action), "account", ent.Account,
-			"target", ent.Target, "operator", ent.Operator, "by_account", ent.ActorAccount, "key_id", ent.KeyID,
-			"client", ent.Client, "request_id", ent.RequestID, "err", err)
-	}
-}
-
-// List returns a page of up to limit entries, newest first, after cursor ("" for the
-// newest): those of account, or of every account when account is "". With own, only the
-// entries of the account created at createdMS are listed: an account created again with
-// a deleted one's id does not read the deleted one's entries.
-func (l *AuditLog) List(ctx context.Context, account, cursor string, limit int, own bool, createdMS int64) (AuditPage, error) {
-	if l.store == nil {
-		return AuditPage{}, &Error{Code: CodeInternal, Message: "internal error", cause: errors.New("engine: no audit store")}
-	}
-	if limit < 1 || limit > MaxAuditPage {
-		return AuditPage{}, Invalid(fmt.Sprintf("limit must be an integer from 1 to %d", MaxAuditPage))
-	}
-	if cursor != "" && !ValidAuditCursor(cursor) {
-		return AuditPage{}, Invalid("cursor is not one this API returned")
-	}
-	if account != "" && !ValidAccountID(account) {
-		return AuditPage{}, Invalid("account must match [a-z0-9][a-z0-9_-]{0,63}")
-	}
-	list, err := l.store.ListAudit(ctx, account, cursor, limit+1)
-	if err != nil {
-		return AuditPage{}, unavailable(err)
-	}
-	for i, e := range list {
-		if own && e.AccountCreatedMS != createdMS {
-			list = list[:i] // newest first: every later one is of the older account too
-			break
-		}
-	}
-	if len(list) <= limit {
-		return AuditPage{Entries: list}, nil
-	}
-	list = list[:limit]
-	return AuditPage{Entries: list, Next: list[limit-1].ID}, nil
+// Actor is who asks for a change: an operator, or (Operator nil) the account itself on its
+// own routes.
+type Actor struct {
+	Operator *Operator
+	// Account is the account acting on its own routes (Operator nil).
+	Account string
 }

@@ -20,6 +20,24 @@ const (
 	CodeInternal            Code = "internal"
 )
 
+// Error codes of the admin and account routes (spec §15.9).
+const (
+	CodeAccountSuspended Code = "account_suspended"
+	CodeAccountExists    Code = "account_exists"
+	CodeAccountNotFound  Code = "account_not_found"
+	CodeAPIKeyNotFound   Code = "api_key_not_found"
+	CodeConfigReadOnly   Code = "config_read_only"
+	CodeTooManyKeys      Code = "too_many_keys"
+	CodeUnknownPlan      Code = "unknown_plan"
+)
+
+// Webhook error codes of spec §3.6.
+const (
+	CodeWebhookNotOnPlan   Code = "webhook_not_on_plan"
+	CodeWebhookNotFound    Code = "webhook_not_found"
+	CodeWebhookURLRejected Code = "webhook_url_rejected"
+)
+
 // Error is a failure the edges report to the caller by its Code and Message. Message is
 // safe to show: it never carries store or driver detail (that stays in the wrapped cause).
 type Error struct {
@@ -40,14 +58,21 @@ func (e *Error) Error() string {
 // Unwrap returns the internal cause, if any.
 func (e *Error) Unwrap() error { return e.cause }
 
-func newError(code Code, msg string) *Error { return &Error{Code: code, Message: msg} }
+// NewError returns an error with code and a message safe to show.
+func NewError(code Code, msg string) *Error { return &Error{Code: code, Message: msg} }
 
 // Invalid returns an invalid_request error with msg.
-func Invalid(msg string) *Error { return newError(CodeInvalidRequest, msg) }
+func Invalid(msg string) *Error { return NewError(CodeInvalidRequest, msg) }
 
-// unavailable wraps a store error; the cause is for logs only.
-func unavailable(cause error) *Error {
+// Unavailable wraps a store error; the cause is for logs only.
+func Unavailable(cause error) *Error {
 	return &Error{Code: CodeUnavailable, Message: "service temporarily unavailable", cause: cause}
+}
+
+// Internal wraps a failure that is the deployment's, not the caller's (a capability
+// wired without the store it needs); the cause is for logs only.
+func Internal(cause error) *Error {
+	return &Error{Code: CodeInternal, Message: "internal error", cause: cause}
 }
 
 // ErrNoRoom is returned by a store that has no room for new state (spec §11.1).

@@ -18,8 +18,8 @@ const (
 // leaseIDEncoding encodes the parts of a lease id.
 var leaseIDEncoding = base64.RawURLEncoding
 
-// newLeaseToken returns a fresh random lease token.
-func newLeaseToken() string {
+// NewLeaseToken returns a fresh random lease token.
+func NewLeaseToken() string {
 	var b [leaseTokenBytes]byte
 	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails (Go 1.24+)
 	return leaseIDEncoding.EncodeToString(b[:])

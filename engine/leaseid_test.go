@@ -11,7 +11,7 @@ func TestLeaseIDRoundTrip(t *testing.T) {
 		{"api.v1_x-y", "user:42/ünïcode ✓"},
 		{strings.Repeat("n", 128), strings.Repeat("k", 512)},
 	} {
-		tok := newLeaseToken()
+		tok := NewLeaseToken()
 		id := FormatLeaseID(tc.ns, tc.key, tok)
 		ns, key, gotTok, ok := ParseLeaseID(id)
 		if !ok || ns != tc.ns || key != tc.key || gotTok != tok {
@@ -21,7 +21,7 @@ func TestLeaseIDRoundTrip(t *testing.T) {
 }
 
 func TestLeaseIDRejects(t *testing.T) {
-	good := FormatLeaseID("ns", "key", newLeaseToken())
+	good := FormatLeaseID("ns", "key", NewLeaseToken())
 	parts := strings.Split(good, ".")
 	for _, id := range []string{
 		"",

@@ -211,14 +211,22 @@ func (d *Directory) Account(id string) (*Account, bool) {
 // by id.
 func (d *Directory) Accounts() []*Account { return d.accounts }
 
+// Config returns the configuration's part of d: d itself unless the store's accounts
+// were merged into it.
+func (d *Directory) Config() *Directory { return d.config }
+
+// ConfigKeys is how many keys the configuration lists for the account (0 for one made
+// through the admin API).
+func (a *Account) ConfigKeys() int { return a.configKeys }
+
 // Plans returns the plans accounts may name.
 func (d *Directory) Plans() map[string]Plan { return d.plans }
 
-// merge returns the configuration part of d with the store's accounts and keys added. An
+// Merge returns the configuration part of d with the store's accounts and keys added. An
 // API account whose id the configuration defines is left out and reported in conflicts;
 // one naming a plan the configuration does not have is left out and reported in
 // unknownPlan; a key whose hash some other key has is left out.
-func (d *Directory) merge(snap *AccountsSnapshot) (m *Directory, conflicts, unknownPlan []string) {
+func (d *Directory) Merge(snap *AccountsSnapshot) (m *Directory, conflicts, unknownPlan []string) {
 	c := d.config
 	m = &Directory{byKey: make(map[[32]byte]keyOwner, len(c.byKey)+len(snap.Keys)),
 		byID: make(map[string]*Account, len(c.byID)+len(snap.Accounts)), operators: c.operators, plans: c.plans, config: c}
@@ -253,4 +261,31 @@ func (d *Directory) merge(snap *AccountsSnapshot) (m *Directory, conflicts, unkn
 		m.byKey[k.Hash] = keyOwner{a, k.ID}
 	}
 	return m, conflicts, unknownPlan
+}
+
+// WebhooksAllowed reports webhook_not_on_plan for plans without webhooks; the HTTP edge
+// calls it before reading the body (spec §3.7).
+func WebhooksAllowed(a *Account) error {
+	if !a.Plan.Webhooks {
+		return NewError(CodeWebhookNotOnPlan, "webhooks are not available on plan "+a.Plan.Name)
+	}
+	return nil
+}
+
+// Active refuses a suspended account's decisions, leases, rule writes, webhook writes and
+// tests, and the keys it would issue itself, with account_suspended (spec §15.6).
+func Active(a *Account) error {
+	if a.Suspended {
+		return NewError(CodeAccountSuspended, "account "+a.ID+" is suspended")
+	}
+	return nil
+}
+
+// LeasesAllowed reports concurrent_not_on_plan for plans without leases; the HTTP edge
+// calls it before reading the body (spec §3.7).
+func LeasesAllowed(a *Account) error {
+	if !a.Plan.ConcurrentLimit {
+		return NewError(CodeConcurrentNotOnPlan, "concurrency leases are not available on plan "+a.Plan.Name)
+	}
+	return nil
 }

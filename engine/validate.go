@@ -63,9 +63,10 @@ func ValidKey(key string) bool {
 	return true
 }
 
+// Messages of the invalid_request errors for a malformed namespace or key.
 const (
 	msgNamespace = "namespace must be 1-128 characters of [A-Za-z0-9._-] starting with a letter or digit"
-	msgKey       = "key must be 1-512 bytes of UTF-8 without control characters"
+	MsgKey       = "key must be 1-512 bytes of UTF-8 without control characters"
 )
 
 // CheckNamespace returns the invalid_request error for a malformed namespace, else nil.
@@ -76,19 +77,20 @@ func CheckNamespace(ns string) error {
 	return nil
 }
 
-func checkTarget(ns, key string) error {
+// CheckTarget returns the invalid_request error for a malformed namespace or key, else nil.
+func CheckTarget(ns, key string) error {
 	if err := CheckNamespace(ns); err != nil {
 		return err
 	}
 	if !ValidKey(key) {
-		return Invalid(msgKey)
+		return Invalid(MsgKey)
 	}
 	return nil
 }
 
-// checkInline validates an optional inline limit or window against the rule ranges; a
+// CheckInline validates an optional inline limit or window against the rule ranges; a
 // value outside them is invalid_request naming the field.
-func checkInline(field string, v *int64, max int64) error {
+func CheckInline(field string, v *int64, max int64) error {
 	if v == nil {
 		return nil
 	}

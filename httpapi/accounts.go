@@ -8,6 +8,8 @@ import (
 
 	"github.com/leashd/leash/engine"
 	"github.com/leashd/leash/wire"
+	"github.com/leashd/leash/engine/accounts"
+	"github.com/leashd/leash/engine/usage"
 )
 
 // The admin API and the account's own routes (spec §15): operator routes under
@@ -49,11 +51,11 @@ func instant(ms int64) *string {
 	return &s
 }
 
-func accountOf(i engine.AccountInfo) wire.Account {
+func accountOf(i accounts.AccountInfo) wire.Account {
 	return wire.Account{ID: i.ID, Plan: i.Plan, Source: string(i.Source), Suspended: i.Suspended, CreatedAt: instant(i.CreatedMS), Keys: i.Keys}
 }
 
-func keyOf(k engine.KeyInfo) wire.APIKey {
+func keyOf(k accounts.KeyInfo) wire.APIKey {
 	return wire.APIKey{ID: k.ID, Name: k.Name, Prefix: k.Prefix, CreatedAt: instant(k.CreatedMS), Source: string(k.Source)}
 }
 
@@ -111,7 +113,7 @@ func createAccount(x *exchange) {
 		x.engineError(engine.Invalid("plan is required"))
 		return
 	}
-	info, err := a.eng.CreateAccount(x.r.Context(), x.actor(), req.ID.Value, req.Plan.Value)
+	info, err := a.eng.Admin.CreateAccount(x.r.Context(), x.actor(), req.ID.Value, req.Plan.Value)
 	if err != nil {
 		x.engineError(err)
 		return
@@ -137,7 +139,7 @@ func listAccounts(x *exchange) {
 		}
 		limit = n
 	}
-	list, next, err := a.eng.ListAccounts(x.r.Context(), limit, q["cursor"])
+	list, next, err := a.eng.Admin.ListAccounts(x.r.Context(), limit, q["cursor"])
 	if err != nil {
 		x.engineError(err)
 		return
@@ -155,7 +157,7 @@ func listAccounts(x *exchange) {
 // getAccount serves GET /v1/admin/accounts/{id}.
 func getAccount(x *exchange) {
 	a := x.a
-	info, err := a.eng.GetAccount(x.r.Context(), x.r.PathValue("id"))
+	info, err := a.eng.Admin.GetAccount(x.r.Context(), x.r.PathValue("id"))
 	if err != nil {
 		x.engineError(err)
 		return
@@ -172,7 +174,7 @@ func patchAccount(x *exchange) {
 		x.engineError(err)
 		return
 	}
-	info, err := a.eng.UpdateAccount(x.r.Context(), x.actor(), x.r.PathValue("id"),
+	info, err := a.eng.Admin.UpdateAccount(x.r.Context(), x.actor(), x.r.PathValue("id"),
 		engine.AccountUpdate{Plan: req.Plan.Ptr(), Suspended: req.Suspended.Ptr()})
 	if err != nil {
 		x.engineError(err)
@@ -185,7 +187,7 @@ func patchAccount(x *exchange) {
 // deleteAccount serves DELETE /v1/admin/accounts/{id}: 204.
 func deleteAccount(x *exchange) {
 	a := x.a
-	if err := a.eng.DeleteAccount(x.r.Context(), x.actor(), x.r.PathValue("id")); err != nil {
+	if err := a.eng.Admin.DeleteAccount(x.r.Context(), x.actor(), x.r.PathValue("id")); err != nil {
 		x.engineError(err)
 		return
 	}
@@ -202,7 +204,7 @@ func issueKey(x *exchange, account string) {
 			return
 		}
 	}
-	k, err := a.eng.IssueKey(x.r.Context(), x.actor(), account, req.Name.Value)
+	k, err := a.eng.Admin.IssueKey(x.r.Context(), x.actor(), account, req.Name.Value)
 	if err != nil {
 		x.engineError(err)
 		return
@@ -215,7 +217,7 @@ func issueKey(x *exchange, account string) {
 // listKeys answers the keys of account.
 func listKeys(x *exchange, account string) {
 	a := x.a
-	keys, err := a.eng.ListKeys(x.r.Context(), account)
+	keys, err := a.eng.Admin.ListKeys(x.r.Context(), account)
 	if err != nil {
 		x.engineError(err)
 		return
@@ -230,7 +232,7 @@ func listKeys(x *exchange, account string) {
 // revokeKey revokes one key of account: 204.
 func revokeKey(x *exchange, account string) {
 	a := x.a
-	if err := a.eng.RevokeKey(x.r.Context(), x.actor(), account, x.r.PathValue("key_id")); err != nil {
+	if err := a.eng.Admin.RevokeKey(x.r.Context(), x.actor(), account, x.r.PathValue("key_id")); err != nil {
 		x.engineError(err)
 		return
 	}
@@ -258,7 +260,7 @@ func ownAccount(x *exchange) {
 }
 
 // writeUsage answers GET /v1/usage and GET /v1/admin/accounts/{id}/usage.
-func (x *exchange) writeUsage(u engine.AccountUsage) {
+func (x *exchange) writeUsage(u usage.AccountUsage) {
 	out := wire.AccountUsage{Month: monthOf(u.Month), Namespaces: make([]wire.NamespaceUsage, len(u.Namespaces)), Days: daysOf(u.Days)}
 	for i, n := range u.Namespaces {
 		out.Namespaces[i] = wire.NamespaceUsage{Namespace: n.Namespace, Total: n.Total, Blocked: n.Blocked}
@@ -269,7 +271,7 @@ func (x *exchange) writeUsage(u engine.AccountUsage) {
 // ownUsage serves GET /v1/usage: the account across all its namespaces.
 func ownUsage(x *exchange) {
 	a := x.a
-	u, err := a.eng.Usage(x.r.Context(), x.acct)
+	u, err := a.eng.Usage.Usage(x.r.Context(), x.acct)
 	if err != nil {
 		x.engineError(err)
 		return
@@ -291,7 +293,7 @@ func adminUsage(x *exchange) {
 // listNamespaces serves GET /v1/namespaces.
 func listNamespaces(x *exchange) {
 	a := x.a
-	list, err := a.eng.Namespaces(x.r.Context(), x.acct)
+	list, err := a.eng.Usage.Namespaces(x.r.Context(), x.acct)
 	if err != nil {
 		x.engineError(err)
 		return
@@ -316,7 +318,7 @@ func listLeases(x *exchange) {
 		x.engineError(engine.Invalid("key is required: ?key=K"))
 		return
 	}
-	l, err := a.eng.Leases(x.r.Context(), x.acct, x.r.PathValue("ns"), key)
+	l, err := a.eng.Leases.List(x.r.Context(), x.acct, x.r.PathValue("ns"), key)
 	if err != nil {
 		x.engineError(err)
 		return

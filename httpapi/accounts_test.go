@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/leashd/leash/engine"
+	"github.com/leashd/leash/engine/wiring"
 	"github.com/leashd/leash/httpapi"
 	"github.com/leashd/leash/store/memstore"
 )
@@ -27,7 +28,7 @@ const (
 type adminEnv struct {
 	t     *testing.T
 	api   *httpapi.API
-	eng   *engine.Engine
+	eng   *wiring.Engine
 	guard *engine.AuthGuard
 }
 
@@ -52,8 +53,8 @@ func newAdminEnvWith(t *testing.T, now func() time.Time, proxies []netip.Prefix)
 		t.Fatal(err)
 	}
 	log := slog.New(slog.DiscardHandler)
-	eng := engine.New(engine.RolesOf(s), dir, engine.Options{Accounts: s, Audit: s, Logger: log})
-	if err := eng.LoadAccounts(context.Background()); err != nil {
+	eng := wiring.New(engine.RolesOf(s), dir, wiring.Options{Accounts: s, Audit: s, Logger: log})
+	if err := eng.Accounts.LoadAccounts(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	g := engine.NewAuthGuard(engine.AuthGuardOptions{Now: now})
@@ -299,7 +300,7 @@ func TestAccountReads(t *testing.T) {
 	e.expect("POST", "/v1/limit", key, `{"namespace":"api","key":"u","limit":9,"window_ms":60000}`, 200, "")
 	e.expect("POST", "/v1/namespaces/quiet/rules", key, `{"algorithm":"fixed_window","limit":5,"window_ms":1000}`, 201, "")
 	e.expect("POST", "/v1/limit", keyConfig, `{"namespace":"web","key":"u","limit":9,"window_ms":60000}`, 200, "")
-	if err := e.eng.Flush(context.Background()); err != nil {
+	if err := e.eng.Usage.Flush(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	u := e.expect("GET", "/v1/usage", key, "", 200, "")

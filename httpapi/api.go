@@ -1,5 +1,5 @@
 // Package httpapi serves Leash's JSON HTTP API under /v1 (spec §3 to §8) over an
-// engine.Engine. It only translates: authentication, body limits, strict JSON decoding
+// wiring.Engine. It only translates: authentication, body limits, strict JSON decoding
 // and the mapping of engine errors to statuses live here; every decision is the engine's.
 //
 // Every /v1 call is checked in the order of spec §3.7: routing (404/405) → auth (401)
@@ -23,6 +23,7 @@ import (
 	"time"
 
 	"github.com/leashd/leash/engine"
+	"github.com/leashd/leash/engine/wiring"
 	"github.com/leashd/leash/metrics"
 	"github.com/leashd/leash/tracing"
 	"go.opentelemetry.io/otel/attribute"
@@ -153,7 +154,7 @@ func headerBytes(r *http.Request) int {
 // Options configures an API.
 type Options struct {
 	// Engine decides every call; required.
-	Engine *engine.Engine
+	Engine *wiring.Engine
 	// Metrics receives decision counts and request latencies; nil disables them.
 	Metrics *metrics.Metrics
 	// Logger receives 5xx failures, recovered panics, refusals worth an operator's eye
@@ -182,7 +183,7 @@ type Options struct {
 
 // API is the /v1 HTTP handler.
 type API struct {
-	eng *engine.Engine
+	eng *wiring.Engine
 	met *metrics.Metrics
 	log *slog.Logger
 	tr  *tracing.Tracing

@@ -44,7 +44,7 @@ func audit(x *exchange, account string, own bool, extra ...string) {
 	if own {
 		created = x.acct.CreatedMS
 	}
-	page, err := a.eng.Audit().List(x.r.Context(), account, q["cursor"], limit, own, created)
+	page, err := a.eng.Audit.List(x.r.Context(), account, q["cursor"], limit, own, created)
 	if err != nil {
 		x.engineError(err)
 		return

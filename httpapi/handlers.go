@@ -7,6 +7,10 @@ import (
 	"sync"
 
 	"github.com/leashd/leash/engine"
+	"github.com/leashd/leash/engine/leases"
+	"github.com/leashd/leash/engine/limits"
+	"github.com/leashd/leash/engine/rules"
+	"github.com/leashd/leash/engine/usage"
 	"github.com/leashd/leash/tracing"
 	"github.com/leashd/leash/wire"
 )
@@ -52,7 +56,7 @@ func check(x *exchange) {
 		engine.Inline{Algorithm: algorithmOf(&req.Algorithm), Limit: req.Limit.Ptr(), WindowMS: req.WindowMS.Ptr()}, req.Cost.Ptr())
 	lc.items[0].Overdraft = req.Overdraft
 	lc.q = engine.Query{Edge: engine.EdgeLimit, Namespace: req.Namespace, Items: lc.items[:], StrictCost: true}
-	if _, err := a.eng.Decide(x.r.Context(), x.acct, &lc.q, lc.res[:]); err != nil {
+	if _, err := a.eng.Limits.Decide(x.r.Context(), x.acct, &lc.q, lc.res[:]); err != nil {
 		x.engineError(err)
 		return
 	}
@@ -139,9 +143,9 @@ func reset(x *exchange) {
 		x.engineError(err)
 		return
 	}
-	rst := engine.ResetRequest{Namespace: req.Namespace, Key: req.Key,
+	rst := limits.ResetRequest{Namespace: req.Namespace, Key: req.Key,
 		Algorithm: algorithmOf(&req.Algorithm), WindowMS: req.WindowMS.Ptr()}
-	if err := a.eng.Reset(x.r.Context(), x.acct, &rst); err != nil {
+	if err := a.eng.Limits.Reset(x.r.Context(), x.acct, &rst); err != nil {
 		x.engineError(err)
 		return
 	}
@@ -156,8 +160,8 @@ func acquire(x *exchange) {
 		x.engineError(err)
 		return
 	}
-	acq := engine.AcquireRequest{Namespace: req.Namespace, Key: req.Key, Limit: req.Limit.Ptr(), WindowMS: req.WindowMS.Ptr()}
-	d, err := a.eng.Acquire(x.r.Context(), x.acct, &acq)
+	acq := leases.AcquireRequest{Namespace: req.Namespace, Key: req.Key, Limit: req.Limit.Ptr(), WindowMS: req.WindowMS.Ptr()}
+	d, err := a.eng.Leases.Acquire(x.r.Context(), x.acct, &acq)
 	if err != nil {
 		x.engineError(err)
 		return
@@ -179,7 +183,7 @@ func acquire(x *exchange) {
 // release serves DELETE /v1/leases/{lease_id}; it reads no body.
 func release(x *exchange) {
 	a := x.a
-	res, err := a.eng.Release(x.r.Context(), x.acct, x.r.PathValue("lease_id"))
+	res, err := a.eng.Leases.Release(x.r.Context(), x.acct, x.r.PathValue("lease_id"))
 	if err != nil {
 		x.engineError(err)
 		return
@@ -197,7 +201,7 @@ func renew(x *exchange) {
 			return
 		}
 	}
-	res, err := a.eng.Renew(x.r.Context(), x.acct, x.r.PathValue("lease_id"), req.WindowMS.Ptr())
+	res, err := a.eng.Leases.Renew(x.r.Context(), x.acct, x.r.PathValue("lease_id"), req.WindowMS.Ptr())
 	if err != nil {
 		x.engineError(err)
 		return
@@ -207,15 +211,15 @@ func renew(x *exchange) {
 
 // ruleRequestOf converts a decoded rule body for the engine; ranges, duplicates and the
 // count of overrides are the engine's (spec §6.3).
-func ruleRequestOf(r *wire.RuleRequest) (engine.RuleRequest, error) {
-	req := engine.RuleRequest{Algorithm: r.Algorithm.Ptr(), Limit: r.Limit.Ptr(), WindowMS: r.WindowMS.Ptr(), Name: r.Name.Ptr()}
+func ruleRequestOf(r *wire.RuleRequest) (rules.RuleRequest, error) {
+	req := rules.RuleRequest{Algorithm: r.Algorithm.Ptr(), Limit: r.Limit.Ptr(), WindowMS: r.WindowMS.Ptr(), Name: r.Name.Ptr()}
 	if r.Overrides != nil {
-		req.Overrides = make([]engine.OverrideRequest, len(r.Overrides))
+		req.Overrides = make([]rules.OverrideRequest, len(r.Overrides))
 		for i, o := range r.Overrides {
 			if o == nil {
-				return engine.RuleRequest{}, engine.Invalid("overrides[" + strconv.Itoa(i) + "] must be an object")
+				return rules.RuleRequest{}, engine.Invalid("overrides[" + strconv.Itoa(i) + "] must be an object")
 			}
-			req.Overrides[i] = engine.OverrideRequest{Key: o.Key.Ptr(), Limit: o.Limit.Ptr(), WindowMS: o.WindowMS.Ptr()}
+			req.Overrides[i] = rules.OverrideRequest{Key: o.Key.Ptr(), Limit: o.Limit.Ptr(), WindowMS: o.WindowMS.Ptr()}
 		}
 	}
 	return req, nil
@@ -236,11 +240,11 @@ func ruleOf(ns string, r engine.Rule) wire.Rule {
 }
 
 // monthOf and daysOf are the answer's forms of a month's and days' usage.
-func monthOf(m engine.MonthStats) wire.MonthStats {
+func monthOf(m usage.MonthStats) wire.MonthStats {
 	return wire.MonthStats{Month: m.Month.String(), Total: m.Total, Quota: m.Quota, OverQuota: m.OverQuota, HardCap: m.HardCap}
 }
 
-func daysOf(days []engine.DayStats) []wire.DayStats {
+func daysOf(days []usage.DayStats) []wire.DayStats {
 	out := make([]wire.DayStats, len(days))
 	for i, d := range days {
 		out[i] = wire.DayStats{Day: d.Day.String(), Total: d.Total, Blocked: d.Blocked}
@@ -252,7 +256,7 @@ func daysOf(days []engine.DayStats) []wire.DayStats {
 func listRules(x *exchange) {
 	a := x.a
 	ns := x.r.PathValue("ns")
-	rules, err := a.eng.Rules(x.r.Context(), x.acct, ns)
+	rules, err := a.eng.Rules.List(x.r.Context(), x.acct, ns)
 	if err != nil {
 		x.engineError(err)
 		return
@@ -282,7 +286,7 @@ func putRule(x *exchange) {
 		x.engineError(err)
 		return
 	}
-	rule, created, err := a.eng.PutRule(x.r.Context(), x.acct, ns, &req)
+	rule, created, err := a.eng.Rules.Put(x.r.Context(), x.acct, ns, &req)
 	if err != nil {
 		x.engineError(err)
 		return
@@ -301,7 +305,7 @@ func deleteRule(x *exchange) {
 	a := x.a
 	p := x.r.URL.Path
 	kind, _ := engine.ParseRuleKind(p[strings.LastIndexByte(p, '/')+1:])
-	deleted, err := a.eng.DeleteRule(x.r.Context(), x.acct, x.r.PathValue("ns"), kind)
+	deleted, err := a.eng.Rules.Delete(x.r.Context(), x.acct, x.r.PathValue("ns"), kind)
 	if err != nil {
 		x.engineError(err)
 		return
@@ -312,7 +316,7 @@ func deleteRule(x *exchange) {
 // stats serves GET /v1/namespaces/{ns}/stats.
 func stats(x *exchange) {
 	a := x.a
-	st, err := a.eng.Stats(x.r.Context(), x.acct, x.r.PathValue("ns"))
+	st, err := a.eng.Usage.Stats(x.r.Context(), x.acct, x.r.PathValue("ns"))
 	if err != nil {
 		x.engineError(err)
 		return

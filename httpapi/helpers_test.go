@@ -15,6 +15,8 @@ import (
 
 	"github.com/go-json-experiment/json"
 	"github.com/leashd/leash/engine"
+	"github.com/leashd/leash/engine/webhooks"
+	"github.com/leashd/leash/engine/wiring"
 	"github.com/leashd/leash/httpapi"
 	"github.com/leashd/leash/metrics"
 	"github.com/leashd/leash/store/memstore"
@@ -65,7 +67,7 @@ type env struct {
 	t     testing.TB
 	clock *testkit.FakeClock
 	store *memstore.Store
-	eng   *engine.Engine
+	eng   *wiring.Engine
 	api   *httpapi.API
 	met   *metrics.Metrics
 	logs  *testkit.SyncBuffer
@@ -83,7 +85,7 @@ func newEnv(t testing.TB, wrap func(engine.Store) engine.Store) *env {
 	logs := &testkit.SyncBuffer{}
 	log := slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	met := metrics.New()
-	eng := engine.New(engine.RolesOf(store), directory(t), engine.Options{Logger: log, Observer: met.Observer(nil, 0.8), Webhooks: engine.WebhookOptions{Screen: webhook.Screen(ssrf.Policy{}, fakeResolver{})}})
+	eng := wiring.New(engine.RolesOf(store), directory(t), wiring.Options{Logger: log, Observer: met.Observer(nil, 0.8), Webhooks: webhooks.Options{Screen: webhook.Screen(ssrf.Policy{}, fakeResolver{})}})
 	api := httpapi.New(httpapi.Options{Engine: eng, Metrics: met, Logger: log, AuthGuard: lenientGuard()})
 	return &env{t: t, clock: clock, store: ms, eng: eng, api: api, met: met, logs: logs}
 }
@@ -213,7 +215,7 @@ func mustError(t testing.TB, r resp, code int, errCode string, msgParts ...strin
 
 func (e *env) flush() {
 	e.t.Helper()
-	if err := e.eng.Flush(context.Background()); err != nil {
+	if err := e.eng.Usage.Flush(context.Background()); err != nil {
 		e.t.Fatal(err)
 	}
 }

@@ -201,20 +201,20 @@ func authorize(x *exchange, operator bool) bool {
 	}
 	key := bearerKey(r)
 	if operator {
-		if op, ok := a.eng.AuthenticateOperator(key); ok {
+		if op, ok := a.eng.Accounts.AuthenticateOperator(key); ok {
 			x.op = op
 			return true
 		}
-		if _, ok := a.eng.Authenticate(key); ok {
+		if _, ok := a.eng.Accounts.Authenticate(key); ok {
 			x.writeError(http.StatusForbidden, codeOperatorKeyRequired, msgOperatorKeyRequired)
 			return false
 		}
 	} else {
-		if acct, keyID, ok := a.eng.Directory().LookupKey(key); ok {
+		if acct, keyID, ok := a.eng.Accounts.Directory().LookupKey(key); ok {
 			x.acct, x.keyID = acct, keyID
 			return true
 		}
-		if _, ok := a.eng.AuthenticateOperator(key); ok {
+		if _, ok := a.eng.Accounts.AuthenticateOperator(key); ok {
 			x.writeError(http.StatusForbidden, codeAccountKeyRequired, msgAccountKeyRequired)
 			return false
 		}

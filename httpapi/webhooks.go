@@ -14,7 +14,7 @@ import (
 // getWebhook serves GET /v1/webhook: {url}, never the secret.
 func getWebhook(x *exchange) {
 	a := x.a
-	u, err := a.eng.Webhook(x.r.Context(), x.acct)
+	u, err := a.eng.Webhooks.Get(x.r.Context(), x.acct)
 	if err != nil {
 		x.engineError(err)
 		return
@@ -35,7 +35,7 @@ func putWebhook(x *exchange) {
 		x.engineError(engine.Invalid("url is required"))
 		return
 	}
-	w, err := a.eng.PutWebhook(x.r.Context(), x.acct, req.URL.Value)
+	w, err := a.eng.Webhooks.Put(x.r.Context(), x.acct, req.URL.Value)
 	if err != nil {
 		x.engineError(err)
 		return
@@ -46,7 +46,7 @@ func putWebhook(x *exchange) {
 // deleteWebhook serves DELETE /v1/webhook: 204, whether or not one was set.
 func deleteWebhook(x *exchange) {
 	a := x.a
-	if err := a.eng.DeleteWebhook(x.r.Context(), x.acct); err != nil {
+	if err := a.eng.Webhooks.Delete(x.r.Context(), x.acct); err != nil {
 		x.engineError(err)
 		return
 	}
@@ -57,7 +57,7 @@ func deleteWebhook(x *exchange) {
 // testWebhook serves POST /v1/webhook/test (no body): 202 {event_id}.
 func testWebhook(x *exchange) {
 	a := x.a
-	id, err := a.eng.TestWebhook(x.r.Context(), x.acct)
+	id, err := a.eng.Webhooks.Test(x.r.Context(), x.acct)
 	if err != nil {
 		x.engineError(err)
 		return

@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/leashd/leash/engine"
+	"github.com/leashd/leash/engine/accounts"
 	"github.com/prometheus/client_golang/prometheus"
 	"go.opentelemetry.io/otel/trace"
 )
@@ -102,8 +103,8 @@ func (m *Metrics) AdminChanges() func(action string) {
 		Help: "Changes made through the admin and key routes, by action (spec §15.8).",
 	}, []string{"action"})
 	m.Registry.MustRegister(c)
-	for _, a := range []engine.AdminAction{engine.ActionAccountCreated, engine.ActionAccountUpdated, engine.ActionAccountDeleted,
-		engine.ActionKeyIssued, engine.ActionKeyRevoked} {
+	for _, a := range []accounts.AdminAction{accounts.ActionAccountCreated, accounts.ActionAccountUpdated, accounts.ActionAccountDeleted,
+		accounts.ActionKeyIssued, accounts.ActionKeyRevoked} {
 		c.WithLabelValues(string(a))
 	}
 	return func(action string) { c.WithLabelValues(action).Inc() }

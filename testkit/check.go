@@ -5,6 +5,7 @@ import (
 	"context"
 
 	"github.com/leashd/leash/engine"
+	"github.com/leashd/leash/engine/wiring"
 )
 
 // Check is a POST /v1/limit check as the HTTP edge hands it to the engine; nil fields are
@@ -19,14 +20,14 @@ type Check struct {
 }
 
 // Do decides the check through the engine's one decision path, as httpapi does.
-func (c Check) Do(ctx context.Context, e *engine.Engine, a *engine.Account) (engine.Decision, error) {
+func (c Check) Do(ctx context.Context, e *wiring.Engine, a *engine.Account) (engine.Decision, error) {
 	alg := engine.AlgorithmUnknown
 	if c.Algorithm != nil {
 		alg = engine.AlgorithmOf(*c.Algorithm)
 	}
 	it := engine.CheckItem(c.Key, engine.Inline{Algorithm: alg, Limit: c.Limit, WindowMS: c.WindowMS}, c.Cost)
 	var r [1]engine.ItemResult
-	out, err := e.Decide(ctx, a, &engine.Query{Edge: engine.EdgeLimit, Namespace: c.Namespace, Items: []engine.Item{it}, StrictCost: true}, r[:])
+	out, err := e.Limits.Decide(ctx, a, &engine.Query{Edge: engine.EdgeLimit, Namespace: c.Namespace, Items: []engine.Item{it}, StrictCost: true}, r[:])
 	if err != nil {
 		return engine.Decision{}, err
 	}

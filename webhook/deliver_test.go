@@ -18,6 +18,8 @@ import (
 	"time"
 
 	"github.com/leashd/leash/engine"
+	"github.com/leashd/leash/engine/webhooks"
+	"github.com/leashd/leash/engine/wiring"
 	"github.com/leashd/leash/store/memstore"
 	"github.com/leashd/leash/testkit"
 	"github.com/leashd/leash/webhook"
@@ -74,7 +76,7 @@ func (rc *receiver) deliveries() []delivery {
 // fixture is an engine and a running Deliverer over one memory store.
 type fixture struct {
 	store    *memstore.Store
-	eng      *engine.Engine
+	eng      *wiring.Engine
 	acme     *engine.Account
 	mu       sync.Mutex
 	outcomes []webhook.Outcome
@@ -123,7 +125,7 @@ func newFixtureWith(t *testing.T, opts webhook.Options, before func(*fixture)) *
 		t.Fatal(err)
 	}
 	wake := make(chan struct{}, 1)
-	f.eng = engine.New(engine.RolesOf(f.store), dir, engine.Options{Webhooks: engine.WebhookOptions{
+	f.eng = wiring.New(engine.RolesOf(f.store), dir, wiring.Options{Webhooks: webhooks.Options{
 		Screen: webhook.Screen(testPolicy, nil),
 		Enqueued: func() {
 			select {
@@ -132,9 +134,9 @@ func newFixtureWith(t *testing.T, opts webhook.Options, before func(*fixture)) *
 			}
 		},
 	}})
-	f.acme, _ = f.eng.Account("acme")
+	f.acme, _ = f.eng.Accounts.Account("acme")
 	opts.Store = f.store
-	opts.Account = f.eng.Account
+	opts.Account = f.eng.Accounts.Account
 	opts.Wake = wake
 	opts.Observe = func(o webhook.Outcome) {
 		f.mu.Lock()
@@ -165,7 +167,7 @@ func newFixtureWith(t *testing.T, opts webhook.Options, before func(*fixture)) *
 // setWebhook configures acme's webhook to url and returns the secret.
 func (f *fixture) setWebhook(t *testing.T, url string) string {
 	t.Helper()
-	w, err := f.eng.PutWebhook(context.Background(), f.acme, url)
+	w, err := f.eng.Webhooks.Put(context.Background(), f.acme, url)
 	if err != nil {
 		t.Fatalf("PutWebhook(%s): %v", url, err)
 	}
@@ -174,7 +176,7 @@ func (f *fixture) setWebhook(t *testing.T, url string) string {
 
 func (f *fixture) sendTest(t *testing.T) string {
 	t.Helper()
-	id, err := f.eng.TestWebhook(context.Background(), f.acme)
+	id, err := f.eng.Webhooks.Test(context.Background(), f.acme)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -389,7 +391,7 @@ func TestWebhookRemoved(t *testing.T) {
 	f.setWebhook(t, rc.srv.URL)
 	f.sendTest(t)
 	f.waitOutcomes(t, webhook.Retried)
-	if err := f.eng.DeleteWebhook(context.Background(), f.acme); err != nil {
+	if err := f.eng.Webhooks.Delete(context.Background(), f.acme); err != nil {
 		t.Fatal(err)
 	}
 	f.waitOutcomes(t, webhook.Retried, webhook.Dropped)

@@ -4,20 +4,20 @@ import (
 	"context"
 	"errors"
 
-	"github.com/leashd/leash/engine"
+	"github.com/leashd/leash/engine/webhooks"
 	"github.com/leashd/leash/webhook/ssrf"
 )
 
 // Screen returns the engine's webhook URL screening under p (spec §8.2), looking host
 // names up with r (nil: the system resolver). A URL p refuses is an
-// *engine.URLRejectedError with ssrf's reason, and the setting that admits it for a local
+// *webhooks.URLRejectedError with ssrf's reason, and the setting that admits it for a local
 // trial when one does; a lookup cut off by ctx is ctx's error.
-func Screen(p ssrf.Policy, r ssrf.Resolver) engine.URLScreen {
+func Screen(p ssrf.Policy, r ssrf.Resolver) webhooks.URLScreen {
 	return func(ctx context.Context, rawURL string) (string, error) {
 		u, err := p.CheckURL(ctx, rawURL, r)
 		if err != nil {
 			if se, ok := errors.AsType[*ssrf.Error](err); ok {
-				return "", &engine.URLRejectedError{Reason: se.Reason + trialHint(se.Relax)}
+				return "", &webhooks.URLRejectedError{Reason: se.Reason + trialHint(se.Relax)}
 			}
 			return "", err
 		}

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/leashd/leash/engine"
+	"github.com/leashd/leash/engine/webhooks"
 	"github.com/leashd/leash/webhook"
 	"github.com/leashd/leash/webhook/ssrf"
 )
@@ -25,7 +25,7 @@ func (slowResolver) LookupNetIP(ctx context.Context, _, host string) ([]netip.Ad
 }
 
 // TestScreen: the engine's URL screening under an ssrf policy admits a URL in canonical
-// form, refuses one with ssrf's reason as an *engine.URLRejectedError, and reports a
+// form, refuses one with ssrf's reason as an *webhooks.URLRejectedError, and reports a
 // lookup cut off by its context as that context's error, not as a refusal.
 func TestScreen(t *testing.T) {
 	screen := webhook.Screen(ssrf.Policy{}, slowResolver{})
@@ -36,7 +36,7 @@ func TestScreen(t *testing.T) {
 	}
 
 	_, err = screen(ctx, "http://hooks.example.com/")
-	re, ok := errors.AsType[*engine.URLRejectedError](err)
+	re, ok := errors.AsType[*webhooks.URLRejectedError](err)
 	if !ok || !strings.HasPrefix(re.Reason, "URL scheme must be https (for a local trial, webhooks.allow_http: true") {
 		t.Fatalf("http URL: error %v, want a refusal saying the scheme must be https", err)
 	}
@@ -47,7 +47,7 @@ func TestScreen(t *testing.T) {
 	cut, cancel := context.WithCancel(ctx)
 	cancel()
 	_, err = screen(cut, "https://slow.example.com/")
-	if _, ok := errors.AsType[*engine.URLRejectedError](err); ok || !errors.Is(err, context.Canceled) {
+	if _, ok := errors.AsType[*webhooks.URLRejectedError](err); ok || !errors.Is(err, context.Canceled) {
 		t.Fatalf("lookup cut off: error %v, want context.Canceled and no refusal", err)
 	}
 }

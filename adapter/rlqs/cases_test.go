@@ -217,7 +217,7 @@ descriptors:
 		t.Fatalf("RLS after the RLQS report: %v", got)
 	}
 	// The /v1/limit check of the same counter: namespace = domain, key = the counter key.
-	acct, _ := in.eng.Account("acme")
+	acct, _ := in.eng.Accounts.Account("acme")
 	chk := testkit.Check{Namespace: "web", Key: domains.CounterKey([]descriptors.Entry{{Key: "user", Value: "bob"}}), Algorithm: testkit.Ptr("fixed_window"),
 		Limit: testkit.Ptr(int64(100)), WindowMS: testkit.Ptr(int64(60_000)), Cost: testkit.Ptr(int64(68))}
 	if d, err := chk.Do(context.Background(), in.eng, acct); err != nil || !d.Allowed || d.Remaining != 1 {
@@ -236,10 +236,10 @@ descriptors:
 	// below), RLS decided 2 descriptors (1 over), /v1 one check.
 	r.send("", usage(bob, 0, 4))
 	_ = r.recv(300 * time.Millisecond)
-	if err := in.eng.Flush(context.Background()); err != nil {
+	if err := in.eng.Usage.Flush(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	st2, err := in.eng.Stats(context.Background(), acct, "web")
+	st2, err := in.eng.Usage.Stats(context.Background(), acct, "web")
 	if err != nil {
 		t.Fatal(err)
 	}

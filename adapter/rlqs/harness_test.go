@@ -26,6 +26,7 @@ import (
 	"github.com/leashd/leash/adapter/domains"
 	"github.com/leashd/leash/adapter/rlqs"
 	"github.com/leashd/leash/engine"
+	"github.com/leashd/leash/engine/wiring"
 	"github.com/leashd/leash/store/memstore"
 	"github.com/leashd/leash/store/redisstore"
 	"github.com/leashd/leash/testkit"
@@ -44,7 +45,7 @@ import (
 // instance is one Leash process: an engine on a store and the gRPC listener.
 type instance struct {
 	t     *testing.T
-	eng   *engine.Engine
+	eng   *wiring.Engine
 	rls   *rls.Service
 	quota *rlqs.Service
 	srv   *grpc.Server
@@ -88,14 +89,14 @@ func startInstance(t *testing.T, store engine.Store, st setup, addr string) *ins
 		t.Fatal(err)
 	}
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	eng := engine.New(engine.RolesOf(store), dir, engine.Options{Logger: log})
+	eng := wiring.New(engine.RolesOf(store), dir, wiring.Options{Logger: log})
 	cfg := &domains.Config{Descriptors: loadDescriptors(t, st.descriptors), Routing: domains.Routing{Domains: st.domains, DefaultAccount: st.defaultAcct}}
 	if err := cfg.Validate(dir); err != nil {
 		t.Fatal(err)
 	}
-	rlsSvc := rls.NewService(cfg, rls.Options{Engine: eng, Accounts: eng.Account, Logger: log})
+	rlsSvc := rls.NewService(cfg, rls.Options{Engine: eng, Accounts: eng.Accounts.Account, Logger: log})
 	o := st.opts
-	o.Engine, o.Demand, o.Accounts, o.Config, o.Logger = eng, store, eng.Account, rlsSvc.Config, log
+	o.Engine, o.Demand, o.Accounts, o.Config, o.Logger = eng, store, eng.Accounts.Account, rlsSvc.Config, log
 	quota := rlqs.NewService(o)
 	srv, hs := rls.NewServerWith(rlsSvc, nil, rls.Limits{})
 	rls.RegisterQuota(srv, hs, quota)

@@ -26,6 +26,7 @@ import (
 	"github.com/leashd/leash/adapter/descriptors"
 	"github.com/leashd/leash/adapter/domains"
 	"github.com/leashd/leash/engine"
+	"github.com/leashd/leash/engine/wiring"
 )
 
 // ServiceName is the gRPC service Envoy's rate_limit_quota filter calls.
@@ -66,7 +67,7 @@ type Counters struct {
 
 // Options configures a Service.
 type Options struct {
-	Engine *engine.Engine
+	Engine *wiring.Engine
 	// Demand is the store of every stream's recent demand (the engine's store).
 	Demand engine.DemandStore
 	// Accounts resolves an account id (the engine's directory, which reloads replace).
@@ -319,7 +320,7 @@ func (s *Service) usage(ctx context.Context, proxy *proxyStream, cfg *domains.Co
 	it.Cost, it.Report = int64(allowed), &engine.Report{Allowed: int64(allowed), Denied: int64(denied)}
 	q := engine.Query{Edge: engine.EdgeRLQS, Namespace: proxy.domain, Items: []engine.Item{it}}
 	var out [1]engine.ItemResult
-	o, err := s.opts.Engine.Decide(ctx, acct, &q, out[:])
+	o, err := s.opts.Engine.Limits.Decide(ctx, acct, &q, out[:])
 	ttl := min(max(time.Duration(s.opts.TTLIntervals)*proxy.interval, minTTL), maxTTL)
 	var strat *typev3.RateLimitStrategy
 	switch {

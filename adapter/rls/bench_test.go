@@ -15,6 +15,7 @@ import (
 
 	"github.com/leashd/leash/adapter/domains"
 	"github.com/leashd/leash/engine"
+	"github.com/leashd/leash/engine/wiring"
 	"github.com/leashd/leash/metrics"
 	"github.com/leashd/leash/store/memstore"
 	"github.com/leashd/leash/tracing"
@@ -73,10 +74,10 @@ func BenchmarkShouldRateLimitTracing(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			eng := engine.New(engine.RolesOf(store), dir, engine.Options{Observer: met.Observer(nil, 0.8)})
+			eng := wiring.New(engine.RolesOf(store), dir, wiring.Options{Observer: met.Observer(nil, 0.8)})
 			cfg := &domains.Config{Routing: domains.Routing{Domains: map[string]string{"edge": "acme"}},
 				Descriptors: loadFiles(b, map[string]string{"edge.yaml": "domain: edge\ndescriptors:\n  - key: user\n    rate_limit: {unit: minute, requests_per_unit: 1000000000}\n"})}
-			svc := rls.NewService(cfg, rls.Options{Engine: eng, Accounts: eng.Account, Rules: met.Rules(), Trace: tr != nil})
+			svc := rls.NewService(cfg, rls.Options{Engine: eng, Accounts: eng.Accounts.Account, Rules: met.Rules(), Trace: tr != nil})
 			call := func(ctx context.Context, req any) (any, error) {
 				return svc.ShouldRateLimit(ctx, req.(*rlsv3.RateLimitRequest))
 			}

@@ -15,7 +15,7 @@ import (
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"github.com/leashd/leash/adapter/domains"
 	"github.com/leashd/leash/adapter/rls"
-	"github.com/leashd/leash/engine"
+	"github.com/leashd/leash/engine/wiring"
 	"github.com/leashd/leash/metrics"
 	"github.com/leashd/leash/testkit"
 )
@@ -56,7 +56,7 @@ func TestRuleMetrics(t *testing.T) {
 	m := metrics.New()
 	h := newHarnessWith(t, scalePlan(), map[string]string{"edge.yaml": metricsConfig}, harnessOptions{
 		adapter: func(o *rls.Options) { o.Rules = m.Rules() },
-		engine:  engine.Options{Observer: m.Observer(nil, 0.8)},
+		engine:  wiring.Options{Observer: m.Observer(nil, 0.8)},
 	})
 	// remote_address, limit 10, near from 8: 9 allowed (the 9th is near), then a cost of
 	// 2 is over (nothing spent), a cost of 1 takes the 10th (near).
@@ -110,7 +110,7 @@ func TestMetricsBounded(t *testing.T) {
 	m := metrics.New()
 	h := newHarnessWith(t, scalePlan(), map[string]string{"edge.yaml": metricsConfig}, harnessOptions{
 		adapter: func(o *rls.Options) { o.Rules = m.Rules() },
-		engine:  engine.Options{Observer: m.Observer([]string{"api"}, 0.8)},
+		engine:  wiring.Options{Observer: m.Observer([]string{"api"}, 0.8)},
 	})
 	series := func() int {
 		n := 0

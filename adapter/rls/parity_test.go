@@ -12,7 +12,7 @@ import (
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/leashd/leash/adapter/rls"
-	"github.com/leashd/leash/engine"
+	"github.com/leashd/leash/engine/wiring"
 )
 
 // The envoyproxy/ratelimit behaviours an operator switches on: global shadow mode,
@@ -199,7 +199,7 @@ func TestHeaderNames(t *testing.T) {
 // request could be allowed; the first allowed answer comes within 50 ms of it.
 func TestLocalCache(t *testing.T) {
 	h := newHarnessWith(t, scalePlan(), map[string]string{"edge.yaml": parityConfig},
-		harnessOptions{engine: engine.Options{LocalCacheMaxEntries: 100}, realClock: true})
+		harnessOptions{engine: wiring.Options{LocalCacheMaxEntries: 100}, realClock: true})
 	d := desc("path", "/api/flood")
 	// Start early in a second, so the window does not turn during the flood.
 	for time.Now().UnixMilli()%1000 > 300 {
@@ -225,7 +225,7 @@ func TestLocalCache(t *testing.T) {
 	if n := h.store.spends.Load() - spends; n != 0 {
 		t.Fatalf("%d store operations during the flood, want 0", n)
 	}
-	if h.eng.LocalCacheHits() < 1 {
+	if h.eng.Limits.LocalCacheHits() < 1 {
 		t.Fatal("no denial counted as answered from the cache")
 	}
 	for {

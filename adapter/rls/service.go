@@ -30,6 +30,7 @@ import (
 	"github.com/leashd/leash/adapter/descriptors"
 	"github.com/leashd/leash/adapter/domains"
 	"github.com/leashd/leash/engine"
+	"github.com/leashd/leash/engine/wiring"
 	"github.com/leashd/leash/metrics"
 	"github.com/leashd/leash/tracing"
 )
@@ -54,7 +55,7 @@ func DefaultHeaderNames() HeaderNames {
 
 // Options configures a Service.
 type Options struct {
-	Engine *engine.Engine
+	Engine *wiring.Engine
 	// Accounts resolves an account id (the engine's directory, which reloads replace).
 	Accounts func(id string) (*engine.Account, bool)
 	// ResponseHeaders adds RateLimit-* and Retry-After to replies (envoy.response_headers).
@@ -248,7 +249,7 @@ func (s *Service) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReque
 		items[i].Tag = s.ruleTag(domain, &matches[i])
 	}
 	work.query = engine.Query{Edge: engine.EdgeEnvoy, Namespace: domains.Namespace(domain), Items: items, Shadow: s.opts.ShadowMode}
-	out, err := s.opts.Engine.Decide(ctx, acct, &work.query, results)
+	out, err := s.opts.Engine.Limits.Decide(ctx, acct, &work.query, results)
 	if engine.CodeOf(err) == engine.CodeHardCapExceeded {
 		if s.opts.Trace && tracing.Recording(ctx) {
 			tracing.Annotate(ctx, tracing.AttrEdge.String(string(engine.EdgeEnvoy)), tracing.AttrDomain.String(domain),

@@ -31,6 +31,8 @@ import (
 	"github.com/leashd/leash/adapter/descriptors"
 	"github.com/leashd/leash/adapter/domains"
 	"github.com/leashd/leash/engine"
+	"github.com/leashd/leash/engine/rules"
+	"github.com/leashd/leash/engine/wiring"
 	"github.com/leashd/leash/metrics"
 	"github.com/leashd/leash/store/memstore"
 	"github.com/leashd/leash/testkit/storetest"
@@ -128,7 +130,7 @@ type harness struct {
 	t      testing.TB
 	clock  *testkit.FakeClock
 	store  *flakyStore
-	eng    *engine.Engine
+	eng    *wiring.Engine
 	acct   *engine.Account
 	svc    *rls.Service
 	cfg    *domains.Config
@@ -149,7 +151,7 @@ func newHarness(t testing.TB, plan engine.Plan, files map[string]string) *harnes
 // clock (RealClock: the memory store's real clock instead of the fake one).
 type harnessOptions struct {
 	adapter   func(*rls.Options)
-	engine    engine.Options
+	engine    wiring.Options
 	realClock bool
 }
 
@@ -168,7 +170,7 @@ func newHarnessWith(t testing.TB, plan engine.Plan, files map[string]string, o h
 		t.Fatal(err)
 	}
 	h.acct, _ = dir.Account("acme")
-	h.eng = engine.New(engine.RolesOf(h.store), dir, o.engine)
+	h.eng = wiring.New(engine.RolesOf(h.store), dir, o.engine)
 	cfg := &domains.Config{Routing: domains.Routing{Domains: map[string]string{"edge": "acme", "other": "acme"}}}
 	if len(files) > 0 {
 		cfg.Descriptors = loadFiles(t, files)
@@ -178,7 +180,7 @@ func newHarnessWith(t testing.TB, plan engine.Plan, files map[string]string, o h
 	}
 	h.cfg = cfg
 	opts := rls.Options{
-		Engine: h.eng, Accounts: h.eng.Account, ResponseHeaders: true,
+		Engine: h.eng, Accounts: h.eng.Accounts.Account, ResponseHeaders: true,
 		Counters: rls.Counters{ShadowDenial: func() { h.shadow.Add(1) }, GlobalShadow: func() { h.globalShadow.Add(1) }},
 	}
 	if o.adapter != nil {
@@ -533,7 +535,7 @@ func TestFallbackToNamespaceRule(t *testing.T) {
 	h := newHarness(t, scalePlan(), map[string]string{"edge.yaml": edgeConfig})
 	d := desc("client", "c1")
 	h.want(h.one(d), ok, 0, 0, 0)
-	_, _, err := h.eng.PutRule(context.Background(), h.acct, "edge", &engine.RuleRequest{
+	_, _, err := h.eng.Rules.Put(context.Background(), h.acct, "edge", &rules.RuleRequest{
 		Algorithm: testkit.Ptr("fixed_window"), Limit: testkit.Ptr(int64(1)), WindowMS: testkit.Ptr(int64(60_000)),
 	})
 	if err != nil {
@@ -555,9 +557,9 @@ func TestFallbackHonoursOverrides(t *testing.T) {
 	if vip != "client=vip" || pair != "client=a%26b&path=/x" {
 		t.Fatalf("counter keys %q, %q", vip, pair)
 	}
-	_, _, err := h.eng.PutRule(context.Background(), h.acct, "edge", &engine.RuleRequest{
+	_, _, err := h.eng.Rules.Put(context.Background(), h.acct, "edge", &rules.RuleRequest{
 		Algorithm: testkit.Ptr("fixed_window"), Limit: testkit.Ptr(int64(1)), WindowMS: testkit.Ptr(int64(60_000)),
-		Overrides: []engine.OverrideRequest{
+		Overrides: []rules.OverrideRequest{
 			{Key: &vip, Limit: testkit.Ptr(int64(3)), WindowMS: testkit.Ptr(int64(3_600_000))},
 			{Key: &pair, Limit: testkit.Ptr(int64(2))},
 		},
@@ -652,7 +654,7 @@ func TestHardCap(t *testing.T) {
 	plan.HardCap = testkit.Ptr(int64(2))
 	m := metrics.New()
 	h := newHarnessWith(t, plan, map[string]string{"edge.yaml": edgeConfig}, harnessOptions{
-		engine: engine.Options{Observer: m.Observer(nil, 0.8)},
+		engine: wiring.Options{Observer: m.Observer(nil, 0.8)},
 	})
 	h.one(desc("user", "a"))
 	h.one(desc("unmatched", "x")) // unmatched descriptors count too (spec §9.9)

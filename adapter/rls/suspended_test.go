@@ -13,6 +13,7 @@ import (
 	"github.com/leashd/leash/adapter/domains"
 	"github.com/leashd/leash/adapter/rls"
 	"github.com/leashd/leash/engine"
+	"github.com/leashd/leash/engine/wiring"
 	"github.com/leashd/leash/store/memstore"
 )
 
@@ -26,20 +27,20 @@ func TestSuspendedAccountRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	log := slog.New(slog.DiscardHandler)
-	eng := engine.New(engine.RolesOf(ms), dir, engine.Options{Accounts: ms, Logger: log})
+	eng := wiring.New(engine.RolesOf(ms), dir, wiring.Options{Accounts: ms, Logger: log})
 	ctx := context.Background()
 	by := engine.Actor{Operator: &engine.Operator{ID: "ops"}}
-	if _, err := eng.CreateAccount(ctx, by, "tenant", "scale"); err != nil {
+	if _, err := eng.Admin.CreateAccount(ctx, by, "tenant", "scale"); err != nil {
 		t.Fatal(err)
 	}
 	svc := rls.NewService(&domains.Config{Routing: domains.Routing{Domains: map[string]string{"edge": "tenant"}}},
-		rls.Options{Engine: eng, Accounts: eng.Account, Logger: log})
+		rls.Options{Engine: eng, Accounts: eng.Accounts.Account, Logger: log})
 	req := &rlsv3.RateLimitRequest{Domain: "edge", Descriptors: []*rlcommon.RateLimitDescriptor{desc("k", "v")}}
 	if _, err := svc.ShouldRateLimit(ctx, req); err != nil {
 		t.Fatalf("active account: %v", err)
 	}
 	yes := true
-	if _, err := eng.UpdateAccount(ctx, by, "tenant", engine.AccountUpdate{Suspended: &yes}); err != nil {
+	if _, err := eng.Admin.UpdateAccount(ctx, by, "tenant", engine.AccountUpdate{Suspended: &yes}); err != nil {
 		t.Fatal(err)
 	}
 	_, err = svc.ShouldRateLimit(ctx, req)

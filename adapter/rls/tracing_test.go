@@ -13,6 +13,7 @@ import (
 
 	"github.com/leashd/leash/adapter/domains"
 	"github.com/leashd/leash/engine"
+	"github.com/leashd/leash/engine/wiring"
 	"github.com/leashd/leash/store/memstore"
 	"github.com/leashd/leash/testkit"
 	"github.com/leashd/leash/tracing"
@@ -45,9 +46,9 @@ func TestTracingUnsampledAddsNoAllocation(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		eng := engine.New(engine.RolesOf(ms), dir, engine.Options{})
+		eng := wiring.New(engine.RolesOf(ms), dir, wiring.Options{})
 		cfg := &domains.Config{Routing: domains.Routing{Domains: map[string]string{"edge": "acme"}}, Descriptors: loadFiles(t, files)}
-		svc := rls.NewService(cfg, rls.Options{Engine: eng, Accounts: eng.Account, Trace: traced})
+		svc := rls.NewService(cfg, rls.Options{Engine: eng, Accounts: eng.Accounts.Account, Trace: traced})
 		handler := func(ctx context.Context, req any) (any, error) {
 			return svc.ShouldRateLimit(ctx, req.(*rlsv3.RateLimitRequest))
 		}

@@ -27,6 +27,7 @@ import (
 	"github.com/leashd/leash/adapter/domains"
 	"github.com/leashd/leash/adapter/xds"
 	"github.com/leashd/leash/engine"
+	"github.com/leashd/leash/engine/wiring"
 	"github.com/leashd/leash/store/memstore"
 	"github.com/leashd/leash/testkit"
 	"github.com/leashd/leash/testkit/testcert"
@@ -56,7 +57,7 @@ func newRig(t *testing.T, address string, tc *tls.Config) *rig {
 	if err != nil {
 		t.Fatal(err)
 	}
-	eng := engine.New(engine.RolesOf(ms), dir, engine.Options{})
+	eng := wiring.New(engine.RolesOf(ms), dir, wiring.Options{})
 	path := filepath.Join(t.TempDir(), "files.yaml")
 	if err := os.WriteFile(path, []byte("domain: files\ndescriptors:\n  - key: k\n    rate_limit: {unit: minute, requests_per_unit: 1}\n"), 0o644); err != nil {
 		t.Fatal(err)
@@ -71,7 +72,7 @@ func newRig(t *testing.T, address string, tc *tls.Config) *rig {
 		t.Fatal(err)
 	}
 	r := &rig{t: t}
-	r.svc = rls.NewService(cfg, rls.Options{Engine: eng, Accounts: eng.Account})
+	r.svc = rls.NewService(cfg, rls.Options{Engine: eng, Accounts: eng.Accounts.Account})
 	srv, _ := rls.NewServer(r.svc, nil)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

@@ -16,7 +16,7 @@ import (
 	"github.com/leashd/leash/adapter/rls"
 	"github.com/leashd/leash/adapter/xds"
 	"github.com/leashd/leash/config"
-	"github.com/leashd/leash/engine"
+	"github.com/leashd/leash/engine/wiring"
 	"github.com/leashd/leash/internal/setup"
 )
 
@@ -27,7 +27,7 @@ import (
 // together, and a domain may come from only one of them.
 type envoyReloader struct {
 	ctx   context.Context // ends the descriptor watcher
-	eng   *engine.Engine
+	eng   *wiring.Engine
 	svc   *rls.Service
 	log   *slog.Logger
 	mu    sync.Mutex
@@ -40,7 +40,7 @@ type envoyReloader struct {
 	wg        sync.WaitGroup
 }
 
-func newEnvoyReloader(ctx context.Context, eng *engine.Engine, svc *rls.Service, cfg *domains.Config, paths []string, log *slog.Logger) *envoyReloader {
+func newEnvoyReloader(ctx context.Context, eng *wiring.Engine, svc *rls.Service, cfg *domains.Config, paths []string, log *slog.Logger) *envoyReloader {
 	r := &envoyReloader{ctx: ctx, eng: eng, svc: svc, cfg: cfg, files: cfg.Descriptors, log: log}
 	r.watch(paths)
 	return r
@@ -79,7 +79,7 @@ func (r *envoyReloader) applyDescriptors(ctx context.Context, files *descriptors
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("descriptor watcher stopped: %w", err)
 	}
-	next, err := domains.Compose(files, r.xds, r.cfg.Routing, r.eng.Directory())
+	next, err := domains.Compose(files, r.xds, r.cfg.Routing, r.eng.Accounts.Directory())
 	if err != nil {
 		return err
 	}
@@ -93,7 +93,7 @@ func (r *envoyReloader) applyDescriptors(ctx context.Context, files *descriptors
 func (r *envoyReloader) applyXDS(fromXDS *descriptors.Config) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	next, err := domains.Compose(r.files, fromXDS, r.cfg.Routing, r.eng.Directory())
+	next, err := domains.Compose(r.files, fromXDS, r.cfg.Routing, r.eng.Accounts.Directory())
 	if err != nil {
 		return err
 	}
@@ -106,7 +106,7 @@ func (r *envoyReloader) applyXDS(fromXDS *descriptors.Config) error {
 func (r *envoyReloader) applyConfig(cfg *config.Config) {
 	dir, err := cfg.Directory()
 	if err == nil && cfg.HasAccounts() {
-		err = r.eng.CheckDirectory(dir)
+		err = r.eng.Accounts.CheckDirectory(dir)
 	}
 	if err != nil || !cfg.HasAccounts() {
 		r.log.Error("config reload: accounts rejected; keeping the running config", "err", err)
@@ -131,7 +131,7 @@ func (r *envoyReloader) applyConfig(cfg *config.Config) {
 		r.log.Error("config reload: envoy config rejected; keeping the running config", "err", err)
 		return
 	}
-	r.eng.SetDirectory(dir)
+	r.eng.Accounts.SetDirectory(dir)
 	r.cfg, r.files = next, files
 	r.svc.SetConfig(next)
 	if pathsChanged {
@@ -185,7 +185,7 @@ func (s *server) rlsOptions() rls.Options {
 	envoy := s.cfg.Envoy
 	names := envoy.HeaderNames
 	return rls.Options{
-		Engine: s.engine, Accounts: s.engine.Account, Logger: s.log,
+		Engine: s.engine, Accounts: s.engine.Accounts.Account, Logger: s.log,
 		ResponseHeaders: envoy.ResponseHeaders,
 		HeaderNames:     rls.HeaderNames{Limit: names.Limit, Remaining: names.Remaining, Reset: names.Reset},
 		ShadowMode:      envoy.ShadowMode, QuotaMode: envoy.QuotaMode, DynamicMetadata: envoy.ResponseDynamicMetadata,
@@ -202,7 +202,7 @@ func (s *server) rlqsOptions() rlqs.Options {
 	quota := s.cfg.Envoy.RLQS
 	counters := s.metrics.RLQS()
 	return rlqs.Options{
-		Engine: s.engine, Demand: s.measured, Accounts: s.engine.Account, Config: s.rls.Config, Logger: s.log,
+		Engine: s.engine, Demand: s.measured, Accounts: s.engine.Accounts.Account, Config: s.rls.Config, Logger: s.log,
 		ReportingInterval: quota.ReportingInterval, TTLIntervals: quota.TTLIntervals,
 		MaxBucketsPerStream: quota.MaxBucketsPerStream, MaxBucketsPerAccount: quota.MaxBucketsPerAccount,
 		Counters: rlqs.Counters{Streams: counters.Streams, Buckets: counters.Buckets, Sent: counters.Sent,

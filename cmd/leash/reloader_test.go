@@ -13,6 +13,7 @@ import (
 	"github.com/leashd/leash/adapter/domains"
 	"github.com/leashd/leash/adapter/rls"
 	"github.com/leashd/leash/engine"
+	"github.com/leashd/leash/engine/wiring"
 	"github.com/leashd/leash/store/memstore"
 	"github.com/leashd/leash/testkit"
 )
@@ -34,13 +35,13 @@ func TestReloaderRestartWhileApplying(t *testing.T) {
 	}
 	store := memstore.New(memstore.Options{})
 	t.Cleanup(func() { _ = store.Close() })
-	eng := engine.New(engine.RolesOf(store), accounts, engine.Options{})
+	eng := wiring.New(engine.RolesOf(store), accounts, wiring.Options{})
 	cfg, err := domains.Compose(files, nil, domains.Routing{Domains: map[string]string{"edge": "acme"}}, accounts)
 	if err != nil {
 		t.Fatal(err)
 	}
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	svc := rls.NewService(cfg, rls.Options{Engine: eng, Accounts: eng.Account, Logger: log})
+	svc := rls.NewService(cfg, rls.Options{Engine: eng, Accounts: eng.Accounts.Account, Logger: log})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	r := newEnvoyReloader(ctx, eng, svc, cfg, []string{dir}, log)

@@ -22,7 +22,10 @@ import (
 	"github.com/leashd/leash/config"
 	"github.com/leashd/leash/console"
 	"github.com/leashd/leash/engine"
+	"github.com/leashd/leash/engine/accounts"
 	"github.com/leashd/leash/engine/hotpath"
+	"github.com/leashd/leash/engine/webhooks"
+	"github.com/leashd/leash/engine/wiring"
 	"github.com/leashd/leash/httpapi"
 	"github.com/leashd/leash/internal/setup"
 	"github.com/leashd/leash/metrics"
@@ -48,7 +51,7 @@ type server struct {
 	store       engine.Store               // the store as opened; closed last
 	hot         *hotpath.Reservations      // the hot path above a Redis store (spec §4.13); nil when off
 	measured    *metrics.InstrumentedStore // the store timed (and traced): what everything uses
-	engine      *engine.Engine
+	engine      *wiring.Engine
 	guard       *engine.AuthGuard // failed authentication per client address (spec §15.7)
 	envoyConfig *domains.Config   // the Envoy config at start; the reloader holds the current one
 	rls         *rls.Service
@@ -170,23 +173,23 @@ func (s *server) closeHotPath() {
 // roles; every change made through it is counted.
 func (s *server) newEngine(dir *engine.Directory) {
 	cfg := s.cfg
-	var accounts engine.AccountStore
+	var accountStore engine.AccountStore
 	if as, ok := s.store.(engine.AccountStore); ok {
 		var tracer trace.Tracer
 		if s.tracing != nil {
 			tracer = s.tracing.Tracer()
 		}
-		accounts = s.metrics.InstrumentAccounts(as, tracer)
+		accountStore = s.metrics.InstrumentAccounts(as, tracer)
 	}
 	audit, _ := s.store.(engine.AuditStore) // the audit log (spec §15.10): both stores keep it
 	changes := s.metrics.AdminChanges()
-	s.engine = engine.New(engine.RolesOf(s.measured), dir, engine.Options{Logger: s.log, LocalCacheMaxEntries: cfg.Envoy.LocalCache.MaxEntries,
-		Accounts: accounts, Audit: audit, OnAdminChange: func(a engine.AdminAction) { changes(string(a)) },
-		Observer: s.metrics.Observer(cfg.Metrics.Namespaces, cfg.Metrics.NearLimitRatio), Webhooks: engine.WebhookOptions{
+	s.engine = wiring.New(engine.RolesOf(s.measured), dir, wiring.Options{Logger: s.log, LocalCacheMaxEntries: cfg.Envoy.LocalCache.MaxEntries,
+		Accounts: accountStore, Audit: audit, OnAdminChange: func(a accounts.AdminAction) { changes(string(a)) },
+		Observer: s.metrics.Observer(cfg.Metrics.Namespaces, cfg.Metrics.NearLimitRatio), Webhooks: webhooks.Options{
 			Screen:   webhook.Screen(webhookPolicy(cfg.Webhooks), nil),
 			Enqueued: s.wakeDeliverer,
 		}})
-	s.metrics.LocalCache(s.engine.LocalCacheHits)
+	s.metrics.LocalCache(s.engine.Limits.LocalCacheHits)
 }
 
 // loadAccounts reads the admin API's accounts before serving; a store that does not answer
@@ -195,7 +198,7 @@ func (s *server) newEngine(dir *engine.Directory) {
 func (s *server) loadAccounts(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	if err := s.engine.LoadAccounts(ctx); err != nil {
+	if err := s.engine.Accounts.LoadAccounts(ctx); err != nil {
 		return &startError{msg: "invalid accounts", err: err}
 	}
 	return nil
@@ -336,7 +339,7 @@ func (s *server) newDeliverer() {
 	}
 	hooks := s.cfg.Webhooks
 	s.deliverer = webhook.New(webhook.Options{
-		Store: s.measured, Account: s.engine.Account, Policy: webhookPolicy(hooks),
+		Store: s.measured, Account: s.engine.Accounts.Account, Policy: webhookPolicy(hooks),
 		Timeout: hooks.Timeout, MaxAttempts: hooks.MaxAttempts,
 		BackoffBase: hooks.BackoffBase, BackoffMax: hooks.BackoffMax,
 		Wake: s.wake, ShutdownGrace: s.cfg.Shutdown.Timeout / 4,
@@ -351,9 +354,7 @@ func (s *server) newDeliverer() {
 // shutdown next, with that status.
 func (s *server) Run(ctx context.Context) int {
 	s.startWatchers() // first: an edit made since the start-up load is applied at once
-	s.startAccounts()
-	s.startFlush()
-	s.startDeliverer()
+	s.startBackground()
 	s.startXDS()
 	s.serve()
 	s.log.Info("leash serving", "version", buildVersion(), "http", s.httpLn.Addr().String(), "grpc", addrOf(s.grpcLn),
@@ -376,20 +377,14 @@ func addrOf(ln net.Listener) string {
 	return ln.Addr().String()
 }
 
-// startFlush starts the usage flush loop (spec §7.3); stopping it flushes once more.
-func (s *server) startFlush() {
-	s.flush = newGroup()
-	s.flush.Go(func(ctx context.Context) { s.flushErr = s.engine.Run(ctx, s.cfg.Shutdown.Timeout/2) })
-}
-
-// startAccounts starts the poll of the admin API's accounts; shutdown stops it.
-func (s *server) startAccounts() {
+// startBackground starts the capabilities' background work, each in its own group that
+// shutdown stops: the poll of the admin API's accounts, the usage flush loop (spec §7.3;
+// stopping it flushes once more), and the webhook worker.
+func (s *server) startBackground() {
 	s.accounts = newGroup()
-	s.accounts.Go(s.engine.WatchAccounts)
-}
-
-// startDeliverer starts the webhook worker.
-func (s *server) startDeliverer() {
+	s.accounts.Go(s.engine.Accounts.WatchAccounts)
+	s.flush = newGroup()
+	s.flush.Go(func(ctx context.Context) { s.flushErr = s.engine.Usage.Run(ctx, s.cfg.Shutdown.Timeout/2) })
 	s.webhooks = newGroup()
 	s.webhooks.Go(s.deliverer.Run)
 }

@@ -16,11 +16,15 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/leashd/leash/engine"
+	"github.com/leashd/leash/engine/leases"
+	"github.com/leashd/leash/engine/rules"
+	"github.com/leashd/leash/engine/webhooks"
+	"github.com/leashd/leash/engine/wiring"
 )
 
 // twoEngines returns two engines, each on its own Store, sharing one Redis and one prefix:
 // two Leash instances.
-func twoEngines(t *testing.T, clockA, clockB engine.Clock) (a, b *engine.Engine, sa, sb *Store, acct *engine.Account) {
+func twoEngines(t *testing.T, clockA, clockB engine.Clock) (a, b *wiring.Engine, sa, sb *Store, acct *engine.Account) {
 	t.Helper()
 	url := singleURL(t)
 	prefix := uniquePrefix()
@@ -35,8 +39,8 @@ func twoEngines(t *testing.T, clockA, clockB engine.Clock) (a, b *engine.Engine,
 		t.Fatal(err)
 	}
 	acct, _ = dir.Account("acme")
-	opts := engine.Options{Logger: quietLogger()}
-	return engine.New(engine.RolesOf(sa), dir, opts), engine.New(engine.RolesOf(sb), dir, opts), sa, sb, acct
+	opts := wiring.Options{Logger: quietLogger()}
+	return wiring.New(engine.RolesOf(sa), dir, opts), wiring.New(engine.RolesOf(sb), dir, opts), sa, sb, acct
 }
 
 // TestTwoInstancesLeaseInvariant: 200 concurrent acquirers on one key with limit 5, half
@@ -47,7 +51,7 @@ func TestTwoInstancesLeaseInvariant(t *testing.T) {
 	a, b, sa, _, acct := twoEngines(t, nil, nil)
 	ctx := context.Background()
 	const limit, workers = 5, 200
-	req := engine.AcquireRequest{Namespace: "jobs", Key: "gpu", Limit: testkit.Ptr(int64(limit)), WindowMS: testkit.Ptr(int64(30_000))}
+	req := leases.AcquireRequest{Namespace: "jobs", Key: "gpu", Limit: testkit.Ptr(int64(limit)), WindowMS: testkit.Ptr(int64(30_000))}
 
 	var held, maxHeld, granted, errs atomic.Int64
 	var sampledMax atomic.Int64
@@ -68,7 +72,7 @@ func TestTwoInstancesLeaseInvariant(t *testing.T) {
 					return
 				default:
 				}
-				d, err := eng.Acquire(ctx, acct, &req)
+				d, err := eng.Leases.Acquire(ctx, acct, &req)
 				if err != nil {
 					if errs.Add(1) == 1 {
 						t.Logf("first error: %v", err)
@@ -90,7 +94,7 @@ func TestTwoInstancesLeaseInvariant(t *testing.T) {
 				}
 				time.Sleep(time.Duration(rng.IntN(3)) * time.Millisecond)
 				held.Add(-1)
-				if _, err := eng.Release(ctx, acct, d.LeaseID); err != nil {
+				if _, err := eng.Leases.Release(ctx, acct, d.LeaseID); err != nil {
 					if errs.Add(1) == 1 {
 						t.Logf("first error: %v", err)
 					}
@@ -167,20 +171,20 @@ func TestTwoInstancesShareCountsAndRules(t *testing.T) {
 			t.Fatalf("check %d: allowed %v remaining %d, want allowed with %d remaining", i, d.Allowed, d.Remaining, 9-i)
 		}
 	}
-	for _, eng := range []*engine.Engine{a, b} {
+	for _, eng := range []*wiring.Engine{a, b} {
 		if d, err := check.Do(ctx, eng, acct); err != nil || d.Allowed {
 			t.Fatalf("11th check allowed (%v, %v): the instances do not share the counter", d, err)
 		}
 	}
 	// Usage counted on both instances is summed in Redis.
-	if err := a.Flush(ctx); err != nil {
+	if err := a.Usage.Flush(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if err := b.Flush(ctx); err != nil {
+	if err := b.Usage.Flush(ctx); err != nil {
 		t.Fatal(err)
 	}
-	for _, eng := range []*engine.Engine{a, b} {
-		st, err := eng.Stats(ctx, acct, "api")
+	for _, eng := range []*wiring.Engine{a, b} {
+		st, err := eng.Usage.Stats(ctx, acct, "api")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -197,19 +201,19 @@ func TestTwoInstancesShareCountsAndRules(t *testing.T) {
 	}
 	var worst time.Duration
 	for i, step := range []struct {
-		put   *engine.RuleRequest
+		put   *rules.RuleRequest
 		limit int64 // the limit b must report; 0 = missing_limit
 	}{
-		{put: &engine.RuleRequest{Algorithm: testkit.Ptr("sliding_window"), Limit: testkit.Ptr(int64(100)), WindowMS: testkit.Ptr(int64(60_000))}, limit: 100},
-		{put: &engine.RuleRequest{Algorithm: testkit.Ptr("fixed_window"), Limit: testkit.Ptr(int64(7)), WindowMS: testkit.Ptr(int64(60_000))}, limit: 7},
+		{put: &rules.RuleRequest{Algorithm: testkit.Ptr("sliding_window"), Limit: testkit.Ptr(int64(100)), WindowMS: testkit.Ptr(int64(60_000))}, limit: 100},
+		{put: &rules.RuleRequest{Algorithm: testkit.Ptr("fixed_window"), Limit: testkit.Ptr(int64(7)), WindowMS: testkit.Ptr(int64(60_000))}, limit: 7},
 		{put: nil, limit: 0},
 	} {
 		written := time.Now()
 		if step.put != nil {
-			if _, _, err := a.PutRule(ctx, acct, "rules-ns", step.put); err != nil {
+			if _, _, err := a.Rules.Put(ctx, acct, "rules-ns", step.put); err != nil {
 				t.Fatal(err)
 			}
-		} else if _, err := a.DeleteRule(ctx, acct, "rules-ns", engine.RateRule); err != nil {
+		} else if _, err := a.Rules.Delete(ctx, acct, "rules-ns", engine.RateRule); err != nil {
 			t.Fatal(err)
 		}
 		// The writer sees its own write at once.
@@ -318,8 +322,8 @@ func TestTwoInstancesQuotaEventOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	acct, _ := dir.Account("acme")
-	opts := engine.Options{Logger: quietLogger()}
-	engines := []*engine.Engine{engine.New(engine.RolesOf(sa), dir, opts), engine.New(engine.RolesOf(sb), dir, opts)}
+	opts := wiring.Options{Logger: quietLogger()}
+	engines := []*wiring.Engine{wiring.New(engine.RolesOf(sa), dir, opts), wiring.New(engine.RolesOf(sb), dir, opts)}
 	ctx := context.Background()
 	req := testkit.Check{Namespace: "api", Key: "k", Limit: testkit.Ptr(int64(1_000_000)), WindowMS: testkit.Ptr(int64(60_000))}
 
@@ -335,7 +339,7 @@ func TestTwoInstancesQuotaEventOnce(t *testing.T) {
 					return
 				}
 				if i%4 == 3 {
-					if err := eng.Flush(ctx); err != nil {
+					if err := eng.Usage.Flush(ctx); err != nil {
 						errs <- err
 						return
 					}
@@ -350,7 +354,7 @@ func TestTwoInstancesQuotaEventOnce(t *testing.T) {
 	}
 	for range 3 { // more flushes on both change nothing
 		for _, eng := range engines {
-			if err := eng.Flush(ctx); err != nil {
+			if err := eng.Usage.Flush(ctx); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -359,7 +363,7 @@ func TestTwoInstancesQuotaEventOnce(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(evs) != 1 || evs[0].Type != engine.EventQuotaExceeded || evs[0].Account != "acme" {
+	if len(evs) != 1 || evs[0].Type != webhooks.EventQuotaExceeded || evs[0].Account != "acme" {
 		t.Fatalf("outbox %+v, want one usage.quota_exceeded", evs)
 	}
 	var data struct {
@@ -373,7 +377,7 @@ func TestTwoInstancesQuotaEventOnce(t *testing.T) {
 	if data.Quota != 50 || data.Total <= 50 || data.Total > 80 || data.Month != time.Now().UTC().Format("2006-01") {
 		t.Fatalf("event data %s", evs[0].Data)
 	}
-	if st, err := engines[1].Stats(ctx, acct, "api"); err != nil || st.Month.Total != 80 {
+	if st, err := engines[1].Usage.Stats(ctx, acct, "api"); err != nil || st.Month.Total != 80 {
 		t.Fatalf("month total %d (%v), want 80", st.Month.Total, err)
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/leashd/leash/engine"
+	"github.com/leashd/leash/engine/wiring"
 )
 
 // Accounts and keys of the admin API (spec §15): the AccountStore role, and the engine's
@@ -372,18 +373,18 @@ func engineAccountsTest(h *harness) {
 	if err != nil {
 		h.t.Fatal(err)
 	}
-	eng := engine.New(engine.RolesOf(h.s.store), dir, engine.Options{Accounts: h.accounts(), Logger: slog.New(slog.DiscardHandler)})
-	if err := eng.LoadAccounts(ctx); err != nil {
+	eng := wiring.New(engine.RolesOf(h.s.store), dir, wiring.Options{Accounts: h.accounts(), Logger: slog.New(slog.DiscardHandler)})
+	if err := eng.Accounts.LoadAccounts(ctx); err != nil {
 		h.t.Fatal(err)
 	}
-	op, ok := eng.AuthenticateOperator("op-key")
+	op, ok := eng.Accounts.AuthenticateOperator("op-key")
 	if !ok {
 		h.t.Fatal("the operator key does not authenticate as an operator")
 	}
-	if _, ok := eng.Authenticate("op-key"); ok {
+	if _, ok := eng.Accounts.Authenticate("op-key"); ok {
 		h.t.Error("an operator key authenticates as an account")
 	}
-	if _, ok := eng.AuthenticateOperator("cfg-key"); ok {
+	if _, ok := eng.Accounts.AuthenticateOperator("cfg-key"); ok {
 		h.t.Error("an account key authenticates as an operator")
 	}
 	by := engine.Actor{Operator: op}
@@ -393,32 +394,32 @@ func engineAccountsTest(h *harness) {
 		}
 		return engine.CodeOf(err)
 	}
-	if _, err := eng.CreateAccount(ctx, by, cfgID, "pro"); code(err) != engine.CodeAccountExists {
+	if _, err := eng.Admin.CreateAccount(ctx, by, cfgID, "pro"); code(err) != engine.CodeAccountExists {
 		h.t.Errorf("create with a configured id: %v, want account_exists", err)
 	}
 	plan := "pro"
-	if _, err := eng.UpdateAccount(ctx, by, cfgID, engine.AccountUpdate{Plan: &plan}); code(err) != engine.CodeConfigReadOnly {
+	if _, err := eng.Admin.UpdateAccount(ctx, by, cfgID, engine.AccountUpdate{Plan: &plan}); code(err) != engine.CodeConfigReadOnly {
 		h.t.Errorf("re-plan a configured account: %v, want config_read_only", err)
 	}
-	if err := eng.DeleteAccount(ctx, by, cfgID); code(err) != engine.CodeConfigReadOnly {
+	if err := eng.Admin.DeleteAccount(ctx, by, cfgID); code(err) != engine.CodeConfigReadOnly {
 		h.t.Errorf("delete a configured account: %v, want config_read_only", err)
 	}
-	if _, err := eng.IssueKey(ctx, by, cfgID, ""); code(err) != engine.CodeConfigReadOnly {
+	if _, err := eng.Admin.IssueKey(ctx, by, cfgID, ""); code(err) != engine.CodeConfigReadOnly {
 		h.t.Errorf("issue a key to a configured account: %v, want config_read_only", err)
 	}
-	if err := eng.RevokeKey(ctx, by, cfgID, "config-1"); code(err) != engine.CodeConfigReadOnly {
+	if err := eng.Admin.RevokeKey(ctx, by, cfgID, "config-1"); code(err) != engine.CodeConfigReadOnly {
 		h.t.Errorf("revoke a configured key: %v, want config_read_only", err)
 	}
-	if _, err := eng.CreateAccount(ctx, by, h.b, "nosuchplan"); code(err) != engine.CodeUnknownPlan {
+	if _, err := eng.Admin.CreateAccount(ctx, by, h.b, "nosuchplan"); code(err) != engine.CodeUnknownPlan {
 		h.t.Errorf("create on an unknown plan: %v, want unknown_plan", err)
 	}
-	if _, err := eng.CreateAccount(ctx, by, h.b, "free"); err != nil {
+	if _, err := eng.Admin.CreateAccount(ctx, by, h.b, "free"); err != nil {
 		h.t.Fatal(err)
 	}
-	if _, err := eng.CreateAccount(ctx, by, h.b, "free"); code(err) != engine.CodeAccountExists {
+	if _, err := eng.Admin.CreateAccount(ctx, by, h.b, "free"); code(err) != engine.CodeAccountExists {
 		h.t.Errorf("create twice: %v, want account_exists", err)
 	}
-	list, next, err := eng.ListAccounts(ctx, 10, "")
+	list, next, err := eng.Admin.ListAccounts(ctx, 10, "")
 	if err != nil || next != "" || len(list) != 2 {
 		h.t.Fatalf("ListAccounts = %+v, %q, %v", list, next, err)
 	}
@@ -431,47 +432,47 @@ func engineAccountsTest(h *harness) {
 			h.t.Errorf("account %s source %s, want %s", a.ID, a.Source, want)
 		}
 	}
-	if keys, err := eng.ListKeys(ctx, cfgID); err != nil || len(keys) != 1 || keys[0].Source != engine.SourceConfig {
+	if keys, err := eng.Admin.ListKeys(ctx, cfgID); err != nil || len(keys) != 1 || keys[0].Source != engine.SourceConfig {
 		h.t.Errorf("configured account's keys = %+v, %v; want one, source config", keys, err)
 	}
-	k, err := eng.IssueKey(ctx, by, h.b, "ci")
+	k, err := eng.Admin.IssueKey(ctx, by, h.b, "ci")
 	if err != nil {
 		h.t.Fatal(err)
 	}
 	if !strings.HasPrefix(k.Key, k.Prefix) || !strings.HasPrefix(k.Key, "lsh_") {
 		h.t.Errorf("key %q has prefix %q", k.Key, k.Prefix)
 	}
-	a, ok := eng.Authenticate(k.Key)
+	a, ok := eng.Accounts.Authenticate(k.Key)
 	if !ok || a.ID != h.b || a.Source != engine.SourceAPI || a.Plan.Name != "free" {
 		h.t.Fatalf("the issued key authenticates as %+v, %v; want %s on plan free", a, ok, h.b)
 	}
 	suspend := true
-	if _, err := eng.UpdateAccount(ctx, by, h.b, engine.AccountUpdate{Suspended: &suspend, Plan: &plan}); err != nil {
+	if _, err := eng.Admin.UpdateAccount(ctx, by, h.b, engine.AccountUpdate{Suspended: &suspend, Plan: &plan}); err != nil {
 		h.t.Fatal(err)
 	}
-	a, ok = eng.Authenticate(k.Key)
+	a, ok = eng.Accounts.Authenticate(k.Key)
 	if !ok || !a.Suspended || a.Plan.Name != "pro" {
 		h.t.Fatalf("after suspend and re-plan the key authenticates as %+v, %v", a, ok)
 	}
 	limit, window := int64(5), int64(1000)
 	q := engine.Query{Namespace: "ns", Items: []engine.Item{engine.CheckItem("k", engine.Inline{Algorithm: engine.FixedWindow, Limit: &limit, WindowMS: &window}, nil)}}
 	out := make([]engine.ItemResult, 1)
-	if _, err := eng.Decide(ctx, a, &q, out); code(err) != engine.CodeAccountSuspended {
+	if _, err := eng.Limits.Decide(ctx, a, &q, out); code(err) != engine.CodeAccountSuspended {
 		h.t.Errorf("a suspended account's decision: %v, want account_suspended", err)
 	}
-	if err := eng.RevokeKey(ctx, by, h.b, k.ID); err != nil {
+	if err := eng.Admin.RevokeKey(ctx, by, h.b, k.ID); err != nil {
 		h.t.Fatal(err)
 	}
-	if _, ok := eng.Authenticate(k.Key); ok {
+	if _, ok := eng.Accounts.Authenticate(k.Key); ok {
 		h.t.Error("a revoked key still authenticates")
 	}
-	if err := eng.DeleteAccount(ctx, by, h.b); err != nil {
+	if err := eng.Admin.DeleteAccount(ctx, by, h.b); err != nil {
 		h.t.Fatal(err)
 	}
-	if _, ok := eng.Account(h.b); ok {
+	if _, ok := eng.Accounts.Account(h.b); ok {
 		h.t.Error("a deleted account is still served")
 	}
-	if _, err := eng.GetAccount(ctx, h.b); code(err) != engine.CodeAccountNotFound {
+	if _, err := eng.Admin.GetAccount(ctx, h.b); code(err) != engine.CodeAccountNotFound {
 		h.t.Errorf("get a deleted account: %v, want account_not_found", err)
 	}
 }

@@ -108,7 +108,7 @@ func TestImportsRunDown(t *testing.T) {
 // a package outside engine/ (a store included), on net/http or on gRPC: the engine is the
 // domain, and the edges translate to it.
 func TestEngineImportsNoEdge(t *testing.T) {
-	checkInside(t, "engine", 4, "engine")
+	checkInside(t, "engine", 12, "engine")
 }
 
 // TestStoresImportOnlyTheEngine fails when a store depends, directly or not, on a package

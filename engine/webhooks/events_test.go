@@ -1,4 +1,4 @@
-package engine_test
+package webhooks_test
 
 import (
 	"context"
@@ -13,6 +13,9 @@ import (
 	"github.com/leashd/leash/testkit"
 
 	"github.com/leashd/leash/engine"
+	"github.com/leashd/leash/engine/webhooks"
+	"github.com/leashd/leash/engine/wiring"
+	"github.com/leashd/leash/testkit/enginekit"
 	"github.com/leashd/leash/webhook"
 	"github.com/leashd/leash/webhook/ssrf"
 )
@@ -35,16 +38,16 @@ func drain(t *testing.T, s engine.Store) []string {
 	return out
 }
 
-func (f *fixture) checks(t *testing.T, account string, n int) {
+func checks(t *testing.T, f *enginekit.Fixture, account string, n int) {
 	t.Helper()
 	for range n {
 		if _, err := (testkit.Check{
 			Namespace: "api", Key: "k", Limit: testkit.Ptr(int64(1000)), WindowMS: testkit.Ptr(int64(1000)),
-		}).Do(context.Background(), f.eng, f.accts[account]); err != nil {
+		}).Do(context.Background(), f.Eng, f.Accts[account]); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if err := f.eng.Flush(context.Background()); err != nil {
+	if err := f.Eng.Usage.Flush(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -53,50 +56,50 @@ func (f *fixture) checks(t *testing.T, account string, n int) {
 // usage.hard_cap_reached once it reaches the hard cap, each once per account and month,
 // only for plans with webhooks, with the data of spec §8.3.
 func TestUsageEvents(t *testing.T) {
-	f := newFixture(t, nil)
+	f := enginekit.New(t, nil)
 	// capped: plan tiny (webhooks, quota 2, hard cap 3); cheap: free (no webhooks).
-	f.checks(t, "capped", 2)
-	f.checks(t, "cheap", 5)
-	if got := drain(t, f.store); len(got) != 0 {
+	checks(t, f, "capped", 2)
+	checks(t, f, "cheap", 5)
+	if got := drain(t, f.Store); len(got) != 0 {
 		t.Fatalf("at the quota: events %q, want none", got)
 	}
-	f.checks(t, "capped", 1)
+	checks(t, f, "capped", 1)
 	want := []string{
 		`usage.hard_cap_reached capped {"month":"2026-11","total":3,"hard_cap":3}`,
 		`usage.quota_exceeded capped {"month":"2026-11","total":3,"quota":2}`,
 	}
-	if got := drain(t, f.store); !slices.Equal(got, want) {
+	if got := drain(t, f.Store); !slices.Equal(got, want) {
 		t.Fatalf("over the quota and at the cap: events\n%q\nwant\n%q", got, want)
 	}
 	// Refused requests and later flushes queue nothing more this month.
-	if _, err := (testkit.Check{Namespace: "api", Key: "k", Limit: testkit.Ptr(int64(9)), WindowMS: testkit.Ptr(int64(9))}).Do(context.Background(), f.eng, f.accts["capped"]); engine.CodeOf(err) != engine.CodeHardCapExceeded {
+	if _, err := (testkit.Check{Namespace: "api", Key: "k", Limit: testkit.Ptr(int64(9)), WindowMS: testkit.Ptr(int64(9))}).Do(context.Background(), f.Eng, f.Accts["capped"]); engine.CodeOf(err) != engine.CodeHardCapExceeded {
 		t.Fatalf("after the cap: %v", err)
 	}
-	f.checks(t, "acme", 1)
-	if got := drain(t, f.store); len(got) != 0 {
+	checks(t, f, "acme", 1)
+	if got := drain(t, f.Store); len(got) != 0 {
 		t.Fatalf("later in the month: events %q, want none", got)
 	}
 	// A second instance on the same store does not queue them again (the store's
 	// once-key, not this instance's memory, decides).
-	other := engine.New(engine.RolesOf(f.store), f.eng.Directory(), engine.Options{})
-	if err := other.Flush(context.Background()); err != nil {
+	other := wiring.New(engine.RolesOf(f.Store), f.Eng.Accounts.Directory(), wiring.Options{})
+	if err := other.Usage.Flush(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	if got := drain(t, f.store); len(got) != 0 {
+	if got := drain(t, f.Store); len(got) != 0 {
 		t.Fatalf("second instance: events %q, want none", got)
 	}
 
 	// A new month starts over.
-	f.clock.Advance(9 * 24 * time.Hour)                       // 2026-12-01 10:00
-	if err := f.eng.Flush(context.Background()); err != nil { // the flush loop's next tick
+	f.Clock.Advance(9 * 24 * time.Hour)                             // 2026-12-01 10:00
+	if err := f.Eng.Usage.Flush(context.Background()); err != nil { // the flush loop's next tick
 		t.Fatal(err)
 	}
-	f.checks(t, "capped", 3)
+	checks(t, f, "capped", 3)
 	want = []string{
 		`usage.hard_cap_reached capped {"month":"2026-12","total":3,"hard_cap":3}`,
 		`usage.quota_exceeded capped {"month":"2026-12","total":3,"quota":2}`,
 	}
-	if got := drain(t, f.store); !slices.Equal(got, want) {
+	if got := drain(t, f.Store); !slices.Equal(got, want) {
 		t.Fatalf("next month: events\n%q\nwant\n%q", got, want)
 	}
 }
@@ -119,32 +122,32 @@ func (s *failingEnqueue) Enqueue(ctx context.Context, ev engine.OutboxEvent, onc
 // TestUsageEventRetried: an event that could not be queued is queued by a later flush.
 func TestUsageEventRetried(t *testing.T) {
 	var fe *failingEnqueue
-	f := newFixture(t, func(s engine.Store) engine.Store {
+	f := enginekit.New(t, func(s engine.Store) engine.Store {
 		fe = &failingEnqueue{Store: s}
 		return fe
 	})
 	fe.fail.Store(true)
 	for range 3 {
-		if _, err := (testkit.Check{Namespace: "api", Key: "k", Limit: testkit.Ptr(int64(9)), WindowMS: testkit.Ptr(int64(9))}).Do(context.Background(), f.eng, f.accts["capped"]); err != nil {
+		if _, err := (testkit.Check{Namespace: "api", Key: "k", Limit: testkit.Ptr(int64(9)), WindowMS: testkit.Ptr(int64(9))}).Do(context.Background(), f.Eng, f.Accts["capped"]); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if err := f.eng.Flush(context.Background()); err == nil {
+	if err := f.Eng.Usage.Flush(context.Background()); err == nil {
 		t.Fatal("Flush with a failing Enqueue succeeded")
 	}
-	if got := drain(t, f.store); len(got) != 0 {
+	if got := drain(t, f.Store); len(got) != 0 {
 		t.Fatalf("events %q queued by a failing store", got)
 	}
 	fe.fail.Store(false)
-	if err := f.eng.Flush(context.Background()); err != nil {
+	if err := f.Eng.Usage.Flush(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	if got := drain(t, f.store); len(got) != 2 {
+	if got := drain(t, f.Store); len(got) != 2 {
 		t.Fatalf("after recovery: events %q, want quota_exceeded and hard_cap_reached", got)
 	}
 	// Once queued, later flushes do not ask the store again.
 	n := fe.calls.Load()
-	if err := f.eng.Flush(context.Background()); err != nil {
+	if err := f.Eng.Usage.Flush(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	if fe.calls.Load() != n {
@@ -155,61 +158,61 @@ func TestUsageEventRetried(t *testing.T) {
 // TestWebhookConfig: plan gate, screening, a new secret on every PUT, test events.
 func TestWebhookConfig(t *testing.T) {
 	ctx := context.Background()
-	f := newFixture(t, nil)
-	acme, cheap := f.accts["acme"], f.accts["cheap"]
+	f := enginekit.New(t, nil)
+	acme, cheap := f.Accts["acme"], f.Accts["cheap"]
 	var woken atomic.Int32
-	eng := engine.New(engine.RolesOf(f.store), f.eng.Directory(), engine.Options{Webhooks: engine.WebhookOptions{
+	eng := wiring.New(engine.RolesOf(f.Store), f.Eng.Accounts.Directory(), wiring.Options{Webhooks: webhooks.Options{
 		Screen:   webhook.Screen(ssrf.Policy{}, staticResolver{}),
 		Enqueued: func() { woken.Add(1) },
 	}})
 
-	_, err := eng.PutWebhook(ctx, cheap, "https://hooks.example.com/")
-	wantCode(t, err, engine.CodeWebhookNotOnPlan)
-	_, err = eng.TestWebhook(ctx, cheap)
-	wantCode(t, err, engine.CodeWebhookNotOnPlan)
-	_, err = eng.Webhook(ctx, acme)
-	wantCode(t, err, engine.CodeWebhookNotFound)
-	_, err = eng.TestWebhook(ctx, acme)
-	wantCode(t, err, engine.CodeWebhookNotFound)
+	_, err := eng.Webhooks.Put(ctx, cheap, "https://hooks.example.com/")
+	enginekit.WantCode(t, err, engine.CodeWebhookNotOnPlan)
+	_, err = eng.Webhooks.Test(ctx, cheap)
+	enginekit.WantCode(t, err, engine.CodeWebhookNotOnPlan)
+	_, err = eng.Webhooks.Get(ctx, acme)
+	enginekit.WantCode(t, err, engine.CodeWebhookNotFound)
+	_, err = eng.Webhooks.Test(ctx, acme)
+	enginekit.WantCode(t, err, engine.CodeWebhookNotFound)
 	for _, bad := range []string{"http://hooks.example.com/", "https://10.0.0.1/", "https://0x7f.1/", "https://[::ffff:127.0.0.1]/",
 		"https://metadata.google.internal/", "https://nx.example.com/", ""} {
-		_, err = eng.PutWebhook(ctx, acme, bad)
-		wantCode(t, err, engine.CodeWebhookURLRejected)
+		_, err = eng.Webhooks.Put(ctx, acme, bad)
+		enginekit.WantCode(t, err, engine.CodeWebhookURLRejected)
 	}
 
-	w1, err := eng.PutWebhook(ctx, acme, "https://Hooks.Example.COM:443/a")
+	w1, err := eng.Webhooks.Put(ctx, acme, "https://Hooks.Example.COM:443/a")
 	if err != nil {
 		t.Fatal(err)
 	}
-	w2, err := eng.PutWebhook(ctx, acme, "https://hooks.example.com/b")
+	w2, err := eng.Webhooks.Put(ctx, acme, "https://hooks.example.com/b")
 	if err != nil {
 		t.Fatal(err)
 	}
 	if w1.URL != "https://hooks.example.com:443/a" || w1.Secret == w2.Secret || len(w1.Secret) != len("whsec_")+43 {
 		t.Fatalf("webhooks %+v, %+v", w1, w2)
 	}
-	if u, err := eng.Webhook(ctx, acme); err != nil || u != w2.URL {
+	if u, err := eng.Webhooks.Get(ctx, acme); err != nil || u != w2.URL {
 		t.Fatalf("Webhook = %q, %v", u, err)
 	}
-	id, err := eng.TestWebhook(ctx, acme)
+	id, err := eng.Webhooks.Test(ctx, acme)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if woken.Load() != 1 {
 		t.Fatalf("Enqueued called %d times, want 1", woken.Load())
 	}
-	evs, _ := f.store.Claim(ctx, 10, 0)
-	if len(evs) != 1 || evs[0].ID != id || evs[0].Type != engine.EventTest || evs[0].CreatedMS != start.UnixMilli() {
+	evs, _ := f.Store.Claim(ctx, 10, 0)
+	if len(evs) != 1 || evs[0].ID != id || evs[0].Type != webhooks.EventTest || evs[0].CreatedMS != enginekit.Start.UnixMilli() {
 		t.Fatalf("outbox %+v, want the test event %s", evs, id)
 	}
-	if err := eng.DeleteWebhook(ctx, acme); err != nil {
+	if err := eng.Webhooks.Delete(ctx, acme); err != nil {
 		t.Fatal(err)
 	}
-	if err := eng.DeleteWebhook(ctx, acme); err != nil {
+	if err := eng.Webhooks.Delete(ctx, acme); err != nil {
 		t.Fatal(err)
 	}
-	_, err = eng.Webhook(ctx, acme)
-	wantCode(t, err, engine.CodeWebhookNotFound)
+	_, err = eng.Webhooks.Get(ctx, acme)
+	enginekit.WantCode(t, err, engine.CodeWebhookNotFound)
 }
 
 // staticResolver: hooks.example.com is a public address; nothing else resolves.
@@ -229,11 +232,11 @@ func (staticResolver) LookupNetIP(_ context.Context, _, host string) ([]netip.Ad
 // an engine without a screen sets no webhook.
 func TestWebhookScreenOutcomes(t *testing.T) {
 	ctx := context.Background()
-	f := newFixture(t, nil)
-	acme := f.accts["acme"]
-	put := func(ctx context.Context, screen engine.URLScreen) (engine.Webhook, error) {
-		eng := engine.New(engine.RolesOf(f.store), f.eng.Directory(), engine.Options{Webhooks: engine.WebhookOptions{Screen: screen}})
-		return eng.PutWebhook(ctx, acme, "https://Hooks.example.com/in")
+	f := enginekit.New(t, nil)
+	acme := f.Accts["acme"]
+	put := func(ctx context.Context, screen webhooks.URLScreen) (engine.Webhook, error) {
+		eng := wiring.New(engine.RolesOf(f.Store), f.Eng.Accounts.Directory(), wiring.Options{Webhooks: webhooks.Options{Screen: screen}})
+		return eng.Webhooks.Put(ctx, acme, "https://Hooks.example.com/in")
 	}
 	message := func(err error) string {
 		if e, ok := errors.AsType[*engine.Error](err); ok {
@@ -243,15 +246,15 @@ func TestWebhookScreenOutcomes(t *testing.T) {
 	}
 
 	_, err := put(ctx, func(context.Context, string) (string, error) {
-		return "", fmt.Errorf("screening: %w", &engine.URLRejectedError{Reason: "URL scheme must be https"})
+		return "", fmt.Errorf("screening: %w", &webhooks.URLRejectedError{Reason: "URL scheme must be https"})
 	})
-	wantCode(t, err, engine.CodeWebhookURLRejected)
+	enginekit.WantCode(t, err, engine.CodeWebhookURLRejected)
 	if got := message(err); got != "webhook URL rejected: URL scheme must be https" {
 		t.Errorf("refusal message %q", got)
 	}
 
 	_, err = put(ctx, func(context.Context, string) (string, error) { return "", context.DeadlineExceeded })
-	wantCode(t, err, engine.CodeWebhookURLRejected)
+	enginekit.WantCode(t, err, engine.CodeWebhookURLRejected)
 	if got := message(err); got != "webhook URL rejected: host does not resolve" {
 		t.Errorf("lookup timeout message %q", got)
 	}
@@ -259,11 +262,11 @@ func TestWebhookScreenOutcomes(t *testing.T) {
 	gone, cancel := context.WithCancel(ctx)
 	cancel()
 	_, err = put(gone, func(ctx context.Context, _ string) (string, error) { return "", ctx.Err() })
-	wantCode(t, err, engine.CodeUnavailable)
+	enginekit.WantCode(t, err, engine.CodeUnavailable)
 
 	_, err = put(ctx, nil)
-	wantCode(t, err, engine.CodeInternal)
-	if _, err := f.eng.Webhook(ctx, acme); engine.CodeOf(err) != engine.CodeWebhookNotFound {
+	enginekit.WantCode(t, err, engine.CodeInternal)
+	if _, err := f.Eng.Webhooks.Get(ctx, acme); engine.CodeOf(err) != engine.CodeWebhookNotFound {
 		t.Fatalf("after refusals: webhook %v, want none set", err)
 	}
 
@@ -281,7 +284,7 @@ func TestWebhookScreenOutcomes(t *testing.T) {
 	if screened != "https://Hooks.example.com/in" || w.URL != "https://hooks.example.com/in" {
 		t.Fatalf("screened %q, stored %q; want the raw URL screened and the canonical one stored", screened, w.URL)
 	}
-	if u, err := f.eng.Webhook(ctx, acme); err != nil || u != w.URL {
+	if u, err := f.Eng.Webhooks.Get(ctx, acme); err != nil || u != w.URL {
 		t.Fatalf("Webhook = %q, %v", u, err)
 	}
 }

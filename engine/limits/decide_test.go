@@ -1,4 +1,4 @@
-package engine_test
+package limits_test
 
 import (
 	"context"
@@ -7,8 +7,12 @@ import (
 	"time"
 
 	"github.com/leashd/leash/engine"
+	"github.com/leashd/leash/engine/limits"
+	"github.com/leashd/leash/engine/rules"
+	"github.com/leashd/leash/engine/wiring"
 	"github.com/leashd/leash/store/memstore"
 	"github.com/leashd/leash/testkit"
+	"github.com/leashd/leash/testkit/enginekit"
 )
 
 // TestDecideItems drives one query through every kind of item (spec §1.4, §9.5): given
@@ -17,8 +21,8 @@ import (
 // counts (spec §7.1).
 func TestDecideItems(t *testing.T) {
 	ctx := context.Background()
-	f := newFixture(t, nil)
-	acme := f.accts["acme"]
+	f := enginekit.New(t, nil)
+	acme := f.Accts["acme"]
 	limits := []engine.Limit{
 		{Algorithm: engine.FixedWindow, Limit: 2, WindowMS: 1000},
 		{Algorithm: engine.SlidingWindow, Limit: 5, WindowMS: 60_000},
@@ -26,7 +30,7 @@ func TestDecideItems(t *testing.T) {
 	decide := func(items ...engine.Item) ([]engine.ItemResult, engine.Outcome) {
 		t.Helper()
 		out := make([]engine.ItemResult, len(items))
-		o, err := f.eng.Decide(ctx, acme, &engine.Query{Namespace: "n", Items: items}, out)
+		o, err := f.Eng.Limits.Decide(ctx, acme, &engine.Query{Namespace: "n", Items: items}, out)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -36,7 +40,7 @@ func TestDecideItems(t *testing.T) {
 		return engine.Item{Key: "k", Cost: cost, Source: engine.Given, Limits: limits, Shadow: shadow}
 	}
 	r, o := decide(given(2, false))
-	if !o.Allowed || !r[0].Allowed || r[0].Remaining != 0 || r[0].Index != 0 || o.NowMS != start.UnixMilli() {
+	if !o.Allowed || !r[0].Allowed || r[0].Remaining != 0 || r[0].Index != 0 || o.NowMS != enginekit.Start.UnixMilli() {
 		t.Fatalf("first: %+v %+v", r, o)
 	}
 	// The per-second limit denies; the minute's counter is not spent (all or none).
@@ -54,7 +58,7 @@ func TestDecideItems(t *testing.T) {
 		t.Fatalf("cost 3: %+v", r)
 	}
 	// Zero limit: denied until its window ends, without a store operation.
-	f.clock.Advance(250 * time.Millisecond)
+	f.Clock.Advance(250 * time.Millisecond)
 	r, _ = decide(engine.Item{Key: "z", Cost: 1, Source: engine.Given, Limits: []engine.Limit{{Algorithm: engine.FixedWindow, Limit: 0, WindowMS: 1000}}})
 	if r[0].Allowed || !r[0].Limited || r[0].ResetMS != 750 || r[0].Remaining != 0 {
 		t.Fatalf("zero limit: %+v", r)
@@ -64,7 +68,7 @@ func TestDecideItems(t *testing.T) {
 	if !r[0].Allowed || r[0].Limited || !r[1].Allowed || r[1].Limited {
 		t.Fatalf("no rule, no limit: %+v", r)
 	}
-	if _, _, err := f.eng.PutRule(ctx, acme, "n", &engine.RuleRequest{Algorithm: testkit.Ptr("fixed_window"), Limit: testkit.Ptr(int64(1)), WindowMS: testkit.Ptr(int64(60_000))}); err != nil {
+	if _, _, err := f.Eng.Rules.Put(ctx, acme, "n", &rules.RuleRequest{Algorithm: testkit.Ptr("fixed_window"), Limit: testkit.Ptr(int64(1)), WindowMS: testkit.Ptr(int64(60_000))}); err != nil {
 		t.Fatal(err)
 	}
 	r, _ = decide(engine.Item{Key: "k2", Cost: 1, Source: engine.RuleIfAny})
@@ -75,10 +79,10 @@ func TestDecideItems(t *testing.T) {
 	if r[0].Allowed {
 		t.Fatalf("rule fallback, second: %+v", r)
 	}
-	if err := f.eng.Flush(ctx); err != nil {
+	if err := f.Eng.Usage.Flush(ctx); err != nil {
 		t.Fatal(err)
 	}
-	st, err := f.eng.Stats(ctx, acme, "n")
+	st, err := f.Eng.Usage.Stats(ctx, acme, "n")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -93,7 +97,7 @@ func TestDecideItems(t *testing.T) {
 // that fails spends and counts nothing.
 func TestDecideRefusals(t *testing.T) {
 	ctx := context.Background()
-	f := newFixture(t, nil)
+	f := enginekit.New(t, nil)
 	fw := engine.Limit{Algorithm: engine.FixedWindow, Limit: 1, WindowMS: 1000}
 	bad := []struct {
 		name string
@@ -101,28 +105,28 @@ func TestDecideRefusals(t *testing.T) {
 		q    engine.Query
 		code engine.Code
 	}{
-		{"no items", f.accts["acme"], engine.Query{Namespace: "n"}, engine.CodeInvalidRequest},
-		{"bad namespace", f.accts["acme"], engine.Query{Namespace: "-n", Items: []engine.Item{{Key: "k", Source: engine.Given, Limits: []engine.Limit{fw}}}}, engine.CodeInvalidRequest},
-		{"no limits", f.accts["acme"], engine.Query{Namespace: "n", Items: []engine.Item{{Key: "k", Source: engine.Given}}}, engine.CodeInvalidRequest},
-		{"lease algorithm", f.accts["acme"], engine.Query{Namespace: "n", Items: []engine.Item{{Key: "k", Source: engine.Given, Limits: []engine.Limit{{Algorithm: engine.ConcurrentLimit, Limit: 1, WindowMS: 1}}}}}, engine.CodeInvalidRequest},
-		{"same limit twice", f.accts["acme"], engine.Query{Namespace: "n", Items: []engine.Item{{Key: "k", Source: engine.Given, Limits: []engine.Limit{fw, fw}}}}, engine.CodeInvalidRequest},
-		{"window out of range", f.accts["acme"], engine.Query{Namespace: "n", Items: []engine.Item{{Key: "k", Source: engine.Given, Limits: []engine.Limit{{Algorithm: engine.FixedWindow, Limit: 1, WindowMS: 0}}}}}, engine.CodeInvalidRequest},
-		{"negative cost", f.accts["acme"], engine.Query{Namespace: "n", Items: []engine.Item{{Key: "k", Cost: -1, Source: engine.Given, Limits: []engine.Limit{fw}}}}, engine.CodeInvalidRequest},
-		{"strict cost above the limit", f.accts["acme"], engine.Query{Namespace: "n", StrictCost: true, Items: []engine.Item{{Key: "k", Cost: 2, Source: engine.Given, Limits: []engine.Limit{fw}}}}, engine.CodeInvalidRequest},
-		{"not on plan", f.accts["cheap"], engine.Query{Namespace: "n", Items: []engine.Item{{Key: "k", Source: engine.Given, Limits: []engine.Limit{{Algorithm: engine.TokenBucket, Limit: 1, WindowMS: 1000}}}}}, engine.CodeAlgorithmNotOnPlan},
-		{"unrecognized algorithm", f.accts["acme"], engine.Query{Namespace: "n", Items: []engine.Item{{Key: "k", Source: engine.FromRule, Inline: engine.Inline{Algorithm: engine.AlgorithmUnrecognized}}}}, engine.CodeUnknownAlgorithm},
-		{"a good item, then a bad one", f.accts["acme"], engine.Query{Namespace: "n", Items: []engine.Item{{Key: "k", Cost: 1, Source: engine.Given, Limits: []engine.Limit{fw}}, {Key: "", Source: engine.Given, Limits: []engine.Limit{fw}}}}, engine.CodeInvalidRequest},
+		{"no items", f.Accts["acme"], engine.Query{Namespace: "n"}, engine.CodeInvalidRequest},
+		{"bad namespace", f.Accts["acme"], engine.Query{Namespace: "-n", Items: []engine.Item{{Key: "k", Source: engine.Given, Limits: []engine.Limit{fw}}}}, engine.CodeInvalidRequest},
+		{"no limits", f.Accts["acme"], engine.Query{Namespace: "n", Items: []engine.Item{{Key: "k", Source: engine.Given}}}, engine.CodeInvalidRequest},
+		{"lease algorithm", f.Accts["acme"], engine.Query{Namespace: "n", Items: []engine.Item{{Key: "k", Source: engine.Given, Limits: []engine.Limit{{Algorithm: engine.ConcurrentLimit, Limit: 1, WindowMS: 1}}}}}, engine.CodeInvalidRequest},
+		{"same limit twice", f.Accts["acme"], engine.Query{Namespace: "n", Items: []engine.Item{{Key: "k", Source: engine.Given, Limits: []engine.Limit{fw, fw}}}}, engine.CodeInvalidRequest},
+		{"window out of range", f.Accts["acme"], engine.Query{Namespace: "n", Items: []engine.Item{{Key: "k", Source: engine.Given, Limits: []engine.Limit{{Algorithm: engine.FixedWindow, Limit: 1, WindowMS: 0}}}}}, engine.CodeInvalidRequest},
+		{"negative cost", f.Accts["acme"], engine.Query{Namespace: "n", Items: []engine.Item{{Key: "k", Cost: -1, Source: engine.Given, Limits: []engine.Limit{fw}}}}, engine.CodeInvalidRequest},
+		{"strict cost above the limit", f.Accts["acme"], engine.Query{Namespace: "n", StrictCost: true, Items: []engine.Item{{Key: "k", Cost: 2, Source: engine.Given, Limits: []engine.Limit{fw}}}}, engine.CodeInvalidRequest},
+		{"not on plan", f.Accts["cheap"], engine.Query{Namespace: "n", Items: []engine.Item{{Key: "k", Source: engine.Given, Limits: []engine.Limit{{Algorithm: engine.TokenBucket, Limit: 1, WindowMS: 1000}}}}}, engine.CodeAlgorithmNotOnPlan},
+		{"unrecognized algorithm", f.Accts["acme"], engine.Query{Namespace: "n", Items: []engine.Item{{Key: "k", Source: engine.FromRule, Inline: engine.Inline{Algorithm: engine.AlgorithmUnrecognized}}}}, engine.CodeUnknownAlgorithm},
+		{"a good item, then a bad one", f.Accts["acme"], engine.Query{Namespace: "n", Items: []engine.Item{{Key: "k", Cost: 1, Source: engine.Given, Limits: []engine.Limit{fw}}, {Key: "", Source: engine.Given, Limits: []engine.Limit{fw}}}}, engine.CodeInvalidRequest},
 	}
 	for _, tc := range bad {
 		out := make([]engine.ItemResult, max(1, len(tc.q.Items)))
-		if _, err := f.eng.Decide(ctx, tc.a, &tc.q, out); engine.CodeOf(err) != tc.code {
+		if _, err := f.Eng.Limits.Decide(ctx, tc.a, &tc.q, out); engine.CodeOf(err) != tc.code {
 			t.Errorf("%s: got %v, want %s", tc.name, err, tc.code)
 		}
 	}
-	if err := f.eng.Flush(ctx); err != nil {
+	if err := f.Eng.Usage.Flush(ctx); err != nil {
 		t.Fatal(err)
 	}
-	st, err := f.eng.Stats(ctx, f.accts["acme"], "n")
+	st, err := f.Eng.Usage.Stats(ctx, f.Accts["acme"], "n")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -131,7 +135,7 @@ func TestDecideRefusals(t *testing.T) {
 	}
 	// Nothing was spent by the refused query with a good first item.
 	out := make([]engine.ItemResult, 1)
-	if _, err := f.eng.Decide(ctx, f.accts["acme"], &engine.Query{Namespace: "n", Items: []engine.Item{{Key: "k", Cost: 1, Source: engine.Given, Limits: []engine.Limit{fw}}}}, out); err != nil || !out[0].Allowed {
+	if _, err := f.Eng.Limits.Decide(ctx, f.Accts["acme"], &engine.Query{Namespace: "n", Items: []engine.Item{{Key: "k", Cost: 1, Source: engine.Given, Limits: []engine.Limit{fw}}}}, out); err != nil || !out[0].Allowed {
 		t.Fatalf("after the refusals: %+v, %v", out, err)
 	}
 }
@@ -155,7 +159,7 @@ func TestLocalCacheOnChecks(t *testing.T) {
 	t.Cleanup(func() { _ = cs.Close() })
 	dir, _ := engine.NewDirectory([]engine.AccountSpec{{ID: "a", Plan: engine.BuiltinPlans()["scale"]}})
 	acct, _ := dir.Account("a")
-	eng := engine.New(engine.RolesOf(cs), dir, engine.Options{LocalCacheMaxEntries: 10})
+	eng := wiring.New(engine.RolesOf(cs), dir, wiring.Options{LocalCacheMaxEntries: 10})
 	chk := testkit.Check{Namespace: "n", Key: "k", Algorithm: testkit.Ptr("fixed_window"), Limit: testkit.Ptr(int64(1)), WindowMS: testkit.Ptr(int64(3_600_000))}
 	if d, err := chk.Do(ctx, eng, acct); err != nil || !d.Allowed {
 		t.Fatal(d, err)
@@ -169,8 +173,8 @@ func TestLocalCacheOnChecks(t *testing.T) {
 			t.Fatal(d, err)
 		}
 	}
-	if n := cs.spends.Load() - before; n != 0 || eng.LocalCacheHits() != 50 {
-		t.Fatalf("%d store spends and %d cache hits during 50 denied checks, want 0 and 50", n, eng.LocalCacheHits())
+	if n := cs.spends.Load() - before; n != 0 || eng.Limits.LocalCacheHits() != 50 {
+		t.Fatalf("%d store spends and %d cache hits during 50 denied checks, want 0 and 50", n, eng.Limits.LocalCacheHits())
 	}
 	// A look (cost 0) is not a denial the cache holds: it goes to the store.
 	look := chk
@@ -178,7 +182,7 @@ func TestLocalCacheOnChecks(t *testing.T) {
 	if _, err := look.Do(ctx, eng, acct); err != nil || cs.spends.Load() == before {
 		t.Fatal("a look was answered from the cache", err)
 	}
-	if err := eng.Reset(ctx, acct, &engine.ResetRequest{Namespace: "n", Key: "k", Algorithm: engine.FixedWindow, WindowMS: testkit.Ptr(int64(3_600_000))}); err != nil {
+	if err := eng.Limits.Reset(ctx, acct, &limits.ResetRequest{Namespace: "n", Key: "k", Algorithm: engine.FixedWindow, WindowMS: testkit.Ptr(int64(3_600_000))}); err != nil {
 		t.Fatal(err)
 	}
 	if d, err := chk.Do(ctx, eng, acct); err != nil || !d.Allowed {
@@ -191,15 +195,15 @@ func TestLocalCacheOnChecks(t *testing.T) {
 // the denied ones as blocked (spec §14.3).
 func TestDecideReport(t *testing.T) {
 	ctx := context.Background()
-	f := newFixture(t, nil)
-	acme := f.accts["acme"]
+	f := enginekit.New(t, nil)
+	acme := f.Accts["acme"]
 	fw := []engine.Limit{{Algorithm: engine.FixedWindow, Limit: 10, WindowMS: 60_000}}
 	two := []engine.Limit{fw[0], {Algorithm: engine.SlidingWindow, Limit: 100, WindowMS: 3_600_000}}
 	report := func(key string, limits []engine.Limit, allowed, denied int64) engine.ItemResult {
 		t.Helper()
 		out := make([]engine.ItemResult, 1)
 		it := engine.Item{Key: key, Cost: allowed, Source: engine.Given, Limits: limits, Report: &engine.Report{Allowed: allowed, Denied: denied}}
-		if _, err := f.eng.Decide(ctx, acme, &engine.Query{Edge: engine.EdgeRLQS, Namespace: "n", Items: []engine.Item{it}}, out); err != nil {
+		if _, err := f.Eng.Limits.Decide(ctx, acme, &engine.Query{Edge: engine.EdgeRLQS, Namespace: "n", Items: []engine.Item{it}}, out); err != nil {
 			t.Fatal(err)
 		}
 		return out[0]
@@ -221,19 +225,19 @@ func TestDecideReport(t *testing.T) {
 	}
 	// The hour's counter got the 10 that fit the minute's.
 	out := make([]engine.ItemResult, 1)
-	if _, err := f.eng.Decide(ctx, acme, &engine.Query{Namespace: "n", Items: []engine.Item{{Key: "two", Cost: 0, Source: engine.Given, Limits: two[1:]}}}, out); err != nil || out[0].Remaining != 90 {
+	if _, err := f.Eng.Limits.Decide(ctx, acme, &engine.Query{Namespace: "n", Items: []engine.Item{{Key: "two", Cost: 0, Source: engine.Given, Limits: two[1:]}}}, out); err != nil || out[0].Remaining != 90 {
 		t.Fatalf("hour counter: %+v %v", out[0], err)
 	}
 	for _, bad := range []engine.Report{{Allowed: 1, Denied: -1}, {Allowed: 2, Denied: 0}} {
 		it := engine.Item{Key: "k", Cost: 1, Source: engine.Given, Limits: fw, Report: &bad}
-		if _, err := f.eng.Decide(ctx, acme, &engine.Query{Namespace: "n", Items: []engine.Item{it}}, out); engine.CodeOf(err) != engine.CodeInvalidRequest {
+		if _, err := f.Eng.Limits.Decide(ctx, acme, &engine.Query{Namespace: "n", Items: []engine.Item{it}}, out); engine.CodeOf(err) != engine.CodeInvalidRequest {
 			t.Errorf("report %+v: %v", bad, err)
 		}
 	}
-	if err := f.eng.Flush(ctx); err != nil {
+	if err := f.Eng.Usage.Flush(ctx); err != nil {
 		t.Fatal(err)
 	}
-	st, err := f.eng.Stats(ctx, acme, "n")
+	st, err := f.Eng.Usage.Stats(ctx, acme, "n")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,10 +1,13 @@
-package engine_test
+package leases_test
 
 import (
 	"context"
 	"testing"
+	"time"
 
 	"github.com/leashd/leash/engine"
+	"github.com/leashd/leash/engine/leases"
+	"github.com/leashd/leash/engine/wiring"
 	"github.com/leashd/leash/store/memstore"
 	"github.com/leashd/leash/testkit"
 )
@@ -12,7 +15,7 @@ import (
 // leaseEngine is an engine on a memory store for fuzzing, replaced by a fresh one every
 // few thousand inputs so that the usage it records for fuzzed namespaces stays small.
 type leaseEngine struct {
-	eng         *engine.Engine
+	eng         *wiring.Engine
 	store       *memstore.Store
 	acme, other *engine.Account
 	uses        int
@@ -25,7 +28,7 @@ func (le *leaseEngine) next(t *testing.T) *leaseEngine {
 		return le
 	}
 	le.close()
-	ms := memstore.New(memstore.Options{Clock: &clock{t: start}})
+	ms := memstore.New(memstore.Options{Clock: testkit.NewFakeClock(time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC))})
 	pro := engine.BuiltinPlans()["pro"]
 	dir, err := engine.NewDirectory([]engine.AccountSpec{
 		{ID: "acme", Plan: pro, KeyHashes: [][32]byte{engine.HashKey("k-acme")}},
@@ -36,7 +39,7 @@ func (le *leaseEngine) next(t *testing.T) *leaseEngine {
 	}
 	acme, _ := dir.Account("acme")
 	other, _ := dir.Account("other")
-	return &leaseEngine{eng: engine.New(engine.RolesOf(ms), dir, engine.Options{}), store: ms, acme: acme, other: other}
+	return &leaseEngine{eng: wiring.New(engine.RolesOf(ms), dir, wiring.Options{}), store: ms, acme: acme, other: other}
 }
 
 func (le *leaseEngine) close() {
@@ -67,7 +70,7 @@ func FuzzLeaseIssued(f *testing.F) {
 	f.Fuzz(func(t *testing.T, ns, key, key2 string) {
 		le = le.next(t)
 		fx, acme, other := le, le.acme, le.other
-		d, err := fx.eng.Acquire(ctx, acme, &engine.AcquireRequest{Namespace: ns, Key: key, Limit: testkit.Ptr(int64(1)), WindowMS: testkit.Ptr(int64(60_000))})
+		d, err := fx.eng.Leases.Acquire(ctx, acme, &leases.AcquireRequest{Namespace: ns, Key: key, Limit: testkit.Ptr(int64(1)), WindowMS: testkit.Ptr(int64(60_000))})
 		leasable := engine.ValidNamespace(ns) && engine.ValidKey(key)
 		if err != nil || !leasable {
 			if leasable || engine.CodeOf(err) != engine.CodeInvalidRequest {
@@ -82,22 +85,22 @@ func FuzzLeaseIssued(f *testing.F) {
 		if !ok || gotNS != ns || gotKey != key {
 			t.Fatalf("lease on %q, %q has id %q, which parses as %q, %q (%v)", ns, key, d.LeaseID, gotNS, gotKey, ok)
 		}
-		if r, err := fx.eng.Release(ctx, other, d.LeaseID); err != nil || r.Released || r.Active != 0 {
+		if r, err := fx.eng.Leases.Release(ctx, other, d.LeaseID); err != nil || r.Released || r.Active != 0 {
 			t.Fatalf("another account's Release(%q) = %+v, %v", d.LeaseID, r, err)
 		}
 		if key2 != key && engine.ValidKey(key2) {
 			moved := engine.FormatLeaseID(ns, key2, tok)
-			if r, err := fx.eng.Release(ctx, acme, moved); err != nil || r.Released {
+			if r, err := fx.eng.Leases.Release(ctx, acme, moved); err != nil || r.Released {
 				t.Fatalf("the token under key %q: Release(%q) = %+v, %v", key2, moved, r, err)
 			}
 		}
-		if r, err := fx.eng.Renew(ctx, acme, d.LeaseID, nil); err != nil || !r.Renewed || r.Active != 1 {
+		if r, err := fx.eng.Leases.Renew(ctx, acme, d.LeaseID, nil); err != nil || !r.Renewed || r.Active != 1 {
 			t.Fatalf("Renew(%q) = %+v, %v", d.LeaseID, r, err)
 		}
-		if r, err := fx.eng.Release(ctx, acme, d.LeaseID); err != nil || !r.Released || r.Active != 0 {
+		if r, err := fx.eng.Leases.Release(ctx, acme, d.LeaseID); err != nil || !r.Released || r.Active != 0 {
 			t.Fatalf("Release(%q) = %+v, %v", d.LeaseID, r, err)
 		}
-		if r, err := fx.eng.Release(ctx, acme, d.LeaseID); err != nil || r.Released {
+		if r, err := fx.eng.Leases.Release(ctx, acme, d.LeaseID); err != nil || r.Released {
 			t.Fatalf("second Release(%q) = %+v, %v", d.LeaseID, r, err)
 		}
 	})

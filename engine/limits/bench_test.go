@@ -1,4 +1,4 @@
-package engine_test
+package limits_test
 
 import (
 	"context"
@@ -7,6 +7,8 @@ import (
 	"testing"
 
 	"github.com/leashd/leash/engine"
+	"github.com/leashd/leash/engine/rules"
+	"github.com/leashd/leash/engine/wiring"
 	"github.com/leashd/leash/store/memstore"
 )
 
@@ -24,9 +26,9 @@ func newChecker(ns string, alg engine.Algorithm, limit, window *int64) *checker 
 	return c
 }
 
-func (c *checker) check(ctx context.Context, eng *engine.Engine, a *engine.Account, key string) error {
+func (c *checker) check(ctx context.Context, eng *wiring.Engine, a *engine.Account, key string) error {
 	c.item[0].Key = key
-	_, err := eng.Decide(ctx, a, &c.q, c.res[:])
+	_, err := eng.Limits.Decide(ctx, a, &c.q, c.res[:])
 	return err
 }
 
@@ -40,7 +42,7 @@ func BenchmarkEngineCheck(b *testing.B) {
 			s := memstore.New(memstore.Options{})
 			defer s.Close()
 			dir, _ := engine.NewDirectory([]engine.AccountSpec{{ID: "bench", Plan: engine.BuiltinPlans()["scale"]}})
-			eng := engine.New(engine.RolesOf(s), dir, engine.Options{})
+			eng := wiring.New(engine.RolesOf(s), dir, wiring.Options{})
 			acct, _ := dir.Account("bench")
 			const nKeys = 100_000
 			keys := make([]string, nKeys)
@@ -78,7 +80,7 @@ func TestCheckAllocations(t *testing.T) {
 	s := memstore.New(memstore.Options{})
 	defer s.Close()
 	dir, _ := engine.NewDirectory([]engine.AccountSpec{{ID: "a", Plan: engine.BuiltinPlans()["scale"]}})
-	eng := engine.New(engine.RolesOf(s), dir, engine.Options{})
+	eng := wiring.New(engine.RolesOf(s), dir, wiring.Options{})
 	acct, _ := dir.Account("a")
 	limit, window := int64(1_000_000_000), int64(60_000)
 	c := newChecker("n", engine.AlgorithmUnknown, &limit, &window)
@@ -97,14 +99,14 @@ func TestCheckAllocations(t *testing.T) {
 //
 //	go test -run='^$' -bench=EngineCheckRule -benchmem ./engine/
 func BenchmarkEngineCheckRule(b *testing.B) {
-	many := make([]engine.OverrideRequest, engine.MaxOverrides)
+	many := make([]rules.OverrideRequest, engine.MaxOverrides)
 	for i := range many {
 		k, l := "vip-"+strconv.Itoa(i), int64(2_000_000_000/2)
-		many[i] = engine.OverrideRequest{Key: &k, Limit: &l}
+		many[i] = rules.OverrideRequest{Key: &k, Limit: &l}
 	}
 	for _, bc := range []struct {
 		name      string
-		overrides []engine.OverrideRequest
+		overrides []rules.OverrideRequest
 		key       string
 	}{
 		{"no_overrides", nil, "user-1"},
@@ -115,11 +117,11 @@ func BenchmarkEngineCheckRule(b *testing.B) {
 			s := memstore.New(memstore.Options{})
 			defer s.Close()
 			dir, _ := engine.NewDirectory([]engine.AccountSpec{{ID: "bench", Plan: engine.BuiltinPlans()["scale"]}})
-			eng := engine.New(engine.RolesOf(s), dir, engine.Options{})
+			eng := wiring.New(engine.RolesOf(s), dir, wiring.Options{})
 			acct, _ := dir.Account("bench")
 			ctx := context.Background()
 			alg, limit, window := "token_bucket", int64(1_000_000_000), int64(60_000)
-			if _, _, err := eng.PutRule(ctx, acct, "bench", &engine.RuleRequest{Algorithm: &alg, Limit: &limit, WindowMS: &window, Overrides: bc.overrides}); err != nil {
+			if _, _, err := eng.Rules.Put(ctx, acct, "bench", &rules.RuleRequest{Algorithm: &alg, Limit: &limit, WindowMS: &window, Overrides: bc.overrides}); err != nil {
 				b.Fatal(err)
 			}
 			c := newChecker("bench", engine.AlgorithmUnknown, nil, nil)
