@@ -7,9 +7,9 @@ import (
 	"time"
 
 	"github.com/leashd/leash/engine"
-	"github.com/leashd/leash/wire"
 	"github.com/leashd/leash/engine/accounts"
 	"github.com/leashd/leash/engine/usage"
+	"github.com/leashd/leash/wire"
 )
 
 // The admin API and the account's own routes (spec §15): operator routes under
