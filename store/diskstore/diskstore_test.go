@@ -51,6 +51,9 @@ func TestConformance(t *testing.T) {
 // TestConformanceReopened runs the suite on a store that is closed and opened again
 // every few calls, so most answers depend on what the disk kept.
 func TestConformanceReopened(t *testing.T) {
+	if testing.Short() {
+		t.Skip("reopens a store thousands of times")
+	}
 	storetest.Run(t, func(t *testing.T, clock engine.Clock) engine.Store {
 		r := &reopening{t: t, dir: t.TempDir(), clock: clock}
 		r.s = open(t, r.dir, clock, diskstore.Options{SyncInterval: time.Hour})
