@@ -12,7 +12,7 @@ import (
 
 // accountStore holds the admin API's accounts and keys behind one mutex: they change
 // rarely and are read whole by each poll that sees a new version. They live as long as
-// the process (spec §15.2).
+// the process (spec §15.2), or as the journal keeps them.
 type accountStore struct {
 	mu       sync.Mutex
 	accounts map[string]engine.StoredAccount
@@ -37,7 +37,7 @@ func (a *accountStore) withKeys(acc engine.StoredAccount) engine.StoredAccount {
 }
 
 // CreateAccount stores acc with CreatedMS now, unless its id exists.
-func (s *Store) CreateAccount(_ context.Context, acc engine.StoredAccount) (engine.StoredAccount, bool, error) {
+func (s *admin) CreateAccount(_ context.Context, acc engine.StoredAccount) (engine.StoredAccount, bool, error) {
 	if s.closed.Load() {
 		return engine.StoredAccount{}, false, ErrClosed
 	}
@@ -51,13 +51,16 @@ func (s *Store) CreateAccount(_ context.Context, acc engine.StoredAccount) (engi
 		return a.withKeys(old), false, nil
 	}
 	acc.CreatedMS, acc.Keys = s.nowMS(), 0
+	if err := s.journalAccounts(func(b JournalBatch) { b.Set(prefixed(nil, recAccount, acc.ID), mustJSON(acc)) }); err != nil {
+		return engine.StoredAccount{}, false, fmt.Errorf("memstore: create account: %w", err)
+	}
 	a.accounts[acc.ID] = acc
 	a.version++
 	return acc, true, nil
 }
 
 // GetAccount returns the account with id.
-func (s *Store) GetAccount(_ context.Context, id string) (engine.StoredAccount, bool, error) {
+func (s *admin) GetAccount(_ context.Context, id string) (engine.StoredAccount, bool, error) {
 	if s.closed.Load() {
 		return engine.StoredAccount{}, false, ErrClosed
 	}
@@ -72,7 +75,7 @@ func (s *Store) GetAccount(_ context.Context, id string) (engine.StoredAccount, 
 }
 
 // ListAccounts returns up to limit accounts with ids after after, by id.
-func (s *Store) ListAccounts(_ context.Context, after string, limit int) ([]engine.StoredAccount, error) {
+func (s *admin) ListAccounts(_ context.Context, after string, limit int) ([]engine.StoredAccount, error) {
 	if s.closed.Load() {
 		return nil, ErrClosed
 	}
@@ -96,7 +99,7 @@ func (s *Store) ListAccounts(_ context.Context, after string, limit int) ([]engi
 }
 
 // UpdateAccount applies u to the account with id.
-func (s *Store) UpdateAccount(_ context.Context, id string, u engine.AccountUpdate) (engine.StoredAccount, bool, error) {
+func (s *admin) UpdateAccount(_ context.Context, id string, u engine.AccountUpdate) (engine.StoredAccount, bool, error) {
 	if s.closed.Load() {
 		return engine.StoredAccount{}, false, ErrClosed
 	}
@@ -116,13 +119,16 @@ func (s *Store) UpdateAccount(_ context.Context, id string, u engine.AccountUpda
 	if u.Suspended != nil {
 		acc.Suspended = *u.Suspended
 	}
+	if err := s.journalAccounts(func(b JournalBatch) { b.Set(prefixed(nil, recAccount, id), mustJSON(acc)) }); err != nil {
+		return engine.StoredAccount{}, false, fmt.Errorf("memstore: update account: %w", err)
+	}
 	a.accounts[id] = acc
 	a.version++
 	return a.withKeys(acc), true, nil
 }
 
 // DeleteAccount removes the account and its keys.
-func (s *Store) DeleteAccount(_ context.Context, id string) (bool, error) {
+func (s *admin) DeleteAccount(_ context.Context, id string) (bool, error) {
 	if s.closed.Load() {
 		return false, ErrClosed
 	}
@@ -132,6 +138,15 @@ func (s *Store) DeleteAccount(_ context.Context, id string) (bool, error) {
 	if _, ok := a.accounts[id]; !ok {
 		return false, nil
 	}
+	err := s.journalAccounts(func(b JournalBatch) {
+		b.Delete(prefixed(nil, recAccount, id))
+		for kid := range a.keys[id] {
+			b.Delete(keyRec(nil, id, kid))
+		}
+	})
+	if err != nil {
+		return false, fmt.Errorf("memstore: delete account: %w", err)
+	}
 	delete(a.accounts, id)
 	delete(a.keys, id)
 	a.version++
@@ -139,7 +154,7 @@ func (s *Store) DeleteAccount(_ context.Context, id string) (bool, error) {
 }
 
 // IssueKey stores k with CreatedMS now.
-func (s *Store) IssueKey(_ context.Context, k engine.StoredKey) (engine.StoredKey, error) {
+func (s *admin) IssueKey(_ context.Context, k engine.StoredKey) (engine.StoredKey, error) {
 	if s.closed.Load() {
 		return engine.StoredKey{}, ErrClosed
 	}
@@ -164,6 +179,9 @@ func (s *Store) IssueKey(_ context.Context, k engine.StoredKey) (engine.StoredKe
 		a.keys[k.Account] = ks
 	}
 	k.CreatedMS = s.nowMS()
+	if err := s.journalAccounts(func(b JournalBatch) { b.Set(keyRec(nil, k.Account, k.ID), mustJSON(k)) }); err != nil {
+		return engine.StoredKey{}, fmt.Errorf("memstore: issue key: %w", err)
+	}
 	ks[k.ID] = k
 	a.version++
 	return k, nil
@@ -176,7 +194,7 @@ func sortKeys(ks []engine.StoredKey) {
 }
 
 // AccountKeys returns the account's keys, oldest first.
-func (s *Store) AccountKeys(_ context.Context, account string) ([]engine.StoredKey, error) {
+func (s *admin) AccountKeys(_ context.Context, account string) ([]engine.StoredKey, error) {
 	if s.closed.Load() {
 		return nil, ErrClosed
 	}
@@ -192,7 +210,7 @@ func (s *Store) AccountKeys(_ context.Context, account string) ([]engine.StoredK
 }
 
 // RevokeKey removes one key of the account.
-func (s *Store) RevokeKey(_ context.Context, account, keyID string) (bool, error) {
+func (s *admin) RevokeKey(_ context.Context, account, keyID string) (bool, error) {
 	if s.closed.Load() {
 		return false, ErrClosed
 	}
@@ -202,13 +220,16 @@ func (s *Store) RevokeKey(_ context.Context, account, keyID string) (bool, error
 	if _, ok := a.keys[account][keyID]; !ok {
 		return false, nil
 	}
+	if err := s.journalAccounts(func(b JournalBatch) { b.Delete(keyRec(nil, account, keyID)) }); err != nil {
+		return false, fmt.Errorf("memstore: revoke key: %w", err)
+	}
 	delete(a.keys[account], keyID)
 	a.version++
 	return true, nil
 }
 
 // AccountsVersion returns the version every account or key write bumps.
-func (s *Store) AccountsVersion(context.Context) (int64, error) {
+func (s *admin) AccountsVersion(context.Context) (int64, error) {
 	if s.closed.Load() {
 		return 0, ErrClosed
 	}
@@ -219,7 +240,7 @@ func (s *Store) AccountsVersion(context.Context) (int64, error) {
 }
 
 // LoadAccounts returns every account and key at the current version.
-func (s *Store) LoadAccounts(context.Context) (engine.AccountsSnapshot, error) {
+func (s *admin) LoadAccounts(context.Context) (engine.AccountsSnapshot, error) {
 	if s.closed.Load() {
 		return engine.AccountsSnapshot{}, ErrClosed
 	}
@@ -238,4 +259,16 @@ func (s *Store) LoadAccounts(context.Context) (engine.AccountsSnapshot, error) {
 	}
 	sortKeys(snap.Keys)
 	return snap, nil
+}
+
+// journalAccounts records one account or key change, and the version it bumps to, in one
+// journal batch; the caller holds the accounts lock and bumps the version after.
+func (s *admin) journalAccounts(change func(JournalBatch)) error {
+	if s.j == nil {
+		return nil
+	}
+	b := s.j.Batch()
+	change(b)
+	b.Set([]byte{recVersion}, appendVarints(nil, s.accts.version+1))
+	return b.Commit()
 }

@@ -1,5 +1,8 @@
 // Package memstore is Leash's embedded memory Store: the default backend, for one
-// instance (counts are per process and are lost on restart, spec §11.1).
+// instance (counts are per process and are lost on restart, spec §11.1). With a Journal
+// (Options.Journal) it is also the state machine of the disk store (spec §11.5): every
+// change of its durable state is handed to the journal before it answers, and Restore
+// loads the journal's records at start.
 //
 // Counters and lease sets live in shards chosen by a hash of their key, each behind its
 // own mutex, so there is no global lock on the hot path; a spend on an existing counter
@@ -66,10 +69,36 @@ type Options struct {
 	// DefaultShards. New uses fewer when MaxEntries would give a shard fewer than 1024
 	// entries.
 	Shards int
+	// Journal, when set, receives every change of the durable state (see Journal); the
+	// store then answers only after the journal took the change.
+	Journal Journal
 }
 
-// Store is the memory Store. It is safe for concurrent use.
+// Store is the memory Store. It is safe for concurrent use. Its methods are grouped by
+// role in the types it embeds, which share one core.
 type Store struct {
+	*core
+	decisions // counters and leases (counters.go, leases.go)
+	tables    // rules, usage and RLQS demand (rules.go, usage.go, demand.go)
+	outbox    // webhooks and the outbox (webhooks.go)
+	admin     // accounts, keys and the audit log (accounts.go, audit.go)
+	restorer  // loading a journal's records (restore.go)
+	stop      chan struct{}
+	done      chan struct{}
+	closeOnce sync.Once
+}
+
+// The roles of a Store: each sees the shared core.
+type (
+	decisions struct{ *core }
+	tables    struct{ *core }
+	outbox    struct{ *core }
+	admin     struct{ *core }
+	restorer  struct{ *core }
+)
+
+// core is the state every role of a Store shares.
+type core struct {
 	clock     engine.Clock
 	seed      maphash.Seed
 	shards    []shard
@@ -79,11 +108,9 @@ type Store struct {
 	demand    demandStore  // RLQS demand entries (demand.go)
 	accts     accountStore // accounts and keys of the admin API (accounts.go)
 	audit     auditStore   // the audit log (audit.go)
+	j         Journal      // nil: none
 	evictions atomic.Uint64
 	closed    atomic.Bool
-	stop      chan struct{}
-	done      chan struct{}
-	closeOnce sync.Once
 }
 
 var _ engine.Store = (*Store)(nil)
@@ -109,13 +136,17 @@ func New(opts Options) *Store {
 	for n > 1 && opts.MaxEntries/n < minPerShard {
 		n /= 2
 	}
-	s := &Store{
+	c := &core{
 		clock:  opts.Clock,
 		seed:   maphash.MakeSeed(),
 		shards: make([]shard, n),
 		mask:   uint64(n - 1),
-		stop:   make(chan struct{}),
-		done:   make(chan struct{}),
+		j:      opts.Journal,
+	}
+	s := &Store{
+		core: c, decisions: decisions{c}, tables: tables{c}, outbox: outbox{c}, admin: admin{c}, restorer: restorer{c},
+		stop: make(chan struct{}),
+		done: make(chan struct{}),
 	}
 	per, extra := opts.MaxEntries/n, opts.MaxEntries%n
 	for i := range s.shards {
@@ -123,7 +154,7 @@ func New(opts Options) *Store {
 		if i < extra {
 			c++
 		}
-		s.shards[i].init(s.seed, c)
+		s.shards[i].init(s.seed, c, opts.Journal)
 	}
 	s.usage.init()
 	go s.sweeper(opts.SweepInterval)
@@ -131,16 +162,16 @@ func New(opts Options) *Store {
 }
 
 // nowMS reads the store's clock.
-func (s *Store) nowMS() int64 { return s.clock.Now().UnixMilli() }
+func (s *core) nowMS() int64 { return s.clock.Now().UnixMilli() }
 
 // shardOf returns the hash of the encoded key k and the shard that holds it.
-func (s *Store) shardOf(k []byte) (*shard, uint64) {
+func (s *core) shardOf(k []byte) (*shard, uint64) {
 	h := maphash.Bytes(s.seed, k)
 	return &s.shards[h&s.mask], h
 }
 
 // NowMS returns the store's clock in Unix milliseconds.
-func (s *Store) NowMS(context.Context) (int64, error) {
+func (s *core) NowMS(context.Context) (int64, error) {
 	if s.closed.Load() {
 		return 0, ErrClosed
 	}
@@ -148,7 +179,7 @@ func (s *Store) NowMS(context.Context) (int64, error) {
 }
 
 // Ping reports whether the store answers: nil until Close.
-func (s *Store) Ping(context.Context) error {
+func (s *core) Ping(context.Context) error {
 	if s.closed.Load() {
 		return ErrClosed
 	}
@@ -194,7 +225,7 @@ func (s *Store) Sweep() {
 		sh.sweep(now, sweepBudget)
 		sh.mu.Unlock()
 	}
-	s.usage.prune(now)
+	s.usage.prune(now, s.j)
 	s.demand.sweep(now)
 }
 

@@ -2,6 +2,7 @@ package memstore
 
 import (
 	"context"
+	"fmt"
 
 	"github.com/leashd/leash/engine"
 )
@@ -28,7 +29,7 @@ type rulesCopy struct {
 }
 
 // Rules returns a namespace's rules; the caller owns the returned values.
-func (s *Store) Rules(_ context.Context, account, namespace string) (engine.Rules, error) {
+func (s *tables) Rules(_ context.Context, account, namespace string) (engine.Rules, error) {
 	if s.closed.Load() {
 		return engine.Rules{}, ErrClosed
 	}
@@ -62,7 +63,7 @@ func (s *Store) Rules(_ context.Context, account, namespace string) (engine.Rule
 }
 
 // PutRule stores a copy of r in the slot of its kind; created is false when it replaced one.
-func (s *Store) PutRule(_ context.Context, account, namespace string, r engine.Rule) (bool, error) {
+func (s *tables) PutRule(_ context.Context, account, namespace string, r engine.Rule) (bool, error) {
 	if s.closed.Load() {
 		return false, ErrClosed
 	}
@@ -84,12 +85,22 @@ func (s *Store) PutRule(_ context.Context, account, namespace string, r engine.R
 		slot = &p.concurrent
 	}
 	created := *slot == nil
-	*slot = copyRule(r)
+	c := copyRule(r)
+	if sh.j != nil {
+		var b [recBufSize]byte
+		if err := sh.j.Set(ruleRec(b[:0], string(k), r.Algorithm.Kind()), encodeRule(c)); err != nil {
+			if *slot == nil && p.concurrent == nil && p.rate == nil {
+				delete(sh.rules, string(k))
+			}
+			return false, fmt.Errorf("memstore: put rule: %w", err)
+		}
+	}
+	*slot = c
 	return created, nil
 }
 
 // DeleteRule removes the rule of one kind; deleted reports whether one existed.
-func (s *Store) DeleteRule(_ context.Context, account, namespace string, kind engine.RuleKind) (bool, error) {
+func (s *tables) DeleteRule(_ context.Context, account, namespace string, kind engine.RuleKind) (bool, error) {
 	if s.closed.Load() {
 		return false, ErrClosed
 	}
@@ -107,6 +118,12 @@ func (s *Store) DeleteRule(_ context.Context, account, namespace string, kind en
 		slot = &p.concurrent
 	}
 	deleted := *slot != nil
+	if deleted && sh.j != nil {
+		var b [recBufSize]byte
+		if err := sh.j.Delete(ruleRec(b[:0], string(k), kind)); err != nil {
+			return false, fmt.Errorf("memstore: delete rule: %w", err)
+		}
+	}
 	*slot = nil
 	if p.rate == nil && p.concurrent == nil {
 		delete(sh.rules, string(k))

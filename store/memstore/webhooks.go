@@ -12,9 +12,9 @@ import (
 )
 
 // hookStore holds the webhooks, the outbox and the outbox's once-keys behind one mutex:
-// they are few and written rarely, off the request path. Like all the memory store's
-// state they live in the process only: webhooks, waiting events and once-keys are lost on
-// restart (the restart-survival promises of spec §8.5 are the Redis store's). The zero
+// they are few and written rarely, off the request path. Without a journal they live in
+// the process only: webhooks, waiting events and once-keys are lost on restart (the
+// restart-survival promises of spec §8.5 are then the Redis and disk stores'). The zero
 // value is ready for use.
 type hookStore struct {
 	mu       sync.Mutex
@@ -72,7 +72,7 @@ func (hs *hookStore) lock() {
 }
 
 // pruneOnce forgets expired once-keys, at most once a minute of store time.
-func (hs *hookStore) pruneOnce(now int64) {
+func (hs *hookStore) pruneOnce(now int64, j Journal) {
 	if now >= hs.pruned && now-hs.pruned < pruneEveryMS {
 		return
 	}
@@ -80,6 +80,9 @@ func (hs *hookStore) pruneOnce(now int64) {
 	for k, until := range hs.once {
 		if until <= now {
 			delete(hs.once, k)
+			if j != nil {
+				_ = j.Delete(prefixed(nil, recOnce, k)) // Restore drops it if this fails
+			}
 		}
 	}
 }
@@ -91,7 +94,7 @@ func copyEvent(ev engine.OutboxEvent) engine.OutboxEvent {
 }
 
 // Webhook returns the account's webhook; ok is false when none is set.
-func (s *Store) Webhook(_ context.Context, account string) (engine.Webhook, bool, error) {
+func (s *outbox) Webhook(_ context.Context, account string) (engine.Webhook, bool, error) {
 	if s.closed.Load() {
 		return engine.Webhook{}, false, ErrClosed
 	}
@@ -105,8 +108,9 @@ func (s *Store) Webhook(_ context.Context, account string) (engine.Webhook, bool
 	return w, ok, nil
 }
 
-// PutWebhook sets the account's webhook, replacing any. It is kept in the process only.
-func (s *Store) PutWebhook(_ context.Context, account string, w engine.Webhook) error {
+// PutWebhook sets the account's webhook, replacing any. It is kept in the process, and
+// in the journal if there is one.
+func (s *outbox) PutWebhook(_ context.Context, account string, w engine.Webhook) error {
 	if s.closed.Load() {
 		return ErrClosed
 	}
@@ -116,12 +120,17 @@ func (s *Store) PutWebhook(_ context.Context, account string, w engine.Webhook) 
 	hs := &s.hooks
 	hs.lock()
 	defer hs.mu.Unlock()
+	if s.j != nil {
+		if err := s.j.Set(prefixed(nil, recWebhook, account), mustJSON(w)); err != nil {
+			return fmt.Errorf("memstore: put webhook: %w", err)
+		}
+	}
 	hs.webhooks[account] = w
 	return nil
 }
 
 // DeleteWebhook removes the account's webhook; deleted reports whether one was set.
-func (s *Store) DeleteWebhook(_ context.Context, account string) (bool, error) {
+func (s *outbox) DeleteWebhook(_ context.Context, account string) (bool, error) {
 	if s.closed.Load() {
 		return false, ErrClosed
 	}
@@ -132,13 +141,19 @@ func (s *Store) DeleteWebhook(_ context.Context, account string) (bool, error) {
 	hs.lock()
 	defer hs.mu.Unlock()
 	_, ok := hs.webhooks[account]
+	if ok && s.j != nil {
+		if err := s.j.Delete(prefixed(nil, recWebhook, account)); err != nil {
+			return false, fmt.Errorf("memstore: delete webhook: %w", err)
+		}
+	}
 	delete(hs.webhooks, account)
 	return ok, nil
 }
 
 // Enqueue adds a copy of ev (Data compacted, Attempts 0) to the outbox, due now; see
-// engine.Store. The outbox and its once-keys are kept in the process only.
-func (s *Store) Enqueue(_ context.Context, ev engine.OutboxEvent, onceKey string) (bool, error) {
+// engine.Store. The outbox and its once-keys are kept in the process, and in the journal
+// if there is one.
+func (s *outbox) Enqueue(_ context.Context, ev engine.OutboxEvent, onceKey string) (bool, error) {
 	if s.closed.Load() {
 		return false, ErrClosed
 	}
@@ -158,14 +173,27 @@ func (s *Store) Enqueue(_ context.Context, ev engine.OutboxEvent, onceKey string
 	if _, dup := hs.events[ev.ID]; dup {
 		return false, nil
 	}
+	until := now + engine.OnceKeyTTL.Milliseconds()
 	if onceKey != "" {
-		hs.pruneOnce(now)
+		hs.pruneOnce(now, s.j)
 		if until, used := hs.once[onceKey]; used && until > now {
 			return false, nil
 		}
-		hs.once[onceKey] = now + engine.OnceKeyTTL.Milliseconds()
 	}
 	e := &outboxEntry{ev: ev, dueMS: now}
+	if s.j != nil {
+		b := s.j.Batch()
+		b.Set(prefixed(nil, recEvent, ev.ID), eventVal(e))
+		if onceKey != "" {
+			b.Set(prefixed(nil, recOnce, onceKey), appendVarints(nil, until))
+		}
+		if err := b.Commit(); err != nil {
+			return false, fmt.Errorf("memstore: enqueue: %w", err)
+		}
+	}
+	if onceKey != "" {
+		hs.once[onceKey] = until
+	}
 	hs.events[ev.ID] = e
 	heap.Push(&hs.due, e)
 	return true, nil
@@ -173,7 +201,7 @@ func (s *Store) Enqueue(_ context.Context, ev engine.OutboxEvent, onceKey string
 
 // Claim returns up to max due events, oldest due first (ties by id), and makes each due
 // again visibilityMS from now.
-func (s *Store) Claim(_ context.Context, max int, visibilityMS int64) ([]engine.OutboxEvent, error) {
+func (s *outbox) Claim(_ context.Context, max int, visibilityMS int64) ([]engine.OutboxEvent, error) {
 	if s.closed.Load() {
 		return nil, ErrClosed
 	}
@@ -191,6 +219,20 @@ func (s *Store) Claim(_ context.Context, max int, visibilityMS int64) ([]engine.
 	for len(claimed) < max && hs.due.Len() > 0 && hs.due[0].dueMS <= now {
 		claimed = append(claimed, heap.Pop(&hs.due).(*outboxEntry))
 	}
+	if s.j != nil && len(claimed) > 0 {
+		b := s.j.Batch()
+		for _, e := range claimed {
+			next := *e
+			next.dueMS = now + visibilityMS
+			b.Set(prefixed(nil, recEvent, e.ev.ID), eventVal(&next))
+		}
+		if err := b.Commit(); err != nil {
+			for _, e := range claimed { // unclaimed: back as they were
+				heap.Push(&hs.due, e)
+			}
+			return nil, fmt.Errorf("memstore: claim: %w", err)
+		}
+	}
 	out := make([]engine.OutboxEvent, len(claimed))
 	for i, e := range claimed {
 		out[i] = copyEvent(e.ev)
@@ -201,7 +243,7 @@ func (s *Store) Claim(_ context.Context, max int, visibilityMS int64) ([]engine.
 }
 
 // Ack removes an event from the outbox; an unknown id is no error.
-func (s *Store) Ack(_ context.Context, id string) error {
+func (s *outbox) Ack(_ context.Context, id string) error {
 	if s.closed.Load() {
 		return ErrClosed
 	}
@@ -212,6 +254,11 @@ func (s *Store) Ack(_ context.Context, id string) error {
 	hs.lock()
 	defer hs.mu.Unlock()
 	if e, ok := hs.events[id]; ok {
+		if s.j != nil {
+			if err := s.j.Delete(prefixed(nil, recEvent, id)); err != nil {
+				return fmt.Errorf("memstore: ack: %w", err)
+			}
+		}
 		heap.Remove(&hs.due, e.index)
 		delete(hs.events, id)
 	}
@@ -220,7 +267,7 @@ func (s *Store) Ack(_ context.Context, id string) error {
 
 // Retry counts a failed delivery and makes the event due delayMS from now; an unknown id
 // is no error.
-func (s *Store) Retry(_ context.Context, id string, delayMS int64) error {
+func (s *outbox) Retry(_ context.Context, id string, delayMS int64) error {
 	if s.closed.Load() {
 		return ErrClosed
 	}
@@ -235,6 +282,14 @@ func (s *Store) Retry(_ context.Context, id string, delayMS int64) error {
 	hs.lock()
 	defer hs.mu.Unlock()
 	if e, ok := hs.events[id]; ok {
+		if s.j != nil {
+			next := *e
+			next.ev.Attempts++
+			next.dueMS = now + delayMS
+			if err := s.j.Set(prefixed(nil, recEvent, id), eventVal(&next)); err != nil {
+				return fmt.Errorf("memstore: retry: %w", err)
+			}
+		}
 		e.ev.Attempts++
 		e.dueMS = now + delayMS
 		heap.Fix(&hs.due, e.index)
@@ -243,7 +298,7 @@ func (s *Store) Retry(_ context.Context, id string, delayMS int64) error {
 }
 
 // OutboxLen is the number of events in the outbox, due or not.
-func (s *Store) OutboxLen(context.Context) (int64, error) {
+func (s *outbox) OutboxLen(context.Context) (int64, error) {
 	if s.closed.Load() {
 		return 0, ErrClosed
 	}
