@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	rlcommon "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
@@ -92,15 +93,19 @@ func joinAndLeave(t *testing.T, s scale, join string, a, b *proxy) {
 // TestJoinAndLeave on one instance.
 func TestJoinAndLeave(t *testing.T) {
 	t.Parallel()
-	s := testScale()
-	st := s.setup()
-	st.opts.ReportingInterval = s.interval
-	in := startInstance(t, memStore(t), st, "")
-	a := newProxy("a", "web", search, 1000, s.interval, s.windowMS, in.addr)
-	b := newProxy("b", "web", search, 1000, s.interval, s.windowMS, in.addr)
-	a.start(t)
-	b.start(t)
-	joinAndLeave(t, s, in.addr, a, b)
+	// In a synctest bubble: its intervals and TTLs are the bubble's time, which no load stretches.
+	synctest.Test(t, func(t *testing.T) {
+		s := testScale()
+		st := s.setup()
+		st.opts.ReportingInterval = s.interval
+		st.inMemory = true
+		in := startInstance(t, memStore(t), st, "")
+		a := newProxy("a", "web", search, 1000, s.interval, s.windowMS, in.addr)
+		b := newProxy("b", "web", search, 1000, s.interval, s.windowMS, in.addr)
+		a.start(t)
+		b.start(t)
+		joinAndLeave(t, s, in.addr, a, b)
+	})
 }
 
 // TestTwoInstancesOneRedis: the proxies spread over two Leash instances sharing one
@@ -185,67 +190,71 @@ func TestRestartUnderLoad(t *testing.T) {
 // on the same counter see each other's usage (spec §14.3).
 func TestEdgesShareOneCounter(t *testing.T) {
 	t.Parallel()
-	st := setup{descriptors: `
+	// In a synctest bubble: waiting out a reply that must not come takes no wall time.
+	synctest.Test(t, func(t *testing.T) {
+		st := setup{descriptors: `
 domain: web
 descriptors:
   - key: user
     rate_limit: {unit: minute, requests_per_unit: 100}
 `, domains: map[string]string{"web": "acme"}}
-	in := startInstance(t, memStore(t), st, "")
-	bob := map[string]string{"user": "bob"}
-	r := openRaw(t, in.addr)
-	r.send("web", usage(bob, 30, 0))
-	if a := r.recv(2 * time.Second); a.GetBucketAction()[0].GetQuotaAssignmentAction().GetRateLimitStrategy().GetTokenBucket() == nil {
-		t.Fatalf("first assignment: %v", a)
-	}
-	conn, err := grpc.NewClient(in.addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	rlsClient := rlsv3.NewRateLimitServiceClient(conn)
-	ask := func() *rlsv3.RateLimitResponse_DescriptorStatus {
-		t.Helper()
-		resp, err := rlsClient.ShouldRateLimit(context.Background(), &rlsv3.RateLimitRequest{Domain: "web", Descriptors: []*rlcommon.RateLimitDescriptor{
-			{Entries: []*rlcommon.RateLimitDescriptor_Entry{{Key: "user", Value: "bob"}}}}})
+		st.inMemory = true
+		in := startInstance(t, memStore(t), st, "")
+		bob := map[string]string{"user": "bob"}
+		r := openRaw(t, in.addr)
+		r.send("web", usage(bob, 30, 0))
+		if a := r.recv(2 * time.Second); a.GetBucketAction()[0].GetQuotaAssignmentAction().GetRateLimitStrategy().GetTokenBucket() == nil {
+			t.Fatalf("first assignment: %v", a)
+		}
+		conn, err := grpc.NewClient(in.addr, dialOptions(in.addr)...)
 		if err != nil {
 			t.Fatal(err)
 		}
-		return resp.Statuses[0]
-	}
-	if got := ask(); got.Code != rlsv3.RateLimitResponse_OK || got.LimitRemaining != 69 {
-		t.Fatalf("RLS after the RLQS report: %v", got)
-	}
-	// The /v1/limit check of the same counter: namespace = domain, key = the counter key.
-	acct, _ := in.eng.Accounts.Account("acme")
-	chk := testkit.Check{Namespace: "web", Key: domains.CounterKey([]descriptors.Entry{{Key: "user", Value: "bob"}}), Algorithm: testkit.Ptr("fixed_window"),
-		Limit: testkit.Ptr(int64(100)), WindowMS: testkit.Ptr(int64(60_000)), Cost: testkit.Ptr(int64(68))}
-	if d, err := chk.Do(context.Background(), in.eng, acct); err != nil || !d.Allowed || d.Remaining != 1 {
-		t.Fatalf("/v1 check: %+v %v", d, err)
-	}
-	// RLQS sees it: the next report's share is what remains (1 request over the minute).
-	r.send("", usage(bob, 1, 0))
-	a := r.recv(2 * time.Second)
-	if got := a.GetBucketAction()[0].GetQuotaAssignmentAction().GetRateLimitStrategy(); got.GetBlanketRule() != typev3.RateLimitStrategy_DENY_ALL && rlqs.RateOf(got) > 1 {
-		t.Fatalf("assignment after the counter filled: %v", got)
-	}
-	if got := ask(); got.Code != rlsv3.RateLimitResponse_OVER_LIMIT {
-		t.Fatalf("RLS after all three spent the counter: %v", got)
-	}
-	// Usage: 1 per request on every edge. RLQS reported 31 requests (and 4 denied ones
-	// below), RLS decided 2 descriptors (1 over), /v1 one check.
-	r.send("", usage(bob, 0, 4))
-	_ = r.recv(300 * time.Millisecond)
-	if err := in.eng.Usage.Flush(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	st2, err := in.eng.Usage.Stats(context.Background(), acct, "web")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if st2.Total != 38 || st2.Blocked != 5 {
-		t.Fatalf("usage total %d blocked %d, want 38 and 5", st2.Total, st2.Blocked)
-	}
+		defer conn.Close()
+		rlsClient := rlsv3.NewRateLimitServiceClient(conn)
+		ask := func() *rlsv3.RateLimitResponse_DescriptorStatus {
+			t.Helper()
+			resp, err := rlsClient.ShouldRateLimit(context.Background(), &rlsv3.RateLimitRequest{Domain: "web", Descriptors: []*rlcommon.RateLimitDescriptor{
+				{Entries: []*rlcommon.RateLimitDescriptor_Entry{{Key: "user", Value: "bob"}}}}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return resp.Statuses[0]
+		}
+		if got := ask(); got.Code != rlsv3.RateLimitResponse_OK || got.LimitRemaining != 69 {
+			t.Fatalf("RLS after the RLQS report: %v", got)
+		}
+		// The /v1/limit check of the same counter: namespace = domain, key = the counter key.
+		acct, _ := in.eng.Accounts.Account("acme")
+		chk := testkit.Check{Namespace: "web", Key: domains.CounterKey([]descriptors.Entry{{Key: "user", Value: "bob"}}), Algorithm: testkit.Ptr("fixed_window"),
+			Limit: testkit.Ptr(int64(100)), WindowMS: testkit.Ptr(int64(60_000)), Cost: testkit.Ptr(int64(68))}
+		if d, err := chk.Do(context.Background(), in.eng, acct); err != nil || !d.Allowed || d.Remaining != 1 {
+			t.Fatalf("/v1 check: %+v %v", d, err)
+		}
+		// RLQS sees it: the next report's share is what remains (1 request over the minute).
+		r.send("", usage(bob, 1, 0))
+		a := r.recv(2 * time.Second)
+		if got := a.GetBucketAction()[0].GetQuotaAssignmentAction().GetRateLimitStrategy(); got.GetBlanketRule() != typev3.RateLimitStrategy_DENY_ALL && rlqs.RateOf(got) > 1 {
+			t.Fatalf("assignment after the counter filled: %v", got)
+		}
+		if got := ask(); got.Code != rlsv3.RateLimitResponse_OVER_LIMIT {
+			t.Fatalf("RLS after all three spent the counter: %v", got)
+		}
+		// Usage: 1 per request on every edge. RLQS reported 31 requests (and 4 denied ones
+		// below), RLS decided 2 descriptors (1 over), /v1 one check.
+		r.send("", usage(bob, 0, 4))
+		_ = r.recv(300 * time.Millisecond)
+		if err := in.eng.Usage.Flush(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		st2, err := in.eng.Usage.Stats(context.Background(), acct, "web")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st2.Total != 38 || st2.Blocked != 5 {
+			t.Fatalf("usage total %d blocked %d, want 38 and 5", st2.Total, st2.Blocked)
+		}
+	})
 }
 
 func action(t *testing.T, resp *rlqsv3.RateLimitQuotaResponse, bucket map[string]string) *rlqsv3.RateLimitQuotaResponse_BucketAction {
@@ -263,124 +272,132 @@ func action(t *testing.T, resp *rlqsv3.RateLimitQuotaResponse, bucket map[string
 // abandon_action for a bucket whose rule a reload removed (spec §14.5).
 func TestAssignmentKinds(t *testing.T) {
 	t.Parallel()
-	s := testScale()
-	st := s.setup()
-	st.domains["capped"] = "capped"
-	in := startInstance(t, memStore(t), st, "")
-	r := openRaw(t, in.addr)
-	open, closed, none := map[string]string{"api": "open"}, map[string]string{"api": "closed"}, map[string]string{"x": "y"}
-	r.send("web", usage(search, 0, 0), usage(open, 5, 0), usage(closed, 0, 5), usage(none, 5, 0))
-	resp := r.recv(2 * time.Second)
-	for b, want := range map[*map[string]string]string{&open: "ALLOW_ALL", &closed: "DENY_ALL", &none: "ALLOW_ALL"} {
-		if got := action(t, resp, *b).GetQuotaAssignmentAction().GetRateLimitStrategy().GetBlanketRule().String(); got != want {
-			t.Errorf("%v: %s, want %s", *b, got, want)
+	// In a synctest bubble: its waits for replies are the bubble's time.
+	synctest.Test(t, func(t *testing.T) {
+		s := testScale()
+		st := s.setup()
+		st.domains["capped"] = "capped"
+		st.inMemory = true
+		in := startInstance(t, memStore(t), st, "")
+		r := openRaw(t, in.addr)
+		open, closed, none := map[string]string{"api": "open"}, map[string]string{"api": "closed"}, map[string]string{"x": "y"}
+		r.send("web", usage(search, 0, 0), usage(open, 5, 0), usage(closed, 0, 5), usage(none, 5, 0))
+		resp := r.recv(2 * time.Second)
+		for b, want := range map[*map[string]string]string{&open: "ALLOW_ALL", &closed: "DENY_ALL", &none: "ALLOW_ALL"} {
+			if got := action(t, resp, *b).GetQuotaAssignmentAction().GetRateLimitStrategy().GetBlanketRule().String(); got != want {
+				t.Errorf("%v: %s, want %s", *b, got, want)
+			}
 		}
-	}
-	if tb := action(t, resp, search).GetQuotaAssignmentAction(); tb.GetRateLimitStrategy().GetTokenBucket() == nil || tb.GetAssignmentTimeToLive().AsDuration() <= 0 {
-		t.Errorf("search: %v", tb)
-	}
-	// A reload drops the search descriptor: its next report is answered with abandon,
-	// and a new subscription gets the fallback (no namespace rule: ALLOW_ALL).
-	cfg := *in.rls.Config()
-	cfg.Descriptors = loadDescriptors(t, "domain: web\ndescriptors:\n  - key: api\n    value: open\n    rate_limit: {unlimited: true}\n")
-	in.rls.SetConfig(&cfg)
-	r.send("", usage(search, 3, 0))
-	if a := action(t, r.recv(2*time.Second), search); a.GetAbandonAction() == nil {
-		t.Fatalf("after the reload: %v", a)
-	}
-	r.send("", usage(search, 1, 0))
-	if a := action(t, r.recv(2*time.Second), search); a.GetQuotaAssignmentAction().GetRateLimitStrategy().GetBlanketRule() != typev3.RateLimitStrategy_ALLOW_ALL {
-		t.Fatalf("resubscribed: %v", a)
-	}
+		if tb := action(t, resp, search).GetQuotaAssignmentAction(); tb.GetRateLimitStrategy().GetTokenBucket() == nil || tb.GetAssignmentTimeToLive().AsDuration() <= 0 {
+			t.Errorf("search: %v", tb)
+		}
+		// A reload drops the search descriptor: its next report is answered with abandon,
+		// and a new subscription gets the fallback (no namespace rule: ALLOW_ALL).
+		cfg := *in.rls.Config()
+		cfg.Descriptors = loadDescriptors(t, "domain: web\ndescriptors:\n  - key: api\n    value: open\n    rate_limit: {unlimited: true}\n")
+		in.rls.SetConfig(&cfg)
+		r.send("", usage(search, 3, 0))
+		if a := action(t, r.recv(2*time.Second), search); a.GetAbandonAction() == nil {
+			t.Fatalf("after the reload: %v", a)
+		}
+		r.send("", usage(search, 1, 0))
+		if a := action(t, r.recv(2*time.Second), search); a.GetQuotaAssignmentAction().GetRateLimitStrategy().GetBlanketRule() != typev3.RateLimitStrategy_ALLOW_ALL {
+			t.Fatalf("resubscribed: %v", a)
+		}
 
-	// The hard cap: every bucket of the account DENY_ALL.
-	c := openRaw(t, in.addr)
-	c.send("capped", usage(none, 0, 1_000_000))
-	if a := action(t, c.recv(2*time.Second), none); a.GetQuotaAssignmentAction().GetRateLimitStrategy().GetBlanketRule() != typev3.RateLimitStrategy_ALLOW_ALL {
-		t.Fatalf("under the cap: %v", a)
-	}
-	c.send("", usage(none, 1, 0))
-	if a := action(t, c.recv(2*time.Second), none); a.GetQuotaAssignmentAction().GetRateLimitStrategy().GetBlanketRule() != typev3.RateLimitStrategy_DENY_ALL {
-		t.Fatalf("over the cap: %v", a)
-	}
+		// The hard cap: every bucket of the account DENY_ALL.
+		c := openRaw(t, in.addr)
+		c.send("capped", usage(none, 0, 1_000_000))
+		if a := action(t, c.recv(2*time.Second), none); a.GetQuotaAssignmentAction().GetRateLimitStrategy().GetBlanketRule() != typev3.RateLimitStrategy_ALLOW_ALL {
+			t.Fatalf("under the cap: %v", a)
+		}
+		c.send("", usage(none, 1, 0))
+		if a := action(t, c.recv(2*time.Second), none); a.GetQuotaAssignmentAction().GetRateLimitStrategy().GetBlanketRule() != typev3.RateLimitStrategy_DENY_ALL {
+			t.Fatalf("over the cap: %v", a)
+		}
+	})
 }
 
 // TestBadInput: bad streams end with a clear status; bad bucket entries are ignored and
 // the stream goes on; a flood of distinct buckets stops at the bounds (spec §14.6).
 func TestBadInput(t *testing.T) {
 	t.Parallel()
-	s := testScale()
-	st := s.setup()
-	st.opts.MaxBucketsPerStream, st.opts.MaxBucketsPerAccount = 20, 30
-	var buckets atomic.Int64 // tracked by the service
-	st.opts.Counters.Buckets = func(d int) { buckets.Add(int64(d)) }
-	in := startInstance(t, memStore(t), st, "")
-	for _, tc := range []struct {
-		name, domain string
-		code         codes.Code
-	}{
-		{"no domain", "", codes.InvalidArgument},
-		{"not a namespace", "-bad", codes.InvalidArgument},
-		{"unmapped", "nowhere", codes.FailedPrecondition},
-	} {
-		r := openRaw(t, in.addr)
-		r.send(tc.domain, usage(search, 1, 0))
-		if err := r.ended(); status.Code(err) != tc.code {
-			t.Errorf("%s: %v, want %s", tc.name, err, tc.code)
-		}
-	}
-
-	r := openRaw(t, in.addr)
-	wide := map[string]string{}
-	for i := range 33 {
-		wide[strconv.Itoa(i)] = "v"
-	}
-	r.send("web",
-		&rlqsv3.RateLimitQuotaUsageReports_BucketQuotaUsage{},        // no bucket id
-		usage(map[string]string{}, 1, 0),                             // an empty one
-		usage(map[string]string{"api": "neg"}, math.MaxUint64, 0),    // a negative count, as sent by a careless client
-		usage(map[string]string{"api": "neg2"}, 0, math.MaxUint64-1), // the same, denied
-		usage(wide, 1, 0),   // too many entries
-		usage(search, 1, 0)) // the one good entry
-	resp := r.recv(2 * time.Second)
-	if len(resp.GetBucketAction()) != 1 || action(t, resp, search) == nil {
-		t.Fatalf("bad entries answered: %v", resp)
-	}
-	// The stream is still up and serves the good bucket.
-	r.send("", usage(search, 0, 0), &rlqsv3.RateLimitQuotaUsageReports_BucketQuotaUsage{})
-	_ = r.recv(300 * time.Millisecond)
-
-	// A flood: each stream tracks at most 20 buckets, the account 30 on this instance.
-	flood := func(r *raw, from int) int {
-		var us []*rlqsv3.RateLimitQuotaUsageReports_BucketQuotaUsage
-		for i := range 50 {
-			us = append(us, usage(map[string]string{"user": strconv.Itoa(from + i)}, 1, 0))
-		}
-		r.send("", us...)
-		n := 0
-		for {
-			m := r.recv(500 * time.Millisecond)
-			if m == nil {
-				return n
+	// In a synctest bubble: waiting out replies that must not come takes no wall time.
+	synctest.Test(t, func(t *testing.T) {
+		s := testScale()
+		st := s.setup()
+		st.opts.MaxBucketsPerStream, st.opts.MaxBucketsPerAccount = 20, 30
+		var buckets atomic.Int64 // tracked by the service
+		st.opts.Counters.Buckets = func(d int) { buckets.Add(int64(d)) }
+		st.inMemory = true
+		in := startInstance(t, memStore(t), st, "")
+		for _, tc := range []struct {
+			name, domain string
+			code         codes.Code
+		}{
+			{"no domain", "", codes.InvalidArgument},
+			{"not a namespace", "-bad", codes.InvalidArgument},
+			{"unmapped", "nowhere", codes.FailedPrecondition},
+		} {
+			r := openRaw(t, in.addr)
+			r.send(tc.domain, usage(search, 1, 0))
+			if err := r.ended(); status.Code(err) != tc.code {
+				t.Errorf("%s: %v, want %s", tc.name, err, tc.code)
 			}
-			n += len(m.GetBucketAction())
 		}
-	}
-	if n := flood(r, 0); n != 19 { // search is the stream's first bucket
-		t.Errorf("the first stream got %d assignments for 50 new buckets, want 19", n)
-	}
-	r2 := openRaw(t, in.addr)
-	r2.send("web")
-	if n := flood(r2, 100); n != 10 {
-		t.Errorf("the second stream got %d, want the account's remaining 10", n)
-	}
-	r.stop() // its 20 buckets are released
-	testkit.Eventually(t, "the ended stream's buckets released", 5*time.Second, func() bool { return buckets.Load() == 10 })
-	r3 := openRaw(t, in.addr)
-	r3.send("web")
-	if n := flood(r3, 200); n != 20 {
-		t.Errorf("after the first stream ended a new one got %d, want 20", n)
-	}
+
+		r := openRaw(t, in.addr)
+		wide := map[string]string{}
+		for i := range 33 {
+			wide[strconv.Itoa(i)] = "v"
+		}
+		r.send("web",
+			&rlqsv3.RateLimitQuotaUsageReports_BucketQuotaUsage{},        // no bucket id
+			usage(map[string]string{}, 1, 0),                             // an empty one
+			usage(map[string]string{"api": "neg"}, math.MaxUint64, 0),    // a negative count, as sent by a careless client
+			usage(map[string]string{"api": "neg2"}, 0, math.MaxUint64-1), // the same, denied
+			usage(wide, 1, 0),   // too many entries
+			usage(search, 1, 0)) // the one good entry
+		resp := r.recv(2 * time.Second)
+		if len(resp.GetBucketAction()) != 1 || action(t, resp, search) == nil {
+			t.Fatalf("bad entries answered: %v", resp)
+		}
+		// The stream is still up and serves the good bucket.
+		r.send("", usage(search, 0, 0), &rlqsv3.RateLimitQuotaUsageReports_BucketQuotaUsage{})
+		_ = r.recv(300 * time.Millisecond)
+
+		// A flood: each stream tracks at most 20 buckets, the account 30 on this instance.
+		flood := func(r *raw, from int) int {
+			var us []*rlqsv3.RateLimitQuotaUsageReports_BucketQuotaUsage
+			for i := range 50 {
+				us = append(us, usage(map[string]string{"user": strconv.Itoa(from + i)}, 1, 0))
+			}
+			r.send("", us...)
+			n := 0
+			for {
+				m := r.recv(500 * time.Millisecond)
+				if m == nil {
+					return n
+				}
+				n += len(m.GetBucketAction())
+			}
+		}
+		if n := flood(r, 0); n != 19 { // search is the stream's first bucket
+			t.Errorf("the first stream got %d assignments for 50 new buckets, want 19", n)
+		}
+		r2 := openRaw(t, in.addr)
+		r2.send("web")
+		if n := flood(r2, 100); n != 10 {
+			t.Errorf("the second stream got %d, want the account's remaining 10", n)
+		}
+		r.stop() // its 20 buckets are released
+		testkit.Eventually(t, "the ended stream's buckets released", 5*time.Second, func() bool { return buckets.Load() == 10 })
+		r3 := openRaw(t, in.addr)
+		r3.send("web")
+		if n := flood(r3, 200); n != 20 {
+			t.Errorf("after the first stream ended a new one got %d, want 20", n)
+		}
+	})
 }
 
 // TestServedBesideRateLimitService: one listener serves both services; health reports

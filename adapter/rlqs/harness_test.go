@@ -10,7 +10,9 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -18,6 +20,7 @@ import (
 	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/test/bufconn"
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/leashd/leash/adapter/rls"
@@ -59,6 +62,9 @@ type setup struct {
 	domains     map[string]string
 	defaultAcct string
 	opts        rlqs.Options // bounds and intervals; the rest is filled in
+	// inMemory serves on an in-memory listener instead of a loopback port: for a test in a
+	// synctest bubble (listenMem).
+	inMemory bool
 }
 
 func loadDescriptors(t *testing.T, yaml string) *descriptors.Config {
@@ -100,19 +106,62 @@ func startInstance(t *testing.T, store engine.Store, st setup, addr string) *ins
 	quota := rlqs.NewService(o)
 	srv, hs := rls.NewServerWith(rlsSvc, nil, rls.Limits{})
 	rls.RegisterQuota(srv, hs, quota)
-	if addr == "" {
-		addr = "127.0.0.1:0"
-	}
 	var ln net.Listener
-	// A restarted instance takes its predecessor's port, once the kernel lets it go.
-	testkit.Eventually(t, "listening on "+addr, 5*time.Second, func() bool {
-		ln, err = net.Listen("tcp", addr)
-		return err == nil
-	})
-	in := &instance{t: t, eng: eng, rls: rlsSvc, quota: quota, srv: srv, addr: ln.Addr().String()}
+	if st.inMemory {
+		ln, addr = listenMem(t, addr)
+	} else {
+		if addr == "" {
+			addr = "127.0.0.1:0"
+		}
+		// A restarted instance takes its predecessor's port, once the kernel lets it go.
+		testkit.Eventually(t, "listening on "+addr, 5*time.Second, func() bool {
+			ln, err = net.Listen("tcp", addr)
+			return err == nil
+		})
+		addr = ln.Addr().String()
+	}
+	in := &instance{t: t, eng: eng, rls: rlsSvc, quota: quota, srv: srv, addr: addr}
 	go func() { _ = srv.Serve(ln) }()
 	t.Cleanup(in.kill)
 	return in
+}
+
+// memPrefix begins the address of an instance on an in-memory listener.
+const memPrefix = "passthrough:///mem-"
+
+var (
+	memNet  sync.Map     // address -> *bufconn.Listener
+	memNext atomic.Int64 // the last address's number
+)
+
+// listenMem listens in memory on addr ("" for a new address), for a test in a synctest
+// bubble: a connection there blocks on the bubble's own channels, so the bubble's fake
+// time advances while the instance and its proxies all wait (a loopback socket would
+// hold it still).
+func listenMem(t *testing.T, addr string) (net.Listener, string) {
+	if addr == "" {
+		addr = fmt.Sprintf("%s%d", memPrefix, memNext.Add(1))
+	}
+	ln := bufconn.Listen(1 << 20)
+	memNet.Store(addr, ln)
+	t.Cleanup(func() { memNet.CompareAndDelete(addr, ln) })
+	return ln, addr
+}
+
+// dialOptions are the options of a client of the instance at addr: in memory or on a
+// loopback port.
+func dialOptions(addr string) []grpc.DialOption {
+	o := []grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}
+	if strings.HasPrefix(addr, memPrefix) {
+		o = append(o, grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) {
+			ln, ok := memNet.Load(addr)
+			if !ok {
+				return nil, fmt.Errorf("dial %s: no instance listens there", addr)
+			}
+			return ln.(*bufconn.Listener).DialContext(ctx)
+		}))
+	}
+	return o
 }
 
 // kill stops the instance at once: its streams break.
@@ -219,7 +268,7 @@ func (p *proxy) session() {
 	p.mu.Lock()
 	addr := p.addr
 	p.mu.Unlock()
-	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	conn, err := grpc.NewClient(addr, dialOptions(addr)...)
 	if err != nil {
 		p.traffic(30 * time.Millisecond)
 		return
@@ -452,7 +501,7 @@ type raw struct {
 
 func openRaw(t *testing.T, addr string) *raw {
 	t.Helper()
-	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	conn, err := grpc.NewClient(addr, dialOptions(addr)...)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"testing"
+	"testing/synctest"
 	"time"
 )
 
@@ -85,9 +86,16 @@ func checkTotal(t *testing.T, s scale, first int64, ps ...*proxy) {
 // of its demand, and the heavy ones split the rest.
 func TestThreeProxiesShareOneLimit(t *testing.T) {
 	t.Parallel()
+	synctest.Test(t, threeProxiesShareOneLimit)
+}
+
+// threeProxiesShareOneLimit is TestThreeProxiesShareOneLimit in a synctest bubble: the
+// windows are measured in the bubble's time, which no load on the machine stretches.
+func threeProxiesShareOneLimit(t *testing.T) {
 	s := testScale()
 	st := s.setup()
 	st.opts.ReportingInterval = s.interval
+	st.inMemory = true
 	in := startInstance(t, memStore(t), st, "")
 	light := newProxy("light", "web", search, 10, s.interval, s.windowMS, in.addr)
 	mid := newProxy("mid", "web", search, 100, s.interval, s.windowMS, in.addr)

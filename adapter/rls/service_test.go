@@ -24,6 +24,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/status"
+	"google.golang.org/grpc/test/bufconn"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/leashd/leash/adapter/rls"
@@ -153,6 +154,10 @@ type harnessOptions struct {
 	adapter   func(*rls.Options)
 	engine    wiring.Options
 	realClock bool
+	// inMemory serves on an in-memory listener (bufconn) instead of a loopback port: for a
+	// test in a synctest bubble, where a connection on a socket would hold the bubble's
+	// time still.
+	inMemory bool
 }
 
 func newHarnessWith(t testing.TB, plan engine.Plan, files map[string]string, o harnessOptions) *harness {
@@ -188,13 +193,22 @@ func newHarnessWith(t testing.TB, plan engine.Plan, files map[string]string, o h
 	}
 	h.svc = rls.NewService(cfg, opts)
 	srv, _ := rls.NewServer(h.svc, nil)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
+	dial := []grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}
+	var ln net.Listener
+	if o.inMemory {
+		mem := bufconn.Listen(1 << 20)
+		ln = mem
+		dial = append(dial, grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return mem.DialContext(ctx) }))
+	} else if ln, err = net.Listen("tcp", "127.0.0.1:0"); err != nil {
 		t.Fatal(err)
 	}
 	go func() { _ = srv.Serve(ln) }()
 	t.Cleanup(srv.Stop)
-	h.conn, err = grpc.NewClient(ln.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	target := ln.Addr().String()
+	if o.inMemory {
+		target = "passthrough:///bufconn"
+	}
+	h.conn, err = grpc.NewClient(target, dial...)
 	if err != nil {
 		t.Fatal(err)
 	}

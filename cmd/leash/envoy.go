@@ -9,6 +9,7 @@ import (
 	"os"
 	"slices"
 	"sync"
+	"sync/atomic"
 
 	"github.com/leashd/leash/adapter/descriptors"
 	"github.com/leashd/leash/adapter/domains"
@@ -38,6 +39,9 @@ type envoyReloader struct {
 
 	stopWatch context.CancelFunc
 	wg        sync.WaitGroup
+	// applying counts the descriptor watchers' applies begun, each about to take mu: a
+	// test waits on it for a watcher to be waiting for the lock.
+	applying atomic.Int64
 }
 
 func newEnvoyReloader(ctx context.Context, eng *wiring.Engine, svc *rls.Service, cfg *domains.Config, paths []string, log *slog.Logger) *envoyReloader {
@@ -74,6 +78,7 @@ func (r *envoyReloader) watch(paths []string) {
 // applyDescriptors is the callback of the descriptor watcher whose context is ctx; the
 // watcher logs the reload. A watcher replaced or stopped meanwhile applies nothing.
 func (r *envoyReloader) applyDescriptors(ctx context.Context, files *descriptors.Config) error {
+	r.applying.Add(1)
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if err := ctx.Err(); err != nil {

@@ -49,8 +49,9 @@ func TestReloaderRestartWhileApplying(t *testing.T) {
 	// Hold the lock as applyConfig does, edit a file so the watcher comes to apply it and
 	// waits for the lock, then restart the watcher on other paths under the lock.
 	r.mu.Lock()
+	from := r.applying.Load()
 	testkit.ReplaceFile(t, file, "domain: edge\ndescriptors:\n  - key: user\n    rate_limit: {unit: minute, requests_per_unit: 3}\n")
-	time.Sleep(1500 * time.Millisecond) // the watcher polls every second and reacts to the edit's event at once
+	testkit.Eventually(t, "the watcher applying the edit", 10*time.Second, func() bool { return r.applying.Load() > from })
 	restarted := make(chan struct{})
 	go func() {
 		r.watch([]string{t.TempDir()})

@@ -118,6 +118,7 @@ type Reservations struct {
 	fenceSeen int64 // the fence log read so far (the beat's goroutine only); -1: not since the beat started
 	local     atomic.Int64
 	calls     atomic.Int64
+	sweeps    atomic.Int64 // the sweeper's rounds finished
 
 	stop      context.CancelFunc
 	wg        sync.WaitGroup
@@ -200,6 +201,10 @@ func New(next engine.Decider, p Port, o Options) *Reservations {
 // Stats counts, since New, the requests decided from a slice and the calls to the store
 // that reserved or gave back.
 func (r *Reservations) Stats() (local, calls int64) { return r.local.Load(), r.calls.Load() }
+
+// Sweeps counts the sweeper's rounds finished since New (not Close's last one): a test
+// waits on it for rounds to have run, where a sleep would hope they had.
+func (r *Reservations) Sweeps() int64 { return r.sweeps.Load() }
 
 // Close stops the heartbeat and the sweeper and gives every slice back, within ctx. It is
 // idempotent.
@@ -688,6 +693,7 @@ func (r *Reservations) run(ctx context.Context) {
 				return
 			case <-t.C:
 				r.sweep(ctx, false)
+				r.sweeps.Add(1)
 			}
 		}
 	})

@@ -472,7 +472,11 @@ func TestReservationSlidingWindowEndGivesBackLater(t *testing.T) {
 		t.Fatalf("%d decided from slices, want 2 (each counter's third request)", local)
 	}
 	clock.Advance(w * time.Millisecond) // the next window
-	time.Sleep(750 * time.Millisecond)  // three of the sweeper's rounds
+	// Three of the sweeper's rounds begun after the window's end: the first round that
+	// finishes after this read may have begun before it, so four.
+	from := s.Sweeps()
+	testkit.Eventually(t, "three sweeper rounds after the window's end", 10*time.Second,
+		func() bool { return s.Sweeps() >= from+4 })
 	if _, after := s.ReserveStats(); after != calls {
 		t.Fatalf("%d calls to Redis at the window's end with no request: the slices went back at once", after-calls)
 	}

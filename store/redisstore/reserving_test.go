@@ -56,6 +56,14 @@ func (r rstore) ReserveStats() (local, calls int64) {
 	return r.h.Stats()
 }
 
+// Sweeps counts the hot path's sweeper rounds finished so far (0 with none).
+func (r rstore) Sweeps() int64 {
+	if r.h == nil {
+		return 0
+	}
+	return r.h.Sweeps()
+}
+
 // Close gives the slices back, then closes the store.
 func (r rstore) Close() error {
 	if r.h != nil {

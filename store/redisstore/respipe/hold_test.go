@@ -3,6 +3,7 @@ package respipe
 import (
 	"context"
 	"fmt"
+	"runtime"
 	"sync"
 	"testing"
 	"time"
@@ -125,9 +126,9 @@ func TestHoldMergesBehindOwedReplies(t *testing.T) {
 			}
 			widths[i] = r[2]
 		})
-		// Pacing, not synchronisation: each call arrives on its own, after the writer's
-		// Gosched, so only the hold can put them in one command.
-		time.Sleep(2 * time.Millisecond)
+		// Each call arrives on its own: the next starts once this one is queued (held) or
+		// written, so only the hold can put them in one command.
+		arrived(t, p, written+2, i+1)
 	}
 	wg.Wait()
 	if d := time.Since(start); d > 2*time.Second {
@@ -137,5 +138,30 @@ func TestHoldMergesBehindOwedReplies(t *testing.T) {
 		if w != n {
 			t.Fatalf("call %d was in a command of %d calls, want all %d held together (%v)", i, w, n, widths)
 		}
+	}
+}
+
+// arrived waits, up to 5 s, until n calls made after the first `from` written on p are
+// queued on its connection or written.
+func arrived(t *testing.T, p *Pipe, from int64, n int) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		p.mu.Lock()
+		pc := p.cur
+		p.mu.Unlock()
+		queued := 0
+		if pc != nil {
+			pc.mu.Lock()
+			queued = len(pc.queued)
+			pc.mu.Unlock()
+		}
+		if int64(queued)+p.stats.calls.Load()-from >= int64(n) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of %d calls queued or written after 5 s", int64(queued)+p.stats.calls.Load()-from, n)
+		}
+		runtime.Gosched()
 	}
 }
