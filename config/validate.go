@@ -199,6 +199,19 @@ func mergePlans(docs map[string]planDoc, st *fileState, errs *errList) map[strin
 	return plans
 }
 
+// validateDisk checks store.disk (spec §11.4).
+func validateDisk(d *Disk, errs *errList) {
+	if strings.TrimSpace(d.Path) == "" {
+		errs.add("store.disk.path", "must name a directory")
+	}
+	if d.SyncInterval < 0 {
+		errs.add("store.disk.sync_interval", "must be 0 or more")
+	}
+	if d.MaxEntries < 1 {
+		errs.add("store.disk.max_entries", "must be 1 or more")
+	}
+}
+
 // validate checks values and combinations; explicit reports whether a key path was given
 // in a file or the environment (not just defaulted).
 func validate(c *Config, explicit func(string) bool, errs *errList) {
@@ -213,10 +226,11 @@ func validate(c *Config, explicit func(string) bool, errs *errList) {
 	}
 
 	switch c.Store.Backend {
-	case "memory", "redis":
+	case "disk", "memory", "redis":
 	default:
-		errs.add("store.backend", "must be memory or redis, got %q", c.Store.Backend)
+		errs.add("store.backend", "must be disk, memory or redis, got %q", c.Store.Backend)
 	}
+	validateDisk(&c.Store.Disk, errs)
 	validateRedis(&c.Store.Redis, explicit, errs)
 	if c.Store.Memory.MaxEntries < 1 {
 		errs.add("store.memory.max_entries", "must be 1 or more")
