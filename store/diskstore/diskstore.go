@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/vfs"
 
 	"github.com/leashd/leash/engine"
 	"github.com/leashd/leash/store/memstore"
@@ -46,6 +47,9 @@ type Options struct {
 	Clock engine.Clock
 	// Logger receives the store's events; default slog.Default().
 	Logger *slog.Logger
+	// FS is the file system the database is kept on; nil is the operating system's.
+	// Tests give one that counts syncs.
+	FS vfs.FS
 }
 
 // Store is the disk store: a memstore.Store whose durable state is kept in Pebble. It is
@@ -56,6 +60,10 @@ type Store struct {
 	db        *pebble.DB
 	lock      *os.File
 	log       *slog.Logger
+	j         *journal
+	every     time.Duration // SyncInterval
+	stop      chan struct{}
+	done      chan struct{}
 	closeOnce sync.Once
 	closeErr  error
 }
@@ -82,13 +90,93 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	db, err := pebble.Open(opts.Path, &pebble.Options{Logger: pebbleLogger{opts.Logger}})
+	start := time.Now()
+	db, err := pebble.Open(opts.Path, &pebble.Options{
+		FS:           opts.FS,
+		Logger:       pebbleLogger{opts.Logger},
+		MemTableSize: 32 << 20,
+	})
 	if err != nil {
 		_ = unlockDir(lock)
 		return nil, fmt.Errorf("diskstore: open %s: %w", opts.Path, err)
 	}
-	m := memstore.New(memstore.Options{Clock: opts.Clock, MaxEntries: opts.MaxEntries})
-	return &Store{Store: m, path: opts.Path, db: db, lock: lock, log: opts.Logger}, nil
+	j := &journal{db: db, wo: pebble.NoSync, log: opts.Logger}
+	if opts.SyncInterval <= 0 {
+		j.wo = pebble.Sync
+	}
+	s := &Store{
+		Store: memstore.New(memstore.Options{Clock: opts.Clock, MaxEntries: opts.MaxEntries, Journal: j}),
+		path:  opts.Path, db: db, lock: lock, log: opts.Logger, j: j, every: opts.SyncInterval,
+		stop: make(chan struct{}), done: make(chan struct{}),
+	}
+	loaded, dropped, err := s.load(ctx)
+	if err != nil {
+		_ = s.Store.Close()
+		close(s.done)
+		_ = s.closeDB()
+		return nil, err
+	}
+	go s.syncer()
+	opts.Logger.Info("diskstore: opened", "path", opts.Path, "records", loaded, "dropped_records", dropped,
+		"sync_interval_ms", opts.SyncInterval.Milliseconds(), "open_ms", time.Since(start).Milliseconds())
+	return s, nil
+}
+
+// load reads every record into the memory store, and deletes those that are dead.
+func (s *Store) load(ctx context.Context) (loaded, dropped int, err error) {
+	it, err := s.db.NewIterWithContext(ctx, nil)
+	if err != nil {
+		return 0, 0, fmt.Errorf("diskstore: load %s: %w", s.path, err)
+	}
+	b := s.db.NewBatch()
+	defer b.Close()
+	for it.First(); it.Valid(); it.Next() {
+		v, err := it.ValueAndErr()
+		if err != nil {
+			_ = it.Close()
+			return 0, 0, fmt.Errorf("diskstore: load %s: %w", s.path, err)
+		}
+		keep, err := s.Restore(it.Key(), v)
+		if err != nil {
+			_ = it.Close()
+			return 0, 0, fmt.Errorf("diskstore: load %s: record of kind %q: %w", s.path, it.Key()[0], err)
+		}
+		if keep {
+			loaded++
+		} else {
+			dropped++
+			_ = b.Delete(it.Key(), nil)
+		}
+	}
+	if err := it.Close(); err != nil {
+		return 0, 0, fmt.Errorf("diskstore: load %s: %w", s.path, err)
+	}
+	if err := b.Commit(pebble.Sync); err != nil {
+		return 0, 0, fmt.Errorf("diskstore: load %s: drop dead records: %w", s.path, err)
+	}
+	return loaded, dropped, nil
+}
+
+// syncer syncs the write-ahead log every SyncInterval until Close; with SyncInterval 0
+// every write syncs and it only waits for Close.
+func (s *Store) syncer() {
+	defer close(s.done)
+	if s.every <= 0 {
+		<-s.stop
+		return
+	}
+	t := time.NewTicker(s.every)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.stop:
+			return
+		case <-t.C:
+			if err := s.j.sync(); err != nil {
+				s.log.Error("diskstore: sync failed", "path", s.path, "err", err)
+			}
+		}
+	}
 }
 
 // Backup writes a consistent copy of the store, taken while it serves, into dir, which
@@ -106,7 +194,13 @@ func (s *Store) Backup(ctx context.Context, dir string) error {
 // Close stops the store's background work, syncs and closes the database.
 func (s *Store) Close() error {
 	s.closeOnce.Do(func() {
-		s.closeErr = errors.Join(s.Store.Close(), s.closeDB())
+		close(s.stop)
+		<-s.done
+		err := s.Store.Close()
+		if serr := s.j.sync(); serr != nil {
+			err = errors.Join(err, serr)
+		}
+		s.closeErr = errors.Join(err, s.closeDB())
 	})
 	return s.closeErr
 }

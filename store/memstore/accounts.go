@@ -51,6 +51,9 @@ func (s *Store) CreateAccount(_ context.Context, acc engine.StoredAccount) (engi
 		return a.withKeys(old), false, nil
 	}
 	acc.CreatedMS, acc.Keys = s.nowMS(), 0
+	if err := s.journalAccounts(func(b JournalBatch) { b.Set(prefixed(nil, recAccount, acc.ID), mustJSON(acc)) }); err != nil {
+		return engine.StoredAccount{}, false, fmt.Errorf("memstore: create account: %w", err)
+	}
 	a.accounts[acc.ID] = acc
 	a.version++
 	return acc, true, nil
@@ -116,6 +119,9 @@ func (s *Store) UpdateAccount(_ context.Context, id string, u engine.AccountUpda
 	if u.Suspended != nil {
 		acc.Suspended = *u.Suspended
 	}
+	if err := s.journalAccounts(func(b JournalBatch) { b.Set(prefixed(nil, recAccount, id), mustJSON(acc)) }); err != nil {
+		return engine.StoredAccount{}, false, fmt.Errorf("memstore: update account: %w", err)
+	}
 	a.accounts[id] = acc
 	a.version++
 	return a.withKeys(acc), true, nil
@@ -131,6 +137,15 @@ func (s *Store) DeleteAccount(_ context.Context, id string) (bool, error) {
 	defer a.mu.Unlock()
 	if _, ok := a.accounts[id]; !ok {
 		return false, nil
+	}
+	err := s.journalAccounts(func(b JournalBatch) {
+		b.Delete(prefixed(nil, recAccount, id))
+		for kid := range a.keys[id] {
+			b.Delete(keyRec(nil, id, kid))
+		}
+	})
+	if err != nil {
+		return false, fmt.Errorf("memstore: delete account: %w", err)
 	}
 	delete(a.accounts, id)
 	delete(a.keys, id)
@@ -164,6 +179,9 @@ func (s *Store) IssueKey(_ context.Context, k engine.StoredKey) (engine.StoredKe
 		a.keys[k.Account] = ks
 	}
 	k.CreatedMS = s.nowMS()
+	if err := s.journalAccounts(func(b JournalBatch) { b.Set(keyRec(nil, k.Account, k.ID), mustJSON(k)) }); err != nil {
+		return engine.StoredKey{}, fmt.Errorf("memstore: issue key: %w", err)
+	}
 	ks[k.ID] = k
 	a.version++
 	return k, nil
@@ -202,6 +220,9 @@ func (s *Store) RevokeKey(_ context.Context, account, keyID string) (bool, error
 	if _, ok := a.keys[account][keyID]; !ok {
 		return false, nil
 	}
+	if err := s.journalAccounts(func(b JournalBatch) { b.Delete(keyRec(nil, account, keyID)) }); err != nil {
+		return false, fmt.Errorf("memstore: revoke key: %w", err)
+	}
 	delete(a.keys[account], keyID)
 	a.version++
 	return true, nil
@@ -238,4 +259,16 @@ func (s *Store) LoadAccounts(context.Context) (engine.AccountsSnapshot, error) {
 	}
 	sortKeys(snap.Keys)
 	return snap, nil
+}
+
+// journalAccounts records one account or key change, and the version it bumps to, in one
+// journal batch; the caller holds the accounts lock and bumps the version after.
+func (s *Store) journalAccounts(change func(JournalBatch)) error {
+	if s.j == nil {
+		return nil
+	}
+	b := s.j.Batch()
+	change(b)
+	b.Set([]byte{recVersion}, appendVarints(nil, s.accts.version+1))
+	return b.Commit()
 }

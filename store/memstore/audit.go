@@ -2,6 +2,7 @@ package memstore
 
 import (
 	"context"
+	"fmt"
 	"maps"
 	"slices"
 	"strconv"
@@ -26,11 +27,16 @@ func byID(a, b engine.AuditEntry) int { return strings.Compare(a.ID, b.ID) }
 
 // insert adds e to list, kept by id, then drops what is older than cutoff and the oldest
 // beyond most.
-func insert(list []engine.AuditEntry, e engine.AuditEntry, cutoff string, most int) []engine.AuditEntry {
+func insert(list []engine.AuditEntry, e engine.AuditEntry, cutoff string, most int, dropped func(engine.AuditEntry)) []engine.AuditEntry {
 	i, _ := slices.BinarySearchFunc(list, e, byID)
 	list = slices.Insert(list, i, e)
 	drop, _ := slices.BinarySearchFunc(list, engine.AuditEntry{ID: cutoff}, byID)
 	drop = max(drop, len(list)-most)
+	if dropped != nil {
+		for _, old := range list[:max(drop, 0)] {
+			dropped(old)
+		}
+	}
 	if drop > 0 {
 		list = slices.Delete(list, 0, drop) // keeps the backing array: no regrowth per append
 	}
@@ -50,19 +56,35 @@ func (s *Store) AppendAudit(_ context.Context, e engine.AuditEntry) (engine.Audi
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	e.ID = engine.NextAuditID(a.last, s.nowMS())
-	e.TimeMS, a.last = auditMS(e.ID), e.ID
+	e.TimeMS = auditMS(e.ID)
+	if s.j != nil {
+		if err := s.j.Set(prefixed(nil, recAudit, e.ID), mustJSON(e)); err != nil {
+			return engine.AuditEntry{}, fmt.Errorf("memstore: append audit: %w", err)
+		}
+	}
+	a.last = e.ID
+	a.add(e, s.j)
+	return e, nil
+}
+
+// add inserts e into both lists, dropping what expired or is beyond the bounds; with a
+// journal, what leaves the whole log leaves the journal too.
+func (a *auditStore) add(e engine.AuditEntry, j Journal) {
 	cutoff := engine.AuditCutoff(e.TimeMS)
 	if a.byAcct == nil {
 		a.byAcct = make(map[string][]engine.AuditEntry)
 	}
-	a.all = insert(a.all, e, cutoff, engine.MaxAuditEntries)
-	a.byAcct[e.Account] = insert(a.byAcct[e.Account], e, cutoff, engine.MaxAuditPerAccount)
+	var dropped func(engine.AuditEntry)
+	if j != nil {
+		dropped = func(old engine.AuditEntry) { _ = j.Delete(prefixed(nil, recAudit, old.ID)) }
+	}
+	a.all = insert(a.all, e, cutoff, engine.MaxAuditEntries, dropped)
+	a.byAcct[e.Account] = insert(a.byAcct[e.Account], e, cutoff, engine.MaxAuditPerAccount, nil)
 	for id, list := range a.byAcct { // forget the accounts whose entries all expired
 		if len(list) > 0 && list[len(list)-1].ID < cutoff {
 			delete(a.byAcct, id)
 		}
 	}
-	return e, nil
 }
 
 // ListAudit returns up to limit unexpired entries of account ("" every account) with ids

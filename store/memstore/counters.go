@@ -74,6 +74,10 @@ func (s *Store) Spend(_ context.Context, sp engine.Spend) (engine.Decision, erro
 	switch {
 	case found:
 		if res.Write {
+			if err := sh.putCounterRec(k, st, res.ExpiresMS); err != nil {
+				sh.mu.Unlock()
+				return engine.Decision{}, fmt.Errorf("memstore: spend: %w", err)
+			}
 			e := &sh.entries[i]
 			e.st, e.exp = st, res.ExpiresMS
 			sh.noteExp(res.ExpiresMS)
@@ -82,6 +86,10 @@ func (s *Store) Spend(_ context.Context, sp engine.Spend) (engine.Decision, erro
 		if err := sh.reserve(s, now); err != nil {
 			sh.mu.Unlock()
 			return engine.Decision{}, err
+		}
+		if err := sh.putCounterRec(k, st, res.ExpiresMS); err != nil {
+			sh.mu.Unlock()
+			return engine.Decision{}, fmt.Errorf("memstore: spend: %w", err)
 		}
 		sh.insertCounter(h, string(k), st, res.ExpiresMS)
 	}
@@ -164,6 +172,19 @@ func (s *Store) SpendAll(_ context.Context, spends []engine.Spend, out []engine.
 			if err := shs[i].reserve(s, now); err != nil {
 				return err
 			}
+		}
+	}
+	if s.j != nil {
+		// Record every write together, so a crash keeps all or none of them.
+		b := s.j.Batch()
+		for i := range n {
+			if res[i].Write {
+				var kb, vb [recBufSize]byte
+				b.Set(append(append(kb[:0], recCounter), keys[i]...), counterVal(vb[:0], sts[i], res[i].ExpiresMS))
+			}
+		}
+		if err := b.Commit(); err != nil {
+			return fmt.Errorf("memstore: spend all: %w", err)
 		}
 	}
 	for i := range n {

@@ -2,6 +2,7 @@ package memstore
 
 import (
 	"context"
+	"fmt"
 
 	"github.com/leashd/leash/engine"
 )
@@ -119,6 +120,9 @@ func (s *Store) Acquire(_ context.Context, set engine.LeaseSet, token string, li
 	ls := sh.lookupLeases(k, now) // nil when every lease expired: the set starts over
 	if ls != nil {
 		if i, held := ls.pos[token]; held {
+			if err := sh.putLeaseRec(ls.key, lease{token: token, exp: now + ttlMS, ttl: ttlMS}); err != nil {
+				return engine.LeaseDecision{}, fmt.Errorf("memstore: acquire: %w", err)
+			}
 			ls.h[i].exp, ls.h[i].ttl = now+ttlMS, ttlMS
 			ls.fix(i)
 			sh.noteExp(now + ttlMS)
@@ -134,11 +138,15 @@ func (s *Store) Acquire(_ context.Context, set engine.LeaseSet, token string, li
 	if err := sh.reserve(s, now); err != nil {
 		return engine.LeaseDecision{}, err
 	}
+	l := lease{token: token, exp: now + ttlMS, ttl: ttlMS}
+	if err := sh.putLeaseRec(string(k), l); err != nil {
+		return engine.LeaseDecision{}, fmt.Errorf("memstore: acquire: %w", err)
+	}
 	if ls == nil {
 		ls = newLeaseSet(string(k))
 		sh.leases[ls.key] = ls
 	}
-	ls.add(lease{token: token, exp: now + ttlMS, ttl: ttlMS})
+	ls.add(l)
 	sh.leaseCount++
 	sh.noteExp(ls.h[0].exp)
 	d.Allowed, d.Active, d.ResetMS = true, int64(len(ls.h)), ttlMS
@@ -176,6 +184,12 @@ func (s *Store) Release(_ context.Context, set engine.LeaseSet, token string) (e
 	}
 	var r engine.ReleaseResult
 	if i, held := ls.pos[token]; held {
+		if sh.j != nil {
+			var b [recBufSize]byte
+			if err := sh.j.Delete(leaseRec(b[:0], ls.key, token)); err != nil {
+				return engine.ReleaseResult{}, fmt.Errorf("memstore: release: %w", err)
+			}
+		}
 		ls.removeAt(i)
 		sh.leaseCount--
 		r.Released = true
@@ -213,6 +227,9 @@ func (s *Store) Renew(_ context.Context, set engine.LeaseSet, token string, ttlM
 		ttl := ttlMS
 		if ttl == 0 {
 			ttl = ls.h[i].ttl
+		}
+		if err := sh.putLeaseRec(ls.key, lease{token: token, exp: now + ttl, ttl: ls.h[i].ttl}); err != nil {
+			return engine.RenewResult{}, fmt.Errorf("memstore: renew: %w", err)
 		}
 		ls.h[i].exp = now + ttl
 		ls.fix(i)

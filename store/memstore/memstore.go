@@ -66,6 +66,9 @@ type Options struct {
 	// DefaultShards. New uses fewer when MaxEntries would give a shard fewer than 1024
 	// entries.
 	Shards int
+	// Journal, when set, receives every change of the durable state (see Journal); the
+	// store then answers only after the journal took the change.
+	Journal Journal
 }
 
 // Store is the memory Store. It is safe for concurrent use.
@@ -79,6 +82,7 @@ type Store struct {
 	demand    demandStore  // RLQS demand entries (demand.go)
 	accts     accountStore // accounts and keys of the admin API (accounts.go)
 	audit     auditStore   // the audit log (audit.go)
+	j         Journal      // nil: none
 	evictions atomic.Uint64
 	closed    atomic.Bool
 	stop      chan struct{}
@@ -114,6 +118,7 @@ func New(opts Options) *Store {
 		seed:   maphash.MakeSeed(),
 		shards: make([]shard, n),
 		mask:   uint64(n - 1),
+		j:      opts.Journal,
 		stop:   make(chan struct{}),
 		done:   make(chan struct{}),
 	}
@@ -123,7 +128,7 @@ func New(opts Options) *Store {
 		if i < extra {
 			c++
 		}
-		s.shards[i].init(s.seed, c)
+		s.shards[i].init(s.seed, c, opts.Journal)
 	}
 	s.usage.init()
 	go s.sweeper(opts.SweepInterval)
@@ -194,7 +199,7 @@ func (s *Store) Sweep() {
 		sh.sweep(now, sweepBudget)
 		sh.mu.Unlock()
 	}
-	s.usage.prune(now)
+	s.usage.prune(now, s.j)
 	s.demand.sweep(now)
 }
 

@@ -2,6 +2,7 @@ package memstore
 
 import (
 	"context"
+	"fmt"
 
 	"github.com/leashd/leash/engine"
 )
@@ -84,7 +85,17 @@ func (s *Store) PutRule(_ context.Context, account, namespace string, r engine.R
 		slot = &p.concurrent
 	}
 	created := *slot == nil
-	*slot = copyRule(r)
+	c := copyRule(r)
+	if sh.j != nil {
+		var b [recBufSize]byte
+		if err := sh.j.Set(ruleRec(b[:0], string(k), r.Algorithm.Kind()), encodeRule(c)); err != nil {
+			if *slot == nil && p.concurrent == nil && p.rate == nil {
+				delete(sh.rules, string(k))
+			}
+			return false, fmt.Errorf("memstore: put rule: %w", err)
+		}
+	}
+	*slot = c
 	return created, nil
 }
 
@@ -107,6 +118,12 @@ func (s *Store) DeleteRule(_ context.Context, account, namespace string, kind en
 		slot = &p.concurrent
 	}
 	deleted := *slot != nil
+	if deleted && sh.j != nil {
+		var b [recBufSize]byte
+		if err := sh.j.Delete(ruleRec(b[:0], string(k), kind)); err != nil {
+			return false, fmt.Errorf("memstore: delete rule: %w", err)
+		}
+	}
 	*slot = nil
 	if p.rate == nil && p.concurrent == nil {
 		delete(sh.rules, string(k))

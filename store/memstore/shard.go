@@ -46,13 +46,15 @@ type shard struct {
 	// leaseCount is the number of leases held in all lease sets (expired ones not yet
 	// purged included): each takes one entry of the capacity.
 	leaseCount int
-	capacity   int   // bound on counters plus leases
-	minExp     int64 // no counter or lease expires before this
+	capacity   int     // bound on counters plus leases
+	minExp     int64   // no counter or lease expires before this
+	j          Journal // the store's; nil: none
 	_          [64]byte
 }
 
-func (sh *shard) init(seed maphash.Seed, capacity int) {
+func (sh *shard) init(seed maphash.Seed, capacity int, j Journal) {
 	sh.seed = seed
+	sh.j = j
 	sh.counters = make(map[uint64]int32)
 	sh.collided = make(map[string]int32)
 	sh.leases = make(map[string]*leaseSet)
@@ -71,6 +73,12 @@ func (sh *shard) live() int { return sh.numCounters() + sh.leaseCount }
 // purgeSet drops the leases of ls expired at now, keeping leaseCount in step.
 func (sh *shard) purgeSet(ls *leaseSet, now int64) {
 	n := len(ls.h)
+	if sh.j != nil {
+		for len(ls.h) > 0 && ls.h[0].exp <= now {
+			sh.dropLeaseRec(ls.key, ls.h[0].token)
+			ls.removeAt(0)
+		}
+	}
 	ls.purge(now)
 	sh.leaseCount -= n - len(ls.h)
 }
@@ -116,6 +124,10 @@ func (sh *shard) insertCounter(h uint64, key string, st [3]int64, exp int64) {
 // removeCounter frees counter slot i.
 func (sh *shard) removeCounter(i int32) {
 	e := &sh.entries[i]
+	if sh.j != nil {
+		var b [recBufSize]byte
+		_ = sh.j.Delete(counterRec(b[:0], e.key))
+	}
 	h := maphash.String(sh.seed, e.key) // as maphash.Bytes of the encoded key
 	if j, ok := sh.counters[h]; ok && j == i {
 		delete(sh.counters, h)
@@ -274,4 +286,28 @@ func appendLeaseKey(b []byte, set *engine.LeaseSet) []byte {
 func appendRuleKey(b []byte, account, namespace string) []byte {
 	b = appendString(b, account)
 	return append(b, namespace...)
+}
+
+// dropLeaseRec records through the journal that a lease is no longer held.
+func (sh *shard) dropLeaseRec(set, token string) {
+	var b [recBufSize]byte
+	_ = sh.j.Delete(leaseRec(b[:0], set, token))
+}
+
+// putLeaseRec records a held lease through the journal, if there is one.
+func (sh *shard) putLeaseRec(set string, l lease) error {
+	if sh.j == nil {
+		return nil
+	}
+	var b, v [recBufSize]byte
+	return sh.j.Set(leaseRec(b[:0], set, l.token), appendVarints(v[:0], l.exp, l.ttl))
+}
+
+// putCounterRec records a counter's state through the journal, if there is one.
+func (sh *shard) putCounterRec(key []byte, st [3]int64, exp int64) error {
+	if sh.j == nil {
+		return nil
+	}
+	var b, v [recBufSize]byte
+	return sh.j.Set(append(append(b[:0], recCounter), key...), counterVal(v[:0], st, exp))
 }

@@ -2,6 +2,7 @@ package memstore
 
 import (
 	"context"
+	"fmt"
 	"sync"
 
 	"github.com/leashd/leash/engine"
@@ -39,29 +40,45 @@ func (u *usageStore) init() {
 }
 
 // prune drops usage older than the retention, at most once a minute of store time.
-func (u *usageStore) prune(now int64) {
+func (u *usageStore) prune(now int64, j Journal) {
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	if now >= u.lastPrune && now-u.lastPrune < pruneEveryMS {
 		return
 	}
 	u.lastPrune = now
+	var b JournalBatch
+	if j != nil {
+		b = j.Batch()
+	}
 	today := engine.DayOf(now)
 	month := today.Month()
 	for k := range u.daily {
 		if k.Day < today-keepDays {
 			delete(u.daily, k)
+			if b != nil {
+				b.Delete(dailyRec(nil, k))
+			}
 		}
 	}
 	for k := range u.monthly {
 		if k.month < month-keepMonths {
 			delete(u.monthly, k)
+			if b != nil {
+				b.Delete(monthlyRec(nil, k))
+			}
 		}
 	}
 	for id, at := range u.batches {
 		if now-at > keepBatchesMS {
 			delete(u.batches, id)
+			if b != nil {
+				b.Delete(prefixed(nil, recBatch, id))
+			}
 		}
+	}
+	if b != nil {
+		_ = b.Commit() // a failure is the journal's to report; Restore drops what is old
 	}
 }
 
@@ -79,6 +96,13 @@ func (s *Store) AddUsage(_ context.Context, b engine.UsageBatch) error {
 		if _, seen := u.batches[b.ID]; seen {
 			return nil
 		}
+	}
+	if s.j != nil {
+		if err := s.journalUsage(b, now); err != nil {
+			return fmt.Errorf("memstore: add usage: %w", err)
+		}
+	}
+	if b.ID != "" {
 		u.batches[b.ID] = now
 	}
 	for k, c := range b.Counts {
@@ -126,4 +150,24 @@ func (s *Store) MonthTotals(_ context.Context, month engine.Month, accounts []st
 		out[i] = u.monthly[accountMonth{a, month}]
 	}
 	return out, nil
+}
+
+// journalUsage records what b will make of the counts it touches, with its id, in one
+// journal batch; the caller holds the usage lock.
+func (s *Store) journalUsage(b engine.UsageBatch, now int64) error {
+	u := &s.usage
+	jb := s.j.Batch()
+	if b.ID != "" {
+		jb.Set(prefixed(nil, recBatch, b.ID), appendVarints(nil, now))
+	}
+	months := make(map[accountMonth]int64)
+	for k, c := range b.Counts {
+		d := u.daily[k]
+		jb.Set(dailyRec(nil, k), appendVarints(nil, d.Total+c.Total, d.Blocked+c.Blocked))
+		months[accountMonth{k.Account, k.Day.Month()}] += c.Total
+	}
+	for m, add := range months {
+		jb.Set(monthlyRec(nil, m), appendVarints(nil, u.monthly[m]+add))
+	}
+	return jb.Commit()
 }

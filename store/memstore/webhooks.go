@@ -72,7 +72,7 @@ func (hs *hookStore) lock() {
 }
 
 // pruneOnce forgets expired once-keys, at most once a minute of store time.
-func (hs *hookStore) pruneOnce(now int64) {
+func (hs *hookStore) pruneOnce(now int64, j Journal) {
 	if now >= hs.pruned && now-hs.pruned < pruneEveryMS {
 		return
 	}
@@ -80,6 +80,9 @@ func (hs *hookStore) pruneOnce(now int64) {
 	for k, until := range hs.once {
 		if until <= now {
 			delete(hs.once, k)
+			if j != nil {
+				_ = j.Delete(prefixed(nil, recOnce, k)) // Restore drops it if this fails
+			}
 		}
 	}
 }
@@ -116,6 +119,11 @@ func (s *Store) PutWebhook(_ context.Context, account string, w engine.Webhook) 
 	hs := &s.hooks
 	hs.lock()
 	defer hs.mu.Unlock()
+	if s.j != nil {
+		if err := s.j.Set(prefixed(nil, recWebhook, account), mustJSON(w)); err != nil {
+			return fmt.Errorf("memstore: put webhook: %w", err)
+		}
+	}
 	hs.webhooks[account] = w
 	return nil
 }
@@ -132,6 +140,11 @@ func (s *Store) DeleteWebhook(_ context.Context, account string) (bool, error) {
 	hs.lock()
 	defer hs.mu.Unlock()
 	_, ok := hs.webhooks[account]
+	if ok && s.j != nil {
+		if err := s.j.Delete(prefixed(nil, recWebhook, account)); err != nil {
+			return false, fmt.Errorf("memstore: delete webhook: %w", err)
+		}
+	}
 	delete(hs.webhooks, account)
 	return ok, nil
 }
@@ -158,14 +171,27 @@ func (s *Store) Enqueue(_ context.Context, ev engine.OutboxEvent, onceKey string
 	if _, dup := hs.events[ev.ID]; dup {
 		return false, nil
 	}
+	until := now + engine.OnceKeyTTL.Milliseconds()
 	if onceKey != "" {
-		hs.pruneOnce(now)
+		hs.pruneOnce(now, s.j)
 		if until, used := hs.once[onceKey]; used && until > now {
 			return false, nil
 		}
-		hs.once[onceKey] = now + engine.OnceKeyTTL.Milliseconds()
 	}
 	e := &outboxEntry{ev: ev, dueMS: now}
+	if s.j != nil {
+		b := s.j.Batch()
+		b.Set(prefixed(nil, recEvent, ev.ID), eventVal(e))
+		if onceKey != "" {
+			b.Set(prefixed(nil, recOnce, onceKey), appendVarints(nil, until))
+		}
+		if err := b.Commit(); err != nil {
+			return false, fmt.Errorf("memstore: enqueue: %w", err)
+		}
+	}
+	if onceKey != "" {
+		hs.once[onceKey] = until
+	}
 	hs.events[ev.ID] = e
 	heap.Push(&hs.due, e)
 	return true, nil
@@ -191,6 +217,20 @@ func (s *Store) Claim(_ context.Context, max int, visibilityMS int64) ([]engine.
 	for len(claimed) < max && hs.due.Len() > 0 && hs.due[0].dueMS <= now {
 		claimed = append(claimed, heap.Pop(&hs.due).(*outboxEntry))
 	}
+	if s.j != nil && len(claimed) > 0 {
+		b := s.j.Batch()
+		for _, e := range claimed {
+			next := *e
+			next.dueMS = now + visibilityMS
+			b.Set(prefixed(nil, recEvent, e.ev.ID), eventVal(&next))
+		}
+		if err := b.Commit(); err != nil {
+			for _, e := range claimed { // unclaimed: back as they were
+				heap.Push(&hs.due, e)
+			}
+			return nil, fmt.Errorf("memstore: claim: %w", err)
+		}
+	}
 	out := make([]engine.OutboxEvent, len(claimed))
 	for i, e := range claimed {
 		out[i] = copyEvent(e.ev)
@@ -212,6 +252,11 @@ func (s *Store) Ack(_ context.Context, id string) error {
 	hs.lock()
 	defer hs.mu.Unlock()
 	if e, ok := hs.events[id]; ok {
+		if s.j != nil {
+			if err := s.j.Delete(prefixed(nil, recEvent, id)); err != nil {
+				return fmt.Errorf("memstore: ack: %w", err)
+			}
+		}
 		heap.Remove(&hs.due, e.index)
 		delete(hs.events, id)
 	}
@@ -235,6 +280,14 @@ func (s *Store) Retry(_ context.Context, id string, delayMS int64) error {
 	hs.lock()
 	defer hs.mu.Unlock()
 	if e, ok := hs.events[id]; ok {
+		if s.j != nil {
+			next := *e
+			next.ev.Attempts++
+			next.dueMS = now + delayMS
+			if err := s.j.Set(prefixed(nil, recEvent, id), eventVal(&next)); err != nil {
+				return fmt.Errorf("memstore: retry: %w", err)
+			}
+		}
 		e.ev.Attempts++
 		e.dueMS = now + delayMS
 		heap.Fix(&hs.due, e.index)

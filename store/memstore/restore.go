@@ -1,0 +1,273 @@
+package memstore
+
+import (
+	"container/heap"
+	"encoding/binary"
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	"github.com/leashd/leash/engine"
+)
+
+// Restore loads one journal record (see Journal) into the store, before it serves: the
+// records may come in any order, except that an account must come before its keys (as
+// they do in bytewise key order). keep is false when the record is dead (expired, beyond
+// its retention, or a key of an account that is gone): the caller should delete it. A
+// record Restore cannot read is an error. Restoring writes nothing to the journal but
+// removals: of a counter evicted to make room, or of an audit entry beyond the bounds.
+func (s *Store) Restore(key, value []byte) (keep bool, err error) {
+	if len(key) == 0 {
+		return false, errRecord
+	}
+	now := s.nowMS()
+	rest := key[1:]
+	switch key[0] {
+	case recCounter:
+		return s.restoreCounter(rest, value, now)
+	case recLease:
+		return s.restoreLease(rest, value, now)
+	case recRule:
+		return s.restoreRule(rest, value)
+	case recDaily, recMonthly, recBatch:
+		return s.restoreUsage(key[0], rest, value, now)
+	case recWebhook, recEvent, recOnce:
+		return s.restoreHook(key[0], rest, value, now)
+	case recAccount, recKey, recVersion:
+		return s.restoreAccount(key[0], rest, value)
+	case recAudit:
+		return s.restoreAudit(value, now)
+	}
+	return false, fmt.Errorf("%w: kind %q", errRecord, key[0])
+}
+
+func (s *Store) restoreCounter(k, v []byte, now int64) (bool, error) {
+	var st [3]int64
+	var exp int64
+	if _, err := readVarints(v, &st[0], &st[1], &st[2], &exp); err != nil {
+		return false, err
+	}
+	if exp <= now {
+		return false, nil
+	}
+	sh, h := s.shardOf(k)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	if i, found := sh.find(h, k); found {
+		sh.entries[i].st, sh.entries[i].exp = st, exp
+		sh.noteExp(exp)
+		return true, nil
+	}
+	if err := sh.reserve(s, now); err != nil {
+		return false, nil // full of live leases: the counter starts over, as if evicted
+	}
+	sh.insertCounter(h, string(k), st, exp)
+	return true, nil
+}
+
+func (s *Store) restoreLease(k, v []byte, now int64) (bool, error) {
+	set, rest, err := readString(k)
+	if err != nil {
+		return false, err
+	}
+	l := lease{token: string(rest)}
+	if _, err := readVarints(v, &l.exp, &l.ttl); err != nil {
+		return false, err
+	}
+	if l.exp <= now {
+		return false, nil
+	}
+	sh, _ := s.shardOf([]byte(set))
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	ls := sh.leases[set]
+	if ls != nil {
+		if i, held := ls.pos[l.token]; held {
+			ls.h[i] = l
+			ls.fix(i)
+			sh.noteExp(l.exp)
+			return true, nil
+		}
+	}
+	if err := sh.reserve(s, now); err != nil {
+		return false, fmt.Errorf("memstore: restore lease: %w", err)
+	}
+	if ls == nil {
+		ls = newLeaseSet(set)
+		sh.leases[set] = ls
+	}
+	ls.add(l)
+	sh.leaseCount++
+	sh.noteExp(l.exp)
+	return true, nil
+}
+
+func (s *Store) restoreRule(k, v []byte) (bool, error) {
+	if len(k) == 0 {
+		return false, errRecord
+	}
+	kind, rk := engine.RuleKind(k[len(k)-1]), k[:len(k)-1]
+	r, err := decodeRule(v)
+	if err != nil {
+		return false, err
+	}
+	sh, _ := s.shardOf(rk)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	p := sh.rules[string(rk)]
+	if p == nil {
+		p = new(rulePair)
+		sh.rules[string(rk)] = p
+	}
+	if kind == engine.ConcurrentRule {
+		p.concurrent = r
+	} else {
+		p.rate = r
+	}
+	return true, nil
+}
+
+func (s *Store) restoreUsage(kind byte, k, v []byte, now int64) (bool, error) {
+	u := &s.usage
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	today := engine.DayOf(now)
+	switch kind {
+	case recDaily:
+		acct, rest, err := readString(k)
+		if err != nil {
+			return false, err
+		}
+		ns, rest, err := readString(rest)
+		if err != nil {
+			return false, err
+		}
+		var day, total, blocked int64
+		if _, err := readVarints(rest, &day); err != nil {
+			return false, err
+		}
+		if _, err := readVarints(v, &total, &blocked); err != nil {
+			return false, err
+		}
+		if engine.Day(day) < today-keepDays {
+			return false, nil
+		}
+		u.daily[engine.UsageKey{Account: acct, Namespace: ns, Day: engine.Day(day)}] = engine.UsageCount{Total: total, Blocked: blocked}
+	case recMonthly:
+		acct, rest, err := readString(k)
+		if err != nil {
+			return false, err
+		}
+		var month, total int64
+		if _, err := readVarints(rest, &month); err != nil {
+			return false, err
+		}
+		if _, err := readVarints(v, &total); err != nil {
+			return false, err
+		}
+		if engine.Month(month) < today.Month()-keepMonths {
+			return false, nil
+		}
+		u.monthly[accountMonth{acct, engine.Month(month)}] = total
+	default:
+		var at int64
+		if _, err := readVarints(v, &at); err != nil {
+			return false, err
+		}
+		if now-at > keepBatchesMS {
+			return false, nil
+		}
+		u.batches[string(k)] = at
+	}
+	return true, nil
+}
+
+func (s *Store) restoreHook(kind byte, k, v []byte, now int64) (bool, error) {
+	hs := &s.hooks
+	hs.lock()
+	defer hs.mu.Unlock()
+	switch kind {
+	case recWebhook:
+		var w engine.Webhook
+		if err := json.Unmarshal(v, &w); err != nil {
+			return false, fmt.Errorf("%w: webhook: %w", errRecord, err)
+		}
+		hs.webhooks[string(k)] = w
+	case recEvent:
+		due, n := binary.Varint(v)
+		if n <= 0 {
+			return false, errRecord
+		}
+		e := &outboxEntry{dueMS: due}
+		if err := json.Unmarshal(v[n:], &e.ev); err != nil {
+			return false, fmt.Errorf("%w: event: %w", errRecord, err)
+		}
+		if old, dup := hs.events[e.ev.ID]; dup {
+			heap.Remove(&hs.due, old.index)
+		}
+		hs.events[e.ev.ID] = e
+		heap.Push(&hs.due, e)
+	default:
+		var until int64
+		if _, err := readVarints(v, &until); err != nil {
+			return false, err
+		}
+		if until <= now {
+			return false, nil
+		}
+		hs.once[string(k)] = until
+	}
+	return true, nil
+}
+
+func (s *Store) restoreAccount(kind byte, k, v []byte) (bool, error) {
+	a := &s.accts
+	a.lockInit()
+	defer a.mu.Unlock()
+	switch kind {
+	case recAccount:
+		var acc engine.StoredAccount
+		if err := json.Unmarshal(v, &acc); err != nil {
+			return false, fmt.Errorf("%w: account: %w", errRecord, err)
+		}
+		acc.Keys = 0
+		a.accounts[acc.ID] = acc
+	case recKey:
+		var key engine.StoredKey
+		if err := json.Unmarshal(v, &key); err != nil {
+			return false, fmt.Errorf("%w: key: %w", errRecord, err)
+		}
+		if _, ok := a.accounts[key.Account]; !ok {
+			return false, nil
+		}
+		if a.keys[key.Account] == nil {
+			a.keys[key.Account] = make(map[string]engine.StoredKey)
+		}
+		a.keys[key.Account][key.ID] = key
+	default:
+		var version int64
+		if _, err := readVarints(v, &version); err != nil {
+			return false, err
+		}
+		a.version = max(a.version, version)
+	}
+	return true, nil
+}
+
+func (s *Store) restoreAudit(v []byte, now int64) (bool, error) {
+	var e engine.AuditEntry
+	if err := json.Unmarshal(v, &e); err != nil {
+		return false, fmt.Errorf("%w: audit entry: %w", errRecord, err)
+	}
+	if e.ID < engine.AuditCutoff(now) {
+		return false, nil
+	}
+	a := &s.audit
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if strings.Compare(e.ID, a.last) > 0 {
+		a.last = e.ID
+	}
+	a.add(e, s.j) // what replaying drops leaves the journal too
+	return true, nil
+}
