@@ -283,7 +283,7 @@ func (r *Redis) Mode() RedisMode {
 	return RedisSingle
 }
 
-// Disk configures the disk store (spec §11.4).
+// Disk configures the disk store (spec §11.5).
 type Disk struct {
 	// Path is the store's directory (default "leash-data", relative to the working
 	// directory).

@@ -199,7 +199,7 @@ func mergePlans(docs map[string]planDoc, st *fileState, errs *errList) map[strin
 	return plans
 }
 
-// validateDisk checks store.disk (spec §11.4).
+// validateDisk checks store.disk (spec §11.5).
 func validateDisk(d *Disk, errs *errList) {
 	if strings.TrimSpace(d.Path) == "" {
 		errs.add("store.disk.path", "must name a directory")

@@ -28,6 +28,7 @@ import (
 	"github.com/leashd/leash/internal/devkeys"
 	"github.com/leashd/leash/internal/setup"
 	"github.com/leashd/leash/metrics"
+	"github.com/leashd/leash/store/diskstore"
 	"github.com/leashd/leash/tracing"
 	"github.com/leashd/leash/webhook"
 	"github.com/leashd/leash/webhook/ssrf"
@@ -292,7 +293,7 @@ func (s *server) bindHTTP() (err error) {
 	s.guard = engine.NewAuthGuard(engine.AuthGuardOptions{})
 	s.metrics.AuthGuard(s.guard.Failures, s.guard.Refused)
 	api := httpapi.New(httpapi.Options{Engine: s.engine, Metrics: s.metrics, Logger: s.log, Tracing: s.tracing, AuthGuard: s.guard,
-		TrustedProxies: httpCfg.Proxies()})
+		TrustedProxies: httpCfg.Proxies(), Backup: s.backup()})
 	var h http.Handler = api
 	if s.cfg.Console.Enabled {
 		h = httpapi.Front(api, console.Mount(api)) // spec §16; 431 answered by the API, spec §3.10
@@ -300,6 +301,26 @@ func (s *server) bindHTTP() (err error) {
 	s.httpSrv = httpapi.NewServerWith(httpCfg.Addr, h, httpTimeouts(httpCfg))
 	s.httpSrv.ErrorLog = slog.NewLogLogger(s.log.Handler(), slog.LevelWarn)
 	return nil
+}
+
+// backup is the disk store's backup for POST /v1/admin/backup (spec §15.11): a
+// checkpoint of the store and the dev keys' digests; nil on another store.
+func (s *server) backup() func(ctx context.Context, dir string) error {
+	ds, ok := s.store.(*diskstore.Store)
+	if !ok {
+		return nil
+	}
+	return func(ctx context.Context, dir string) error {
+		start := time.Now()
+		if err := ds.Backup(ctx, dir); err != nil {
+			return err
+		}
+		if err := devkeys.Copy(s.dataDir, dir); err != nil {
+			return err
+		}
+		s.log.Info("backup taken", "duration_ms", time.Since(start).Milliseconds())
+		return nil
+	}
 }
 
 // bindAdmin binds the admin listener and builds its handler (spec §12.1); /readyz pings

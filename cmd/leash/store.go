@@ -41,7 +41,7 @@ func openStore(ctx context.Context, cfg *config.Config, registry *metrics.Metric
 	}
 }
 
-// openDiskStore opens the disk store in store.disk.path (spec §11.4) and logs the
+// openDiskStore opens the disk store in store.disk.path (spec §11.5) and logs the
 // directory's absolute path; another process holding it is an error that says so.
 func openDiskStore(ctx context.Context, diskCfg config.Disk, registry *metrics.Metrics, log *slog.Logger) (*diskstore.Store, error) {
 	abs, err := filepath.Abs(diskCfg.Path)
