@@ -36,6 +36,9 @@ func backup(x *exchange) {
 	// A large store takes longer than http.write_timeout to send: this answer has none.
 	_ = http.NewResponseController(x.rw).SetWriteDeadline(time.Time{})
 	h := x.rw.Header()
+	if _, ok := h[RequestIDHeader]; !ok {
+		h[RequestIDHeader] = []string{x.requestID()}
+	}
 	h["Content-Type"] = []string{"application/x-tar"}
 	h["Cache-Control"] = x.a.hdrNoStore
 	x.rw.WriteHeader(http.StatusOK)
