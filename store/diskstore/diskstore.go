@@ -91,8 +91,17 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 		return nil, err
 	}
 	start := time.Now()
+	if opts.FS == nil {
+		opts.FS = vfs.Default
+	}
+	j := &journal{log: opts.Logger}
+	fs := opts.FS
+	if opts.SyncInterval > 0 {
+		j.lazy = newLazySyncFS(opts.FS)
+		fs = j.lazy
+	}
 	db, err := pebble.Open(opts.Path, &pebble.Options{
-		FS:           opts.FS,
+		FS:           fs,
 		Logger:       pebbleLogger{opts.Logger},
 		MemTableSize: 32 << 20,
 	})
@@ -100,10 +109,7 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 		_ = unlockDir(lock)
 		return nil, fmt.Errorf("diskstore: open %s: %w", opts.Path, err)
 	}
-	j := &journal{db: db, wo: pebble.NoSync, log: opts.Logger}
-	if opts.SyncInterval <= 0 {
-		j.wo = pebble.Sync
-	}
+	j.db = db
 	s := &Store{
 		Store: memstore.New(memstore.Options{Clock: opts.Clock, MaxEntries: opts.MaxEntries, Journal: j}),
 		path:  opts.Path, db: db, lock: lock, log: opts.Logger, j: j, every: opts.SyncInterval,

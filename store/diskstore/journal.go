@@ -11,12 +11,13 @@ import (
 	"github.com/leashd/leash/store/memstore"
 )
 
-// journal is the memory store's memstore.Journal on Pebble: each change is applied to
-// the database, so it is in the write-ahead log, before the store answers.
+// journal is the memory store's memstore.Journal on Pebble: each change is committed
+// with pebble.Sync, so it was written to the write-ahead log before the store answers;
+// with a sync interval the log's file system defers the sync itself (see lazySyncFS).
 type journal struct {
-	db  *pebble.DB
-	wo  *pebble.WriteOptions // pebble.Sync when every write syncs, else pebble.NoSync
-	log *slog.Logger
+	db   *pebble.DB
+	lazy *lazySyncFS // nil: every commit syncs
+	log  *slog.Logger
 	// dirty is set by a write the syncer has not synced yet.
 	dirty atomic.Bool
 }
@@ -41,7 +42,7 @@ func (j *journal) wrote(op string, err error) error {
 		j.log.Error("diskstore: write failed", "op", op, "err", err)
 		return fmt.Errorf("diskstore: %s: %w", op, err)
 	}
-	if j.wo != pebble.Sync && !j.dirty.Load() {
+	if j.lazy != nil && !j.dirty.Load() {
 		j.dirty.Store(true)
 	}
 	return nil
@@ -50,13 +51,13 @@ func (j *journal) wrote(op string, err error) error {
 // Set writes a record.
 func (j *journal) Set(key, value []byte) (err error) {
 	defer closedWrite(&err)
-	return j.wrote("set", j.db.Set(key, value, j.wo))
+	return j.wrote("set", j.db.Set(key, value, pebble.Sync))
 }
 
 // Delete removes a record.
 func (j *journal) Delete(key []byte) (err error) {
 	defer closedWrite(&err)
-	return j.wrote("delete", j.db.Delete(key, j.wo))
+	return j.wrote("delete", j.db.Delete(key, pebble.Sync))
 }
 
 // Batch starts a batch of records.
@@ -82,7 +83,7 @@ func (b *batch) Commit() (err error) {
 	if b.b.Empty() {
 		return b.b.Close()
 	}
-	err = b.b.Commit(b.j.wo)
+	err = b.b.Commit(pebble.Sync)
 	_ = b.b.Close()
 	return b.j.wrote("commit", err)
 }
@@ -92,7 +93,10 @@ func (j *journal) sync() error {
 	if !j.dirty.Swap(false) {
 		return nil
 	}
-	if err := j.db.LogData(nil, pebble.Sync); err != nil {
+	if j.lazy == nil {
+		return nil
+	}
+	if err := j.lazy.syncAll(); err != nil {
 		j.dirty.Store(true)
 		return fmt.Errorf("diskstore: sync: %w", err)
 	}

@@ -12,7 +12,7 @@ import (
 
 // accountStore holds the admin API's accounts and keys behind one mutex: they change
 // rarely and are read whole by each poll that sees a new version. They live as long as
-// the process (spec §15.2).
+// the process (spec §15.2), or as the journal keeps them.
 type accountStore struct {
 	mu       sync.Mutex
 	accounts map[string]engine.StoredAccount

@@ -1,5 +1,8 @@
 // Package memstore is Leash's embedded memory Store: the default backend, for one
-// instance (counts are per process and are lost on restart, spec §11.1).
+// instance (counts are per process and are lost on restart, spec §11.1). With a Journal
+// (Options.Journal) it is also the state machine of the disk store (spec §11.5): every
+// change of its durable state is handed to the journal before it answers, and Restore
+// loads the journal's records at start.
 //
 // Counters and lease sets live in shards chosen by a hash of their key, each behind its
 // own mutex, so there is no global lock on the hot path; a spend on an existing counter

@@ -12,9 +12,9 @@ import (
 )
 
 // hookStore holds the webhooks, the outbox and the outbox's once-keys behind one mutex:
-// they are few and written rarely, off the request path. Like all the memory store's
-// state they live in the process only: webhooks, waiting events and once-keys are lost on
-// restart (the restart-survival promises of spec §8.5 are the Redis store's). The zero
+// they are few and written rarely, off the request path. Without a journal they live in
+// the process only: webhooks, waiting events and once-keys are lost on restart (the
+// restart-survival promises of spec §8.5 are then the Redis and disk stores'). The zero
 // value is ready for use.
 type hookStore struct {
 	mu       sync.Mutex
@@ -108,7 +108,8 @@ func (s *Store) Webhook(_ context.Context, account string) (engine.Webhook, bool
 	return w, ok, nil
 }
 
-// PutWebhook sets the account's webhook, replacing any. It is kept in the process only.
+// PutWebhook sets the account's webhook, replacing any. It is kept in the process, and
+// in the journal if there is one.
 func (s *Store) PutWebhook(_ context.Context, account string, w engine.Webhook) error {
 	if s.closed.Load() {
 		return ErrClosed
@@ -150,7 +151,8 @@ func (s *Store) DeleteWebhook(_ context.Context, account string) (bool, error) {
 }
 
 // Enqueue adds a copy of ev (Data compacted, Attempts 0) to the outbox, due now; see
-// engine.Store. The outbox and its once-keys are kept in the process only.
+// engine.Store. The outbox and its once-keys are kept in the process, and in the journal
+// if there is one.
 func (s *Store) Enqueue(_ context.Context, ev engine.OutboxEvent, onceKey string) (bool, error) {
 	if s.closed.Load() {
 		return false, ErrClosed
