@@ -101,3 +101,90 @@ func diskOpenLogged(p *leashproc.Proc, path string) bool {
 	}
 	return false
 }
+
+// TestBackupWhileServing: `leash backup DIR` copies the disk store while clients keep
+// deciding on it; a second leash started on the copy serves the account, its key, the
+// rule and the counter as they were when the copy was taken (at least what was answered
+// before it began), and the dev keys. On the memory store the command exits 3 with
+// backup_not_supported, and into an existing directory it exits 2.
+func TestBackupWhileServing(t *testing.T) {
+	data := filepath.Join(t.TempDir(), "leash-data")
+	env := []string{"LEASH_DEV_API_KEY=dev-key", "LEASH_DEV_OPERATOR_KEY=op-key", "LEASH_SHUTDOWN_DRAIN_DELAY=0s"}
+	p := leashproc.Start(t, binary, nil, append(env, "LEASH_STORE_DISK_PATH="+data)...)
+	admin := []string{"LEASH_URL=" + p.URL, "LEASH_OPERATOR_KEY=op-key"}
+	if code, o, e := leashCLI(t, admin, "admin", "accounts", "create", "acme", "--plan", "pro"); code != 0 {
+		t.Fatalf("accounts create: exit %d\n%s%s", code, o, e)
+	}
+	const rule = `{"algorithm":"fixed_window","limit":1000,"window_ms":3600000}`
+	if code, body := leashproc.Call(t, "POST", p.URL+"/v1/namespaces/bk/rules", "dev-key", rule); code != 201 {
+		t.Fatalf("set the rule: %d %v", code, body)
+	}
+	spend := func() bool {
+		code, body := leashproc.Call(t, "POST", p.URL+"/v1/limit", "dev-key", `{"namespace":"bk","key":"k"}`)
+		return code == 200 && body["allowed"] == true
+	}
+	const before = 25
+	for i := range before {
+		if !spend() {
+			t.Fatalf("spend %d refused", i)
+		}
+	}
+	// Clients keep spending while the copy is taken.
+	stop := make(chan struct{})
+	done := make(chan int)
+	go func() {
+		n := 0
+		for {
+			select {
+			case <-stop:
+				done <- n
+				return
+			default:
+				if spend() {
+					n++
+				}
+			}
+		}
+	}()
+	copyDir := filepath.Join(t.TempDir(), "copy")
+	code, o, e := leashCLI(t, admin, "backup", copyDir)
+	close(stop)
+	during := <-done
+	if code != 0 || !strings.Contains(o, "backup written to "+copyDir) {
+		t.Fatalf("leash backup: exit %d\n%s%s", code, o, e)
+	}
+	if code, _, e := leashCLI(t, admin, "backup", copyDir); code != 2 || !strings.Contains(e, "already exists") {
+		t.Errorf("leash backup into an existing directory: exit %d, want 2\n%s", code, e)
+	}
+
+	// Serve from the copy, beside the original (which keeps its own directory).
+	q := leashproc.Start(t, binary, nil, "LEASH_STORE_DISK_PATH="+copyDir)
+	if strings.Contains(q.Stdout.String(), "lsh_") {
+		t.Errorf("the copy generated new dev keys:\n%s", q.Stdout.String())
+	}
+	code, body := leashproc.Call(t, "POST", q.URL+"/v1/limit", "dev-key", `{"namespace":"bk","key":"k","cost":0}`)
+	if code != 200 {
+		t.Fatalf("the dev key on the copy: %d %v", code, body)
+	}
+	used := 1000 - int(body["remaining"].(float64))
+	if used < before || used > before+during {
+		t.Errorf("the copy's counter is at %d: want between %d (answered before the backup) and %d (and during it)", used, before, before+during)
+	}
+	qadmin := []string{"LEASH_URL=" + q.URL, "LEASH_OPERATOR_KEY=op-key"}
+	if code, o, e := leashCLI(t, qadmin, "admin", "accounts", "get", "acme"); code != 0 {
+		t.Errorf("acme on the copy: exit %d\n%s%s", code, o, e)
+	}
+	if code, body := leashproc.Call(t, "GET", q.URL+"/v1/namespaces/bk/rules", "dev-key", ""); code != 200 || len(body["rules"].([]any)) != 1 {
+		t.Errorf("the rule on the copy: %d %v", code, body)
+	}
+	t.Logf("counter %d in the copy: %d answered before the backup, %d while it was taken", used, before, during)
+
+	// The memory store has nothing to copy this way.
+	m := leashproc.Start(t, binary, nil, append(env, "LEASH_STORE_BACKEND=memory")...)
+	code, _, e = leashCLI(t, []string{"LEASH_URL=" + m.URL, "LEASH_OPERATOR_KEY=op-key"}, "backup", filepath.Join(t.TempDir(), "none"))
+	if code != 3 || !strings.Contains(e, "backup_not_supported (409)") {
+		t.Errorf("leash backup on the memory store: exit %d, want 3 and backup_not_supported\n%s", code, e)
+	}
+	p.NoCrash(t)
+	q.NoCrash(t)
+}
