@@ -109,18 +109,25 @@ func diskOpenLogged(p *leashproc.Proc, path string) bool {
 // backup_not_supported, and into an existing directory it exits 2.
 func TestBackupWhileServing(t *testing.T) {
 	data := filepath.Join(t.TempDir(), "leash-data")
-	env := []string{"LEASH_DEV_API_KEY=dev-key", "LEASH_DEV_OPERATOR_KEY=op-key", "LEASH_SHUTDOWN_DRAIN_DELAY=0s"}
+	// The dev API key is generated (its digest kept in the directory, so in the copy); the
+	// operator's comes from the environment, and is kept with it.
+	env := []string{"LEASH_DEV_OPERATOR_KEY=op-key", "LEASH_SHUTDOWN_DRAIN_DELAY=0s"}
 	p := leashproc.Start(t, binary, nil, append(env, "LEASH_STORE_DISK_PATH="+data)...)
+	m := regexp.MustCompile(`uses API key\n\n    (lsh_\S+)\n`).FindStringSubmatch(p.Stdout.String())
+	if m == nil {
+		t.Fatalf("no dev API key printed:\n%s", p.Stdout.String())
+	}
+	devKey := m[1]
 	admin := []string{"LEASH_URL=" + p.URL, "LEASH_OPERATOR_KEY=op-key"}
 	if code, o, e := leashCLI(t, admin, "admin", "accounts", "create", "acme", "--plan", "pro"); code != 0 {
 		t.Fatalf("accounts create: exit %d\n%s%s", code, o, e)
 	}
 	const rule = `{"algorithm":"fixed_window","limit":1000,"window_ms":3600000}`
-	if code, body := leashproc.Call(t, "POST", p.URL+"/v1/namespaces/bk/rules", "dev-key", rule); code != 201 {
+	if code, body := leashproc.Call(t, "POST", p.URL+"/v1/namespaces/bk/rules", devKey, rule); code != 201 {
 		t.Fatalf("set the rule: %d %v", code, body)
 	}
 	spend := func() bool {
-		code, body := leashproc.Call(t, "POST", p.URL+"/v1/limit", "dev-key", `{"namespace":"bk","key":"k"}`)
+		code, body := leashproc.Call(t, "POST", p.URL+"/v1/limit", devKey, `{"namespace":"bk","key":"k"}`)
 		return code == 200 && body["allowed"] == true
 	}
 	const before = 25
@@ -162,7 +169,7 @@ func TestBackupWhileServing(t *testing.T) {
 	if strings.Contains(q.Stdout.String(), "lsh_") {
 		t.Errorf("the copy generated new dev keys:\n%s", q.Stdout.String())
 	}
-	code, body := leashproc.Call(t, "POST", q.URL+"/v1/limit", "dev-key", `{"namespace":"bk","key":"k","cost":0}`)
+	code, body := leashproc.Call(t, "POST", q.URL+"/v1/limit", devKey, `{"namespace":"bk","key":"k","cost":0}`)
 	if code != 200 {
 		t.Fatalf("the dev key on the copy: %d %v", code, body)
 	}
@@ -174,14 +181,14 @@ func TestBackupWhileServing(t *testing.T) {
 	if code, o, e := leashCLI(t, qadmin, "admin", "accounts", "get", "acme"); code != 0 {
 		t.Errorf("acme on the copy: exit %d\n%s%s", code, o, e)
 	}
-	if code, body := leashproc.Call(t, "GET", q.URL+"/v1/namespaces/bk/rules", "dev-key", ""); code != 200 || len(body["rules"].([]any)) != 1 {
+	if code, body := leashproc.Call(t, "GET", q.URL+"/v1/namespaces/bk/rules", devKey, ""); code != 200 || len(body["rules"].([]any)) != 1 {
 		t.Errorf("the rule on the copy: %d %v", code, body)
 	}
 	t.Logf("counter %d in the copy: %d answered before the backup, %d while it was taken", used, before, during)
 
 	// The memory store has nothing to copy this way.
-	m := leashproc.Start(t, binary, nil, append(env, "LEASH_STORE_BACKEND=memory")...)
-	code, _, e = leashCLI(t, []string{"LEASH_URL=" + m.URL, "LEASH_OPERATOR_KEY=op-key"}, "backup", filepath.Join(t.TempDir(), "none"))
+	mem := leashproc.Start(t, binary, nil, append(env, "LEASH_STORE_BACKEND=memory")...)
+	code, _, e = leashCLI(t, []string{"LEASH_URL=" + mem.URL, "LEASH_OPERATOR_KEY=op-key"}, "backup", filepath.Join(t.TempDir(), "none"))
 	if code != 3 || !strings.Contains(e, "backup_not_supported (409)") {
 		t.Errorf("leash backup on the memory store: exit %d, want 3 and backup_not_supported\n%s", code, e)
 	}
