@@ -101,9 +101,8 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 		fs = j.lazy
 	}
 	db, err := pebble.Open(opts.Path, &pebble.Options{
-		FS:           fs,
-		Logger:       pebbleLogger{opts.Logger},
-		MemTableSize: 32 << 20,
+		FS:     fs,
+		Logger: pebbleLogger{opts.Logger},
 	})
 	if err != nil {
 		_ = unlockDir(lock)
@@ -163,15 +162,20 @@ func (s *Store) load(ctx context.Context) (loaded, dropped int, err error) {
 	return loaded, dropped, nil
 }
 
-// syncer syncs the write-ahead log every SyncInterval until Close; with SyncInterval 0
-// every write syncs and it only waits for Close.
+// compactAfterDeletes is how many deleted records make the syncer compact the database,
+// so the space of expired and swept state is given back (spec §7.7).
+const compactAfterDeletes = 100_000
+
+// syncer syncs the write-ahead log every SyncInterval until Close (with SyncInterval 0
+// every write syncs itself), and compacts the database once enough records were deleted,
+// checked every SyncInterval or second.
 func (s *Store) syncer() {
 	defer close(s.done)
-	if s.every <= 0 {
-		<-s.stop
-		return
+	every := s.every
+	if every <= 0 {
+		every = time.Second
 	}
-	t := time.NewTicker(s.every)
+	t := time.NewTicker(every)
 	defer t.Stop()
 	for {
 		select {
@@ -181,8 +185,31 @@ func (s *Store) syncer() {
 			if err := s.j.sync(); err != nil {
 				s.log.Error("diskstore: sync failed", "path", s.path, "err", err)
 			}
+			if n := s.j.deletes.Load(); n >= compactAfterDeletes {
+				s.j.deletes.Add(-n)
+				s.compact(n)
+			}
 		}
 	}
+}
+
+// compact compacts the whole database, dropping deleted records and their tombstones.
+func (s *Store) compact(deletes int64) {
+	start := time.Now()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() { // Close cancels a compaction under way
+		select {
+		case <-s.stop:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	if err := s.db.Compact(ctx, []byte{0}, []byte{0xff}, false); err != nil && ctx.Err() == nil {
+		s.log.Error("diskstore: compaction failed", "path", s.path, "err", err)
+		return
+	}
+	s.log.Debug("diskstore: compacted", "path", s.path, "deleted_records", deletes, "compaction_ms", time.Since(start).Milliseconds())
 }
 
 // Backup writes a consistent copy of the store, taken while it serves, into dir, which

@@ -20,6 +20,8 @@ type journal struct {
 	log  *slog.Logger
 	// dirty is set by a write the syncer has not synced yet.
 	dirty atomic.Bool
+	// deletes counts records deleted since the last compaction.
+	deletes atomic.Int64
 }
 
 var _ memstore.Journal = (*journal)(nil)
@@ -57,6 +59,7 @@ func (j *journal) Set(key, value []byte) (err error) {
 // Delete removes a record.
 func (j *journal) Delete(key []byte) (err error) {
 	defer closedWrite(&err)
+	j.deletes.Add(1)
 	return j.wrote("delete", j.db.Delete(key, pebble.Sync))
 }
 
@@ -75,7 +78,10 @@ type batch struct {
 func (b *batch) Set(key, value []byte) { _ = b.b.Set(key, value, nil) }
 
 // Delete adds a record's removal to the batch.
-func (b *batch) Delete(key []byte) { _ = b.b.Delete(key, nil) }
+func (b *batch) Delete(key []byte) {
+	b.j.deletes.Add(1)
+	_ = b.b.Delete(key, nil)
+}
 
 // Commit applies the batch and releases it.
 func (b *batch) Commit() (err error) {
