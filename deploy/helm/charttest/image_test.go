@@ -153,7 +153,9 @@ func TestDockerfileDataVolume(t *testing.T) {
 	has := func(cmd string, match func(args string) bool) bool {
 		return slices.ContainsFunc(final, func(in instruction) bool { return in.cmd == cmd && match(in.args) })
 	}
-	if !has("VOLUME", func(a string) bool { return strings.Contains(a, `"/var/lib/leash"`) || strings.TrimSpace(a) == "/var/lib/leash" }) {
+	if !has("VOLUME", func(a string) bool {
+		return strings.Contains(a, `"/var/lib/leash"`) || strings.TrimSpace(a) == "/var/lib/leash"
+	}) {
 		t.Error("the final stage declares no VOLUME /var/lib/leash")
 	}
 	if !has("ENV", func(a string) bool { return strings.TrimSpace(a) == "LEASH_STORE_DISK_PATH=/var/lib/leash" }) {
