@@ -37,7 +37,7 @@ func (a *accountStore) withKeys(acc engine.StoredAccount) engine.StoredAccount {
 }
 
 // CreateAccount stores acc with CreatedMS now, unless its id exists.
-func (s *Store) CreateAccount(_ context.Context, acc engine.StoredAccount) (engine.StoredAccount, bool, error) {
+func (s *admin) CreateAccount(_ context.Context, acc engine.StoredAccount) (engine.StoredAccount, bool, error) {
 	if s.closed.Load() {
 		return engine.StoredAccount{}, false, ErrClosed
 	}
@@ -60,7 +60,7 @@ func (s *Store) CreateAccount(_ context.Context, acc engine.StoredAccount) (engi
 }
 
 // GetAccount returns the account with id.
-func (s *Store) GetAccount(_ context.Context, id string) (engine.StoredAccount, bool, error) {
+func (s *admin) GetAccount(_ context.Context, id string) (engine.StoredAccount, bool, error) {
 	if s.closed.Load() {
 		return engine.StoredAccount{}, false, ErrClosed
 	}
@@ -75,7 +75,7 @@ func (s *Store) GetAccount(_ context.Context, id string) (engine.StoredAccount, 
 }
 
 // ListAccounts returns up to limit accounts with ids after after, by id.
-func (s *Store) ListAccounts(_ context.Context, after string, limit int) ([]engine.StoredAccount, error) {
+func (s *admin) ListAccounts(_ context.Context, after string, limit int) ([]engine.StoredAccount, error) {
 	if s.closed.Load() {
 		return nil, ErrClosed
 	}
@@ -99,7 +99,7 @@ func (s *Store) ListAccounts(_ context.Context, after string, limit int) ([]engi
 }
 
 // UpdateAccount applies u to the account with id.
-func (s *Store) UpdateAccount(_ context.Context, id string, u engine.AccountUpdate) (engine.StoredAccount, bool, error) {
+func (s *admin) UpdateAccount(_ context.Context, id string, u engine.AccountUpdate) (engine.StoredAccount, bool, error) {
 	if s.closed.Load() {
 		return engine.StoredAccount{}, false, ErrClosed
 	}
@@ -128,7 +128,7 @@ func (s *Store) UpdateAccount(_ context.Context, id string, u engine.AccountUpda
 }
 
 // DeleteAccount removes the account and its keys.
-func (s *Store) DeleteAccount(_ context.Context, id string) (bool, error) {
+func (s *admin) DeleteAccount(_ context.Context, id string) (bool, error) {
 	if s.closed.Load() {
 		return false, ErrClosed
 	}
@@ -154,7 +154,7 @@ func (s *Store) DeleteAccount(_ context.Context, id string) (bool, error) {
 }
 
 // IssueKey stores k with CreatedMS now.
-func (s *Store) IssueKey(_ context.Context, k engine.StoredKey) (engine.StoredKey, error) {
+func (s *admin) IssueKey(_ context.Context, k engine.StoredKey) (engine.StoredKey, error) {
 	if s.closed.Load() {
 		return engine.StoredKey{}, ErrClosed
 	}
@@ -194,7 +194,7 @@ func sortKeys(ks []engine.StoredKey) {
 }
 
 // AccountKeys returns the account's keys, oldest first.
-func (s *Store) AccountKeys(_ context.Context, account string) ([]engine.StoredKey, error) {
+func (s *admin) AccountKeys(_ context.Context, account string) ([]engine.StoredKey, error) {
 	if s.closed.Load() {
 		return nil, ErrClosed
 	}
@@ -210,7 +210,7 @@ func (s *Store) AccountKeys(_ context.Context, account string) ([]engine.StoredK
 }
 
 // RevokeKey removes one key of the account.
-func (s *Store) RevokeKey(_ context.Context, account, keyID string) (bool, error) {
+func (s *admin) RevokeKey(_ context.Context, account, keyID string) (bool, error) {
 	if s.closed.Load() {
 		return false, ErrClosed
 	}
@@ -229,7 +229,7 @@ func (s *Store) RevokeKey(_ context.Context, account, keyID string) (bool, error
 }
 
 // AccountsVersion returns the version every account or key write bumps.
-func (s *Store) AccountsVersion(context.Context) (int64, error) {
+func (s *admin) AccountsVersion(context.Context) (int64, error) {
 	if s.closed.Load() {
 		return 0, ErrClosed
 	}
@@ -240,7 +240,7 @@ func (s *Store) AccountsVersion(context.Context) (int64, error) {
 }
 
 // LoadAccounts returns every account and key at the current version.
-func (s *Store) LoadAccounts(context.Context) (engine.AccountsSnapshot, error) {
+func (s *admin) LoadAccounts(context.Context) (engine.AccountsSnapshot, error) {
 	if s.closed.Load() {
 		return engine.AccountsSnapshot{}, ErrClosed
 	}
@@ -263,7 +263,7 @@ func (s *Store) LoadAccounts(context.Context) (engine.AccountsSnapshot, error) {
 
 // journalAccounts records one account or key change, and the version it bumps to, in one
 // journal batch; the caller holds the accounts lock and bumps the version after.
-func (s *Store) journalAccounts(change func(JournalBatch)) error {
+func (s *admin) journalAccounts(change func(JournalBatch)) error {
 	if s.j == nil {
 		return nil
 	}

@@ -44,7 +44,7 @@ func insert(list []engine.AuditEntry, e engine.AuditEntry, cutoff string, most i
 }
 
 // AppendAudit records e with its id and instant from the store's clock.
-func (s *Store) AppendAudit(_ context.Context, e engine.AuditEntry) (engine.AuditEntry, error) {
+func (s *admin) AppendAudit(_ context.Context, e engine.AuditEntry) (engine.AuditEntry, error) {
 	if s.closed.Load() {
 		return engine.AuditEntry{}, ErrClosed
 	}
@@ -89,7 +89,7 @@ func (a *auditStore) add(e engine.AuditEntry, j Journal) {
 
 // ListAudit returns up to limit unexpired entries of account ("" every account) with ids
 // before before ("" none), newest first.
-func (s *Store) ListAudit(_ context.Context, account, before string, limit int) ([]engine.AuditEntry, error) {
+func (s *admin) ListAudit(_ context.Context, account, before string, limit int) ([]engine.AuditEntry, error) {
 	if s.closed.Load() {
 		return nil, ErrClosed
 	}

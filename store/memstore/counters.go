@@ -48,7 +48,7 @@ func decide(alg engine.Algorithm, st [3]int64, now, limit, window, cost int64, o
 }
 
 // Spend spends sp.Cost units of sp.Counter if they fit under sp.Limit (spec §4.6–§4.9).
-func (s *Store) Spend(_ context.Context, sp engine.Spend) (engine.Decision, error) {
+func (s *decisions) Spend(_ context.Context, sp engine.Spend) (engine.Decision, error) {
 	if s.closed.Load() {
 		return engine.Decision{}, ErrClosed
 	}
@@ -83,7 +83,7 @@ func (s *Store) Spend(_ context.Context, sp engine.Spend) (engine.Decision, erro
 			sh.noteExp(res.ExpiresMS)
 		}
 	case res.Write:
-		if err := sh.reserve(s, now); err != nil {
+		if err := sh.reserve(s.core, now); err != nil {
 			sh.mu.Unlock()
 			return engine.Decision{}, err
 		}
@@ -107,7 +107,7 @@ func (s *Store) Spend(_ context.Context, sp engine.Spend) (engine.Decision, erro
 // SpendAll decides spends together under their shards' locks: each gets its own verdict,
 // and the costs are written only when every one is allowed, except that an overdraft
 // spend is counted whatever the others say (spec §4.12).
-func (s *Store) SpendAll(_ context.Context, spends []engine.Spend, out []engine.Decision) error {
+func (s *decisions) SpendAll(_ context.Context, spends []engine.Spend, out []engine.Decision) error {
 	if s.closed.Load() {
 		return ErrClosed
 	}
@@ -169,7 +169,7 @@ func (s *Store) SpendAll(_ context.Context, spends []engine.Spend, out []engine.
 	// Make room for new counters before writing any, so a full store changes nothing.
 	for i := range n {
 		if _, found := shs[i].find(hs[i], keys[i]); res[i].Write && !found {
-			if err := shs[i].reserve(s, now); err != nil {
+			if err := shs[i].reserve(s.core, now); err != nil {
 				return err
 			}
 		}
@@ -198,7 +198,7 @@ func (s *Store) SpendAll(_ context.Context, spends []engine.Spend, out []engine.
 			sh.noteExp(res[i].ExpiresMS)
 			continue
 		}
-		if err := sh.reserve(s, now); err != nil {
+		if err := sh.reserve(s.core, now); err != nil {
 			return err
 		}
 		sh.insertCounter(hs[i], string(keys[i]), sts[i], res[i].ExpiresMS)
@@ -207,7 +207,7 @@ func (s *Store) SpendAll(_ context.Context, spends []engine.Spend, out []engine.
 }
 
 // Reset clears a counter; existed reports whether it held unexpired state (spec §4.11).
-func (s *Store) Reset(_ context.Context, c engine.Counter) (bool, error) {
+func (s *decisions) Reset(_ context.Context, c engine.Counter) (bool, error) {
 	if s.closed.Load() {
 		return false, ErrClosed
 	}

@@ -21,7 +21,7 @@ type demandEntry struct {
 }
 
 // ReportDemand records a stream's demand on a bucket and returns the bucket's entries.
-func (s *Store) ReportDemand(_ context.Context, d engine.DemandReport) ([]engine.StreamDemand, error) {
+func (s *tables) ReportDemand(_ context.Context, d engine.DemandReport) ([]engine.StreamDemand, error) {
 	if s.closed.Load() {
 		return nil, ErrClosed
 	}
@@ -57,7 +57,7 @@ func (s *Store) ReportDemand(_ context.Context, d engine.DemandReport) ([]engine
 }
 
 // DropDemand removes a stream's entry of a bucket.
-func (s *Store) DropDemand(_ context.Context, b engine.DemandBucket, stream string) error {
+func (s *tables) DropDemand(_ context.Context, b engine.DemandBucket, stream string) error {
 	if s.closed.Load() {
 		return ErrClosed
 	}

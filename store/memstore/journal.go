@@ -158,19 +158,3 @@ func mustJSON(v any) []byte {
 	b, _ := json.Marshal(v)
 	return b
 }
-
-// jset records a value through the store's journal, if it has one.
-func (s *Store) jset(key, value []byte) error {
-	if s.j == nil {
-		return nil
-	}
-	return s.j.Set(key, value)
-}
-
-// jdel records a removal through the store's journal, if it has one; a failure is the
-// journal's to report (see Journal).
-func (s *Store) jdel(key []byte) {
-	if s.j != nil {
-		_ = s.j.Delete(key)
-	}
-}

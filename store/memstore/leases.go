@@ -102,7 +102,7 @@ func (ls *leaseSet) purge(now int64) {
 // (spec §5.2). A token already held is renewed with ttlMS and stays counted once. A new
 // lease takes one entry of MaxEntries: with no room (only live leases left in its
 // shard) the error wraps engine.ErrNoRoom.
-func (s *Store) Acquire(_ context.Context, set engine.LeaseSet, token string, limit, ttlMS int64) (engine.LeaseDecision, error) {
+func (s *decisions) Acquire(_ context.Context, set engine.LeaseSet, token string, limit, ttlMS int64) (engine.LeaseDecision, error) {
 	if s.closed.Load() {
 		return engine.LeaseDecision{}, ErrClosed
 	}
@@ -135,7 +135,7 @@ func (s *Store) Acquire(_ context.Context, set engine.LeaseSet, token string, li
 		}
 	}
 	// Each lease held takes one entry: make room (never by evicting a live lease).
-	if err := sh.reserve(s, now); err != nil {
+	if err := sh.reserve(s.core, now); err != nil {
 		return engine.LeaseDecision{}, err
 	}
 	l := lease{token: token, exp: now + ttlMS, ttl: ttlMS}
@@ -168,7 +168,7 @@ func (sh *shard) lookupLeases(k []byte, now int64) *leaseSet {
 }
 
 // Release removes the lease token from set if it is held and unexpired.
-func (s *Store) Release(_ context.Context, set engine.LeaseSet, token string) (engine.ReleaseResult, error) {
+func (s *decisions) Release(_ context.Context, set engine.LeaseSet, token string) (engine.ReleaseResult, error) {
 	if s.closed.Load() {
 		return engine.ReleaseResult{}, ErrClosed
 	}
@@ -205,7 +205,7 @@ func (s *Store) Release(_ context.Context, set engine.LeaseSet, token string) (e
 
 // Renew sets a held lease's expiry to now + ttlMS; ttlMS 0 means the time-to-live the
 // lease was acquired with.
-func (s *Store) Renew(_ context.Context, set engine.LeaseSet, token string, ttlMS int64) (engine.RenewResult, error) {
+func (s *decisions) Renew(_ context.Context, set engine.LeaseSet, token string, ttlMS int64) (engine.RenewResult, error) {
 	if s.closed.Load() {
 		return engine.RenewResult{}, ErrClosed
 	}

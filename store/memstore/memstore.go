@@ -74,8 +74,31 @@ type Options struct {
 	Journal Journal
 }
 
-// Store is the memory Store. It is safe for concurrent use.
+// Store is the memory Store. It is safe for concurrent use. Its methods are grouped by
+// role in the types it embeds, which share one core.
 type Store struct {
+	*core
+	decisions // counters and leases (counters.go, leases.go)
+	tables    // rules, usage and RLQS demand (rules.go, usage.go, demand.go)
+	outbox    // webhooks and the outbox (webhooks.go)
+	admin     // accounts, keys and the audit log (accounts.go, audit.go)
+	restorer  // loading a journal's records (restore.go)
+	stop      chan struct{}
+	done      chan struct{}
+	closeOnce sync.Once
+}
+
+// The roles of a Store: each sees the shared core.
+type (
+	decisions struct{ *core }
+	tables    struct{ *core }
+	outbox    struct{ *core }
+	admin     struct{ *core }
+	restorer  struct{ *core }
+)
+
+// core is the state every role of a Store shares.
+type core struct {
 	clock     engine.Clock
 	seed      maphash.Seed
 	shards    []shard
@@ -88,9 +111,6 @@ type Store struct {
 	j         Journal      // nil: none
 	evictions atomic.Uint64
 	closed    atomic.Bool
-	stop      chan struct{}
-	done      chan struct{}
-	closeOnce sync.Once
 }
 
 var _ engine.Store = (*Store)(nil)
@@ -116,14 +136,17 @@ func New(opts Options) *Store {
 	for n > 1 && opts.MaxEntries/n < minPerShard {
 		n /= 2
 	}
-	s := &Store{
+	c := &core{
 		clock:  opts.Clock,
 		seed:   maphash.MakeSeed(),
 		shards: make([]shard, n),
 		mask:   uint64(n - 1),
 		j:      opts.Journal,
-		stop:   make(chan struct{}),
-		done:   make(chan struct{}),
+	}
+	s := &Store{
+		core: c, decisions: decisions{c}, tables: tables{c}, outbox: outbox{c}, admin: admin{c}, restorer: restorer{c},
+		stop: make(chan struct{}),
+		done: make(chan struct{}),
 	}
 	per, extra := opts.MaxEntries/n, opts.MaxEntries%n
 	for i := range s.shards {
@@ -139,16 +162,16 @@ func New(opts Options) *Store {
 }
 
 // nowMS reads the store's clock.
-func (s *Store) nowMS() int64 { return s.clock.Now().UnixMilli() }
+func (s *core) nowMS() int64 { return s.clock.Now().UnixMilli() }
 
 // shardOf returns the hash of the encoded key k and the shard that holds it.
-func (s *Store) shardOf(k []byte) (*shard, uint64) {
+func (s *core) shardOf(k []byte) (*shard, uint64) {
 	h := maphash.Bytes(s.seed, k)
 	return &s.shards[h&s.mask], h
 }
 
 // NowMS returns the store's clock in Unix milliseconds.
-func (s *Store) NowMS(context.Context) (int64, error) {
+func (s *core) NowMS(context.Context) (int64, error) {
 	if s.closed.Load() {
 		return 0, ErrClosed
 	}
@@ -156,7 +179,7 @@ func (s *Store) NowMS(context.Context) (int64, error) {
 }
 
 // Ping reports whether the store answers: nil until Close.
-func (s *Store) Ping(context.Context) error {
+func (s *core) Ping(context.Context) error {
 	if s.closed.Load() {
 		return ErrClosed
 	}

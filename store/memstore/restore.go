@@ -16,7 +16,7 @@ import (
 // its retention, or a key of an account that is gone): the caller should delete it. A
 // record Restore cannot read is an error. Restoring writes nothing to the journal but
 // removals: of a counter evicted to make room, or of an audit entry beyond the bounds.
-func (s *Store) Restore(key, value []byte) (keep bool, err error) {
+func (s *restorer) Restore(key, value []byte) (keep bool, err error) {
 	if len(key) == 0 {
 		return false, errRecord
 	}
@@ -41,7 +41,7 @@ func (s *Store) Restore(key, value []byte) (keep bool, err error) {
 	return false, fmt.Errorf("%w: kind %q", errRecord, key[0])
 }
 
-func (s *Store) restoreCounter(k, v []byte, now int64) (bool, error) {
+func (s *restorer) restoreCounter(k, v []byte, now int64) (bool, error) {
 	var st [3]int64
 	var exp int64
 	if _, err := readVarints(v, &st[0], &st[1], &st[2], &exp); err != nil {
@@ -58,14 +58,14 @@ func (s *Store) restoreCounter(k, v []byte, now int64) (bool, error) {
 		sh.noteExp(exp)
 		return true, nil
 	}
-	if err := sh.reserve(s, now); err != nil {
+	if err := sh.reserve(s.core, now); err != nil {
 		return false, nil // full of live leases: the counter starts over, as if evicted
 	}
 	sh.insertCounter(h, string(k), st, exp)
 	return true, nil
 }
 
-func (s *Store) restoreLease(k, v []byte, now int64) (bool, error) {
+func (s *restorer) restoreLease(k, v []byte, now int64) (bool, error) {
 	set, rest, err := readString(k)
 	if err != nil {
 		return false, err
@@ -91,7 +91,7 @@ func (s *Store) restoreLease(k, v []byte, now int64) (bool, error) {
 	}
 	// A held lease is never dropped: a shard with no room (keys are spread by a seed of
 	// this process) holds it over its bound until leases end.
-	_ = sh.reserve(s, now)
+	_ = sh.reserve(s.core, now)
 	if ls == nil {
 		ls = newLeaseSet(set)
 		sh.leases[set] = ls
@@ -102,7 +102,7 @@ func (s *Store) restoreLease(k, v []byte, now int64) (bool, error) {
 	return true, nil
 }
 
-func (s *Store) restoreRule(k, v []byte) (bool, error) {
+func (s *restorer) restoreRule(k, v []byte) (bool, error) {
 	if len(k) == 0 {
 		return false, errRecord
 	}
@@ -127,7 +127,7 @@ func (s *Store) restoreRule(k, v []byte) (bool, error) {
 	return true, nil
 }
 
-func (s *Store) restoreUsage(kind byte, k, v []byte, now int64) (bool, error) {
+func (s *restorer) restoreUsage(kind byte, k, v []byte, now int64) (bool, error) {
 	u := &s.usage
 	u.mu.Lock()
 	defer u.mu.Unlock()
@@ -182,7 +182,7 @@ func (s *Store) restoreUsage(kind byte, k, v []byte, now int64) (bool, error) {
 	return true, nil
 }
 
-func (s *Store) restoreHook(kind byte, k, v []byte, now int64) (bool, error) {
+func (s *restorer) restoreHook(kind byte, k, v []byte, now int64) (bool, error) {
 	hs := &s.hooks
 	hs.lock()
 	defer hs.mu.Unlock()
@@ -220,7 +220,7 @@ func (s *Store) restoreHook(kind byte, k, v []byte, now int64) (bool, error) {
 	return true, nil
 }
 
-func (s *Store) restoreAccount(kind byte, k, v []byte) (bool, error) {
+func (s *restorer) restoreAccount(kind byte, k, v []byte) (bool, error) {
 	a := &s.accts
 	a.lockInit()
 	defer a.mu.Unlock()
@@ -254,7 +254,7 @@ func (s *Store) restoreAccount(kind byte, k, v []byte) (bool, error) {
 	return true, nil
 }
 
-func (s *Store) restoreAudit(v []byte, now int64) (bool, error) {
+func (s *restorer) restoreAudit(v []byte, now int64) (bool, error) {
 	var e engine.AuditEntry
 	if err := json.Unmarshal(v, &e); err != nil {
 		return false, fmt.Errorf("%w: audit entry: %w", errRecord, err)

@@ -29,7 +29,7 @@ type rulesCopy struct {
 }
 
 // Rules returns a namespace's rules; the caller owns the returned values.
-func (s *Store) Rules(_ context.Context, account, namespace string) (engine.Rules, error) {
+func (s *tables) Rules(_ context.Context, account, namespace string) (engine.Rules, error) {
 	if s.closed.Load() {
 		return engine.Rules{}, ErrClosed
 	}
@@ -63,7 +63,7 @@ func (s *Store) Rules(_ context.Context, account, namespace string) (engine.Rule
 }
 
 // PutRule stores a copy of r in the slot of its kind; created is false when it replaced one.
-func (s *Store) PutRule(_ context.Context, account, namespace string, r engine.Rule) (bool, error) {
+func (s *tables) PutRule(_ context.Context, account, namespace string, r engine.Rule) (bool, error) {
 	if s.closed.Load() {
 		return false, ErrClosed
 	}
@@ -100,7 +100,7 @@ func (s *Store) PutRule(_ context.Context, account, namespace string, r engine.R
 }
 
 // DeleteRule removes the rule of one kind; deleted reports whether one existed.
-func (s *Store) DeleteRule(_ context.Context, account, namespace string, kind engine.RuleKind) (bool, error) {
+func (s *tables) DeleteRule(_ context.Context, account, namespace string, kind engine.RuleKind) (bool, error) {
 	if s.closed.Load() {
 		return false, ErrClosed
 	}

@@ -167,7 +167,7 @@ func (sh *shard) evictOne() bool {
 
 // reserve makes room for one new counter or lease: expired state first, then a counter
 // chosen by CLOCK. It fails with errNoRoom when only live leases remain.
-func (sh *shard) reserve(s *Store, now int64) error {
+func (sh *shard) reserve(s *core, now int64) error {
 	if sh.live() < sh.capacity {
 		return nil
 	}

@@ -84,7 +84,7 @@ func (u *usageStore) prune(now int64, j Journal) {
 
 // AddUsage applies a batch of usage increments once: a batch whose ID was applied before
 // (within the last two hours) is ignored. A batch without an ID is always applied.
-func (s *Store) AddUsage(_ context.Context, b engine.UsageBatch) error {
+func (s *tables) AddUsage(_ context.Context, b engine.UsageBatch) error {
 	if s.closed.Load() {
 		return ErrClosed
 	}
@@ -117,7 +117,7 @@ func (s *Store) AddUsage(_ context.Context, b engine.UsageBatch) error {
 
 // ReadUsage returns a namespace's daily usage, oldest first and zero-filled, and its
 // account's month total.
-func (s *Store) ReadUsage(_ context.Context, q engine.UsageQuery) (engine.UsageReport, error) {
+func (s *tables) ReadUsage(_ context.Context, q engine.UsageQuery) (engine.UsageReport, error) {
 	if s.closed.Load() {
 		return engine.UsageReport{}, ErrClosed
 	}
@@ -138,7 +138,7 @@ func (s *Store) ReadUsage(_ context.Context, q engine.UsageQuery) (engine.UsageR
 }
 
 // MonthTotals returns each account's usage total in month, in the order given.
-func (s *Store) MonthTotals(_ context.Context, month engine.Month, accounts []string) ([]int64, error) {
+func (s *tables) MonthTotals(_ context.Context, month engine.Month, accounts []string) ([]int64, error) {
 	if s.closed.Load() {
 		return nil, ErrClosed
 	}
@@ -154,7 +154,7 @@ func (s *Store) MonthTotals(_ context.Context, month engine.Month, accounts []st
 
 // journalUsage records what b will make of the counts it touches, with its id, in one
 // journal batch; the caller holds the usage lock.
-func (s *Store) journalUsage(b engine.UsageBatch, now int64) error {
+func (s *tables) journalUsage(b engine.UsageBatch, now int64) error {
 	u := &s.usage
 	jb := s.j.Batch()
 	if b.ID != "" {

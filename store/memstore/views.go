@@ -12,7 +12,7 @@ import (
 // serve the account's own listings, never a decision.
 
 // RuleNamespaces returns the account's namespaces that have a rule.
-func (s *Store) RuleNamespaces(_ context.Context, account string) ([]engine.NamespaceRules, error) {
+func (s *tables) RuleNamespaces(_ context.Context, account string) ([]engine.NamespaceRules, error) {
 	if s.closed.Load() {
 		return nil, ErrClosed
 	}
@@ -43,7 +43,7 @@ func (s *Store) RuleNamespaces(_ context.Context, account string) ([]engine.Name
 }
 
 // ReadAccountUsage returns every namespace's daily usage of an account, and its month total.
-func (s *Store) ReadAccountUsage(_ context.Context, q engine.AccountUsageQuery) (engine.AccountUsageReport, error) {
+func (s *tables) ReadAccountUsage(_ context.Context, q engine.AccountUsageQuery) (engine.AccountUsageReport, error) {
 	if s.closed.Load() {
 		return engine.AccountUsageReport{}, ErrClosed
 	}
@@ -67,7 +67,7 @@ func (s *Store) ReadAccountUsage(_ context.Context, q engine.AccountUsageQuery) 
 }
 
 // HeldLeases returns the unexpired leases of set.
-func (s *Store) HeldLeases(_ context.Context, set engine.LeaseSet) (engine.HeldLeases, error) {
+func (s *decisions) HeldLeases(_ context.Context, set engine.LeaseSet) (engine.HeldLeases, error) {
 	if s.closed.Load() {
 		return engine.HeldLeases{}, ErrClosed
 	}

@@ -94,7 +94,7 @@ func copyEvent(ev engine.OutboxEvent) engine.OutboxEvent {
 }
 
 // Webhook returns the account's webhook; ok is false when none is set.
-func (s *Store) Webhook(_ context.Context, account string) (engine.Webhook, bool, error) {
+func (s *outbox) Webhook(_ context.Context, account string) (engine.Webhook, bool, error) {
 	if s.closed.Load() {
 		return engine.Webhook{}, false, ErrClosed
 	}
@@ -110,7 +110,7 @@ func (s *Store) Webhook(_ context.Context, account string) (engine.Webhook, bool
 
 // PutWebhook sets the account's webhook, replacing any. It is kept in the process, and
 // in the journal if there is one.
-func (s *Store) PutWebhook(_ context.Context, account string, w engine.Webhook) error {
+func (s *outbox) PutWebhook(_ context.Context, account string, w engine.Webhook) error {
 	if s.closed.Load() {
 		return ErrClosed
 	}
@@ -130,7 +130,7 @@ func (s *Store) PutWebhook(_ context.Context, account string, w engine.Webhook) 
 }
 
 // DeleteWebhook removes the account's webhook; deleted reports whether one was set.
-func (s *Store) DeleteWebhook(_ context.Context, account string) (bool, error) {
+func (s *outbox) DeleteWebhook(_ context.Context, account string) (bool, error) {
 	if s.closed.Load() {
 		return false, ErrClosed
 	}
@@ -153,7 +153,7 @@ func (s *Store) DeleteWebhook(_ context.Context, account string) (bool, error) {
 // Enqueue adds a copy of ev (Data compacted, Attempts 0) to the outbox, due now; see
 // engine.Store. The outbox and its once-keys are kept in the process, and in the journal
 // if there is one.
-func (s *Store) Enqueue(_ context.Context, ev engine.OutboxEvent, onceKey string) (bool, error) {
+func (s *outbox) Enqueue(_ context.Context, ev engine.OutboxEvent, onceKey string) (bool, error) {
 	if s.closed.Load() {
 		return false, ErrClosed
 	}
@@ -201,7 +201,7 @@ func (s *Store) Enqueue(_ context.Context, ev engine.OutboxEvent, onceKey string
 
 // Claim returns up to max due events, oldest due first (ties by id), and makes each due
 // again visibilityMS from now.
-func (s *Store) Claim(_ context.Context, max int, visibilityMS int64) ([]engine.OutboxEvent, error) {
+func (s *outbox) Claim(_ context.Context, max int, visibilityMS int64) ([]engine.OutboxEvent, error) {
 	if s.closed.Load() {
 		return nil, ErrClosed
 	}
@@ -243,7 +243,7 @@ func (s *Store) Claim(_ context.Context, max int, visibilityMS int64) ([]engine.
 }
 
 // Ack removes an event from the outbox; an unknown id is no error.
-func (s *Store) Ack(_ context.Context, id string) error {
+func (s *outbox) Ack(_ context.Context, id string) error {
 	if s.closed.Load() {
 		return ErrClosed
 	}
@@ -267,7 +267,7 @@ func (s *Store) Ack(_ context.Context, id string) error {
 
 // Retry counts a failed delivery and makes the event due delayMS from now; an unknown id
 // is no error.
-func (s *Store) Retry(_ context.Context, id string, delayMS int64) error {
+func (s *outbox) Retry(_ context.Context, id string, delayMS int64) error {
 	if s.closed.Load() {
 		return ErrClosed
 	}
@@ -298,7 +298,7 @@ func (s *Store) Retry(_ context.Context, id string, delayMS int64) error {
 }
 
 // OutboxLen is the number of events in the outbox, due or not.
-func (s *Store) OutboxLen(context.Context) (int64, error) {
+func (s *outbox) OutboxLen(context.Context) (int64, error) {
 	if s.closed.Load() {
 		return 0, ErrClosed
 	}
