@@ -1,4 +1,4 @@
-# Leash: build, run and test. `make run` starts on the embedded memory store and prints
+# Leash: build, run and test. `make run` starts on the embedded disk store (./leash-data) and prints
 # the dev API key; `make test` is what CI runs.
 GO      ?= go
 BIN     := bin/leash

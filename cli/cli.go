@@ -54,6 +54,7 @@ const Usage = `  leash limit NAMESPACE KEY [--algorithm A] [--limit N] [--window
   leash admin keys revoke ACCOUNT KEY_ID
   leash audit [--limit N] [--cursor C]      the account's audit log: who changed what
   leash admin audit [--account ID] [--limit N] [--cursor C]
+  leash backup DIR                 (an operator's key) copy the disk store, while it serves, into DIR
     every verb takes --url URL ($LEASH_URL, default http://localhost:8080),
     --key KEY ($LEASH_API_KEY; admin: $LEASH_OPERATOR_KEY), --json (the API's JSON instead
     of text), --timeout D (10s); flags may come before or after the arguments;
@@ -63,7 +64,7 @@ const Usage = `  leash limit NAMESPACE KEY [--algorithm A] [--limit N] [--window
 // Handles reports whether name is one of the verbs Run serves.
 func Handles(name string) bool {
 	switch name {
-	case "limit", "reset", "lease", "rules", "stats", "webhook", "keys", "admin", "audit":
+	case "limit", "reset", "lease", "rules", "stats", "webhook", "keys", "admin", "audit", "backup":
 		return true
 	}
 	return false
@@ -94,12 +95,16 @@ func Run(ctx context.Context, args []string, env Env, stdout, stderr io.Writer) 
 	fs.SetOutput(io.Discard)
 	url := fs.String("url", "", "Leash base URL (default $LEASH_URL or "+client.DefaultBaseURL+")")
 	keyEnv, keyWhat := "LEASH_API_KEY", "API key"
-	if strings.HasPrefix(verb, "admin ") {
+	if strings.HasPrefix(verb, "admin ") || verb == "backup" {
 		keyEnv, keyWhat = "LEASH_OPERATOR_KEY", "operator key"
 	}
 	key := fs.String("key", "", keyWhat+" (default $"+keyEnv+")")
 	fs.BoolVar(&cmd.json, "json", false, "print the API's JSON")
-	timeout := fs.Duration("timeout", 10*time.Second, "bound on the whole command")
+	defaultTimeout := 10 * time.Second
+	if verb == "backup" { // a copy of a large store takes a while
+		defaultTimeout = 10 * time.Minute
+	}
+	timeout := fs.Duration("timeout", defaultTimeout, "bound on the whole command")
 	f := &flags{}
 	spec.flags(fs, f)
 	pos, err := ParseInterleaved(fs, rest)

@@ -91,6 +91,7 @@ func init() {
 	}
 	addAccountVerbs()
 	addAuditVerbs()
+	addBackupVerb()
 }
 
 func runLimit(ctx context.Context, c *command, a []string, f *flags) int {

@@ -36,7 +36,7 @@ webhooks: {allow_http: true, allow_private_targets: true}
 // startLeash runs a `leash serve` on the memory store with testConfig plus env.
 func startLeash(t *testing.T, env ...string) *leashproc.Proc {
 	t.Helper()
-	return leashproc.Start(t, bin, []string{"--config", leashproc.Config(t, testConfig)}, env...)
+	return leashproc.Start(t, bin, []string{"--config", leashproc.Config(t, testConfig)}, append([]string{"LEASH_STORE_BACKEND=memory"}, env...)...)
 }
 
 // newClient is a client of p's /v1 with key.

@@ -200,8 +200,10 @@ type Admin struct {
 
 // Store selects and configures the state backend.
 type Store struct {
-	// Backend is "memory" (default) or "redis".
+	// Backend is "disk" (default), "memory" or "redis".
 	Backend string
+	// Disk configures the disk backend.
+	Disk Disk
 	// Redis configures the redis backend.
 	Redis Redis
 	// Memory configures the memory backend.
@@ -279,6 +281,18 @@ func (r *Redis) Mode() RedisMode {
 		return RedisSentinel
 	}
 	return RedisSingle
+}
+
+// Disk configures the disk store (spec §11.5).
+type Disk struct {
+	// Path is the store's directory (default "leash-data", relative to the working
+	// directory).
+	Path string
+	// SyncInterval bounds the writes a power loss can take (default 1s); 0 syncs every
+	// write.
+	SyncInterval time.Duration
+	// MaxEntries bounds live counters and leases, one entry each (default 1000000).
+	MaxEntries int
 }
 
 // Memory configures the memory store.

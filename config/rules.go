@@ -207,3 +207,11 @@ func notBlank(v any) string {
 	}
 	return "must not be empty"
 }
+
+// dirPath accepts a directory's path: more than spaces.
+func dirPath(v any) string {
+	if s, _ := v.(string); strings.TrimSpace(s) != "" {
+		return ""
+	}
+	return "must name a directory"
+}

@@ -39,6 +39,7 @@ func accountRoutes() []route {
 		{Route: Route{http.MethodGet, "/v1/namespaces/{ns}/leases"}, serve: listLeases},
 		{Route: Route{http.MethodGet, "/v1/admin/audit"}, operator: true, serve: adminAudit},
 		{Route: Route{http.MethodGet, "/v1/audit"}, serve: ownAudit},
+		{Route: Route{http.MethodPost, "/v1/admin/backup"}, operator: true, serve: backup},
 	}
 }
 

@@ -179,15 +179,20 @@ type Options struct {
 	// a route's handler run on once it has returned (as http.TimeoutHandler does after
 	// its timeout): the API reuses a request's state once the request is answered.
 	Middleware []func(http.Handler) http.Handler
+	// Backup, if set, writes a consistent copy of the store, taken while it serves, into
+	// dir, a directory that does not exist yet (POST /v1/admin/backup, spec §15.11); nil:
+	// the store is not one that can be backed up so (the route answers 409).
+	Backup func(ctx context.Context, dir string) error
 }
 
 // API is the /v1 HTTP handler.
 type API struct {
-	eng *wiring.Engine
-	met *metrics.Metrics
-	log *slog.Logger
-	tr  *tracing.Tracing
-	mux *http.ServeMux // the routes; its own 404 and 405 are answered in JSON
+	backup func(ctx context.Context, dir string) error // Options.Backup
+	eng    *wiring.Engine
+	met    *metrics.Metrics
+	log    *slog.Logger
+	tr     *tracing.Tracing
+	mux    *http.ServeMux // the routes; its own 404 and 405 are answered in JSON
 	// literal holds the routes whose path has no wildcard, by path, the mux's own
 	// handlers: an exact match skips the mux's pattern matching, the hot path's largest
 	// routing cost (BenchmarkRouteLimit, docs/performance.md). Anything else, every 404
@@ -237,6 +242,7 @@ func New(opts Options) *API {
 		refusals:   newRefusalLog(opts.Logger, opts.Clock),
 		guard:      opts.AuthGuard,
 		wrap:       opts.Middleware,
+		backup:     opts.Backup,
 		proxies:    trustedProxies(opts.TrustedProxies),
 		hdrJSON:    []string{"application/json"},
 		hdrBearer:  []string{"Bearer"},

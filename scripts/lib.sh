@@ -41,13 +41,18 @@ start_redis() {
 }
 
 # start_leash STORE starts bin/leash on 127.0.0.1:18080 with the dev key "bench";
-# STORE is memory or redis (then REDIS_PORT must be set).
+# STORE is memory, disk (a fresh directory under $out, sync interval $DISK_SYNC, default
+# 1s) or redis (then REDIS_PORT must be set).
 start_leash() {
 	local env=(LEASH_DEV_API_KEY=bench LEASH_HTTP_ADDR=127.0.0.1:18080 LEASH_ADMIN_ADDR=127.0.0.1:19090
 		LEASH_GRPC_ADDR= LEASH_LOG_LEVEL=warn)
-	if [ "$1" = redis ]; then
-		env+=(LEASH_STORE_BACKEND=redis "LEASH_STORE_REDIS_URL=redis://127.0.0.1:$REDIS_PORT")
-	fi
+	case "$1" in
+	redis) env+=(LEASH_STORE_BACKEND=redis "LEASH_STORE_REDIS_URL=redis://127.0.0.1:$REDIS_PORT") ;;
+	disk)
+		rm -rf "$out/leash-data"
+		env+=(LEASH_STORE_BACKEND=disk "LEASH_STORE_DISK_PATH=$out/leash-data" "LEASH_STORE_DISK_SYNC_INTERVAL=${DISK_SYNC:-1s}") ;;
+	*) env+=(LEASH_STORE_BACKEND=memory) ;;
+	esac
 	env "${env[@]}" ./bin/leash serve >"$out/leash.log" 2>&1 &
 	pids+=($!); leash_pid=$!
 	wait_port 127.0.0.1:18080

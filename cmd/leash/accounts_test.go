@@ -20,7 +20,7 @@ import (
 // the memory store); with it the CLI creates an account and issues a key, and the key
 // serves at once. Then every admin and key verb, with the exit statuses of spec §13.5.
 func TestAccountsWalkthrough(t *testing.T) {
-	p := leashproc.Start(t, binary, nil, "LEASH_DEV_API_KEY=dev-key")
+	p := leashproc.Start(t, binary, nil, "LEASH_DEV_API_KEY=dev-key", "LEASH_STORE_BACKEND=memory")
 	out := p.Stdout.String() // all printed before "leash serving" (leashproc waits for it)
 	m := regexp.MustCompile(`operator "dev" uses key\n\n    (lsh_[A-Za-z0-9_-]{43})\n`).FindStringSubmatch(out)
 	if m == nil || !strings.Contains(out, "On the memory store they last as long as this process.") {
@@ -144,6 +144,7 @@ func TestAPIAccountClashesWithConfig(t *testing.T) {
 	testkit.ReplaceFile(t, clash, base+"  - {id: acme, plan: pro, api_keys: [other-key]}\n")
 	cmd := exec.Command(binary, "serve", "--config", clash)
 	cmd.Env = append(leashproc.Environ(), append(redis, "LEASH_HTTP_ADDR=127.0.0.1:0", "LEASH_ADMIN_ADDR=127.0.0.1:0", "LEASH_GRPC_ADDR=")...)
+	cmd.Dir = t.TempDir() // the default disk store's leash-data goes there, not into the repository
 	out, err := cmd.CombinedOutput()
 	var ee *exec.ExitError
 	if !errors.As(err, &ee) || ee.ExitCode() != 1 || !strings.Contains(string(out), `account \"acme\"`) {

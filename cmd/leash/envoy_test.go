@@ -117,6 +117,7 @@ func TestBadDescriptorFileStopsStart(t *testing.T) {
 	testkit.ReplaceFile(t, cfg, fmt.Sprintf("accounts:\n  - {id: acme, plan: pro, api_keys: [k]}\nenvoy:\n  config_paths: [%s]\n  default_account: acme\n", desc))
 	cmd := exec.Command(binary, "serve", "--config", cfg)
 	cmd.Env = append(leashproc.Environ(), "LEASH_HTTP_ADDR=127.0.0.1:0", "LEASH_ADMIN_ADDR=127.0.0.1:0", "LEASH_GRPC_ADDR=127.0.0.1:0")
+	cmd.Dir = t.TempDir() // the default disk store's leash-data goes there, not into the repository
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	if err := cmd.Run(); err == nil {

@@ -148,6 +148,7 @@ func TestBusyPortNamesTheSetting(t *testing.T) {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		cmd := exec.CommandContext(ctx, binary, "serve")
 		cmd.Env = append(leashproc.Environ(), kv...)
+		cmd.Dir = t.TempDir() // the default disk store's leash-data goes there, not into the repository
 		var out, errb bytes.Buffer
 		cmd.Stdout, cmd.Stderr = &out, &errb
 		err := cmd.Run()

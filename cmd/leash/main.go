@@ -6,7 +6,7 @@
 //	                                 check the config and descriptor files as serve would
 //	leash keys new                   print a fresh API key and its SHA-256 config line
 //	leash version                    print the version
-//	leash limit|reset|lease|rules|stats|webhook ...   call the /v1 API (package cli)
+//	leash limit|reset|lease|rules|stats|webhook|admin|backup ...   call the /v1 API (package cli)
 package main
 
 import (
@@ -34,7 +34,8 @@ var version = ""
 
 const usageText = `usage:
   leash serve [--config FILE]... [--peer-env]
-                                   start the service (no config: memory store, dev account);
+                                   start the service (no config: disk store in ./leash-data,
+                                   dev account);
                                    --peer-env also reads envoyproxy/ratelimit's variables, as
                                    the same binary named ratelimit always does
   leash check-config [--config FILE]... [DESCRIPTOR_PATH]...
@@ -49,8 +50,8 @@ const usageText = `usage:
 const (
 	serveHelp = `usage:
   leash serve [--config FILE]... [--peer-env]
-    start the service: /v1, the admin listener and Envoy gRPC (no config: memory store,
-    dev account)
+    start the service: /v1, the admin listener and Envoy gRPC (no config: disk store in
+    ./leash-data, dev account)
 flags:
   --config FILE  config file (YAML); repeat to layer files, later ones win key by key
   --peer-env     also read envoyproxy/ratelimit's environment variables, as the same
@@ -129,7 +130,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 
 // commands are the binary's first words: its own commands and the /v1 verbs.
 var commands = []string{"serve", "check-config", "keys", "version", "help",
-	"limit", "reset", "lease", "rules", "stats", "webhook", "admin"}
+	"limit", "reset", "lease", "rules", "stats", "webhook", "admin", "backup"}
 
 // didYouMean is `: did you mean "serve"?` for a word that nearly spells a command, else "".
 func didYouMean(word string) string {

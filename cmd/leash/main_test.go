@@ -69,6 +69,7 @@ func TestBadConfigFailsBeforeListening(t *testing.T) {
 			os.WriteFile(path, []byte(body), 0o600)
 			cmd := exec.Command(binary, "serve", "--config", path)
 			cmd.Env = append(leashproc.Environ(), "LEASH_HTTP_ADDR=127.0.0.1:0", "LEASH_ADMIN_ADDR=127.0.0.1:0")
+			cmd.Dir = t.TempDir() // the default disk store's leash-data goes there, not into the repository
 			var stderr bytes.Buffer
 			cmd.Stderr = &stderr
 			done := make(chan error, 1)

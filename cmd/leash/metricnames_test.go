@@ -147,7 +147,7 @@ metrics:
 `, descDir, xds.Addr()), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	p := leashproc.Start(t, binary, []string{"--config", cfg})
+	p := leashproc.Start(t, binary, []string{"--config", cfg}, "LEASH_STORE_BACKEND=memory")
 	check := `{"namespace":"shop","key":"k","algorithm":"fixed_window","limit":1,"window_ms":60000}`
 	for range 2 {
 		leashproc.Call(t, "POST", p.URL+"/v1/limit", "key-acme", check)
@@ -170,7 +170,7 @@ metrics:
 
 // TestDashboardAndAlertsQueryExposedMetrics: every metric name the Grafana dashboard and
 // the alerting rules query (spec §12.9) is exposed by /metrics of a running leash, on the
-// memory store and on the Redis store; and spec §12.2 and docs/operations.md's metrics section
+// memory store, on the Redis store and on the disk store; and spec §12.2 and docs/operations.md's metrics section
 // name every leash_* family /metrics exposes, with each of its labels in spec §12.2, and
 // no family /metrics lacks (with an xDS server configured, for the xDS families).
 func TestDashboardAndAlertsQueryExposedMetrics(t *testing.T) {
@@ -183,6 +183,9 @@ func TestDashboardAndAlertsQueryExposedMetrics(t *testing.T) {
 	pr := leashproc.Start(t, binary, nil, "LEASH_DEV_API_KEY=k", "LEASH_STORE_BACKEND=redis", "LEASH_STORE_REDIS_URL="+r.URL(),
 		"LEASH_ENVOY_XDS_ADDRESS=127.0.0.1:1", "LEASH_ENVOY_XDS_NODE_ID=leash-test")
 	scrape(t, "http://"+pr.Admin+"/metrics", fams)
+	// On the disk store, the default (in the test's own folder): its own gauges.
+	pd := leashproc.Start(t, binary, nil, "LEASH_DEV_API_KEY=k")
+	scrape(t, "http://"+pd.Admin+"/metrics", fams)
 
 	// Every name queried is exposed.
 	var dash struct {

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net"
 	"os/signal"
+	"path/filepath"
 	"slices"
 	"strings"
 	"syscall"
@@ -17,6 +18,7 @@ import (
 	"github.com/leashd/leash/config"
 	"github.com/leashd/leash/engine"
 	"github.com/leashd/leash/httpapi"
+	"github.com/leashd/leash/internal/devkeys"
 	"github.com/leashd/leash/internal/setup"
 	"github.com/leashd/leash/tracing"
 	"go.opentelemetry.io/otel"
@@ -121,33 +123,45 @@ func httpTimeouts(h config.HTTP) httpapi.Timeouts {
 }
 
 // directory builds the accounts: the config's, or with none the dev account on plan
-// scale whose key is $LEASH_DEV_API_KEY or generated; and the operators: the config's, or
-// with neither accounts nor operators configured the dev operator whose key is
-// $LEASH_DEV_OPERATOR_KEY or generated (spec §2.4, §15.1). The keys it generated are
-// printed by newServer once every listener is bound, so a failed start prints no key.
-func directory(cfg *config.Config, environ []string, log *slog.Logger) (*engine.Directory, devKeys, error) {
+// scale whose key is $LEASH_DEV_API_KEY, the one kept in the disk store's directory, or
+// generated; and the operators: the config's, or with neither accounts nor operators
+// configured the dev operator whose key is $LEASH_DEV_OPERATOR_KEY, kept, or generated
+// (spec §2.4, §15.1). kept are the digests a first start on the disk store saved (zero
+// elsewhere). The keys it generated are printed by newServer once every listener is
+// bound, so a failed start prints no key.
+func directory(cfg *config.Config, environ []string, kept devkeys.Digests, log *slog.Logger) (*engine.Directory, devKeys, error) {
 	var devKey [32]byte
-	var fresh devKeys
+	var keys devKeys
 	if !cfg.HasAccounts() {
 		key := lookupEnv(environ, config.DevAPIKeyEnv)
-		if key == "" {
-			key = newAPIKey()
-			fresh.api = key
-		} else {
+		switch {
+		case key != "":
 			log.Info("dev account uses the API key from " + config.DevAPIKeyEnv)
+			devKey = engine.HashKey(key)
+		case kept.API != [32]byte{}:
+			devKey, keys.keptAPI = kept.API, true
+		default:
+			keys.api = newAPIKey()
+			devKey = engine.HashKey(keys.api)
 		}
-		devKey = engine.HashKey(key)
+		keys.digests.API = devKey
 	}
 	var devOps []engine.OperatorSpec
 	if !cfg.HasAccounts() && len(cfg.Operators) == 0 {
+		var sum [32]byte
 		key := lookupEnv(environ, config.DevOperatorKeyEnv)
-		if key == "" {
-			key = newAPIKey()
-			fresh.operator = key
-		} else {
+		switch {
+		case key != "":
 			log.Info("dev operator uses the key from " + config.DevOperatorKeyEnv)
+			sum = engine.HashKey(key)
+		case kept.Operator != [32]byte{}:
+			sum, keys.keptOperator = kept.Operator, true
+		default:
+			keys.operator = newAPIKey()
+			sum = engine.HashKey(keys.operator)
 		}
-		devOps = []engine.OperatorSpec{{ID: config.DevOperatorID, KeyHashes: [][32]byte{engine.HashKey(key)}}}
+		keys.digests.Operator = sum
+		devOps = []engine.OperatorSpec{{ID: config.DevOperatorID, KeyHashes: [][32]byte{sum}}}
 	}
 	var dir *engine.Directory
 	var err error
@@ -156,15 +170,31 @@ func directory(cfg *config.Config, environ []string, log *slog.Logger) (*engine.
 	} else {
 		dir, err = setup.DirectoryWith(cfg, devOps, devKey)
 	}
-	return dir, fresh, err
+	return dir, keys, err
 }
 
-// devKeys are the dev keys serve generated ("" for one from the environment or none).
-type devKeys struct{ api, operator string }
+// devKeys are the dev keys serve generated ("" for one from the environment, one kept,
+// or none), whether each was kept from an earlier start, and the digests of those in use.
+type devKeys struct {
+	api, operator         string
+	keptAPI, keptOperator bool
+	digests               devkeys.Digests
+}
+
+// generated reports whether serve generated a key this start.
+func (k devKeys) generated() bool { return k.api != "" || k.operator != "" }
 
 // print shows the generated keys once, with a check on the /v1 listener's port and an
-// admin command.
-func (k devKeys) print(w io.Writer, httpPort, backend string) {
+// admin command; on the disk store (dataDir set) it says that the keys stay, or that the
+// ones printed at the first start still work.
+func (k devKeys) print(w io.Writer, httpPort, backend, dataDir string) {
+	if k.keptAPI {
+		fmt.Fprintf(w, "No accounts configured: account \"dev\" (plan scale) uses the API key printed when %s was\n"+
+			"first served; its SHA-256 digest is kept in %s.\n\n", dataDir, filepath.Join(dataDir, devkeys.FileName))
+	}
+	if k.keptOperator {
+		fmt.Fprintf(w, "No operators configured: operator \"dev\" uses the key printed when %s was first served.\n\n", dataDir)
+	}
 	if k.api != "" {
 		fmt.Fprintf(w, "No accounts configured: account \"dev\" (plan scale) uses API key\n\n    %s\n\n"+
 			"  curl -H 'Authorization: Bearer %s' -H 'Content-Type: application/json' \\\n"+
@@ -175,8 +205,12 @@ func (k devKeys) print(w io.Writer, httpPort, backend string) {
 		lasts := "They are kept in Redis.\n\nA dev key generated here is this instance's own: another instance on the same Redis\n" +
 			"refuses them. Give every instance the same LEASH_DEV_OPERATOR_KEY and LEASH_DEV_API_KEY\n" +
 			"(leash keys new prints one), or configure operators and accounts (docs/redis.md)."
-		if backend == "memory" {
+		switch backend {
+		case "memory":
 			lasts = "On the memory store they last as long as this process."
+		case "disk":
+			lasts = "On the disk store they are kept in " + dataDir + ", and so are these dev keys\n" +
+				"(as SHA-256 digests): a restart on the same directory accepts them."
 		}
 		fmt.Fprintf(w, "No operators configured: operator \"dev\" uses key\n\n    %s\n\n"+
 			"  LEASH_OPERATOR_KEY=%s leash admin accounts create acme --plan pro\n\n"+

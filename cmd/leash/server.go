@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"path/filepath"
 	"strings"
 	"sync"
 	"syscall"
@@ -27,8 +28,10 @@ import (
 	"github.com/leashd/leash/engine/webhooks"
 	"github.com/leashd/leash/engine/wiring"
 	"github.com/leashd/leash/httpapi"
+	"github.com/leashd/leash/internal/devkeys"
 	"github.com/leashd/leash/internal/setup"
 	"github.com/leashd/leash/metrics"
+	"github.com/leashd/leash/store/diskstore"
 	"github.com/leashd/leash/tracing"
 	"github.com/leashd/leash/webhook"
 	"github.com/leashd/leash/webhook/ssrf"
@@ -49,6 +52,7 @@ type server struct {
 	metrics     *metrics.Metrics
 	tracing     *tracing.Tracing           // nil when tracing.exporter is none
 	store       engine.Store               // the store as opened; closed last
+	dataDir     string                     // the disk store's directory, absolute; "" on another store
 	hot         *hotpath.Reservations      // the hot path above a Redis store (spec §4.13); nil when off
 	measured    *metrics.InstrumentedStore // the store timed (and traced): what everything uses
 	engine      *wiring.Engine
@@ -88,14 +92,14 @@ func newServer(ctx context.Context, cfg *config.Config, paths, environ []string,
 		}
 	}()
 	warnTestOnly(cfg, log)
-	dir, fresh, err := directory(cfg, environ, log)
-	if err != nil {
-		return nil, &startError{msg: "invalid accounts", err: err}
-	}
 	if err = s.openTracing(ctx); err != nil {
 		return nil, err
 	}
 	if err = s.openStore(ctx); err != nil {
+		return nil, err
+	}
+	dir, fresh, err := s.directory()
+	if err != nil {
 		return nil, err
 	}
 	s.newEngine(dir)
@@ -112,7 +116,7 @@ func newServer(ctx context.Context, cfg *config.Config, paths, environ []string,
 		}
 	}
 	s.newDeliverer()
-	fresh.print(stdout, portOf(s.httpLn.Addr().String()), cfg.Store.Backend)
+	fresh.print(stdout, portOf(s.httpLn.Addr().String()), cfg.Store.Backend, s.dataDir)
 	if !cfg.HasAccounts() && cfg.Console.Enabled {
 		scheme := "http"
 		if cfg.HTTP.TLS.CertFile != "" {
@@ -144,6 +148,9 @@ func (s *server) openStore(ctx context.Context) error {
 	}
 	s.store = store
 	s.undo.push(func() { _ = store.Close() })
+	if s.cfg.Store.Backend == "disk" {
+		s.dataDir, _ = filepath.Abs(s.cfg.Store.Disk.Path) // openStore resolved it already
+	}
 	var decided engine.Store = store
 	if s.hot = reserving(s.cfg, store, s.metrics, s.log); s.hot != nil {
 		s.undo.push(func() { s.closeHotPath() })
@@ -155,6 +162,29 @@ func (s *server) openStore(ctx context.Context) error {
 	}
 	s.measured = s.metrics.InstrumentTraced(decided, tracer)
 	return nil
+}
+
+// directory builds the accounts and operators (see directory); on the disk store the dev
+// keys it generates are kept (as digests) in the store's directory and those kept are
+// used again.
+func (s *server) directory() (*engine.Directory, devKeys, error) {
+	var kept devkeys.Digests
+	if s.dataDir != "" {
+		var err error
+		if kept, err = devkeys.Load(s.dataDir); err != nil {
+			return nil, devKeys{}, &startError{msg: "cannot read the dev keys", attrs: []any{"path", s.dataDir}, err: err}
+		}
+	}
+	dir, keys, err := directory(s.cfg, s.environ, kept, s.log)
+	if err != nil {
+		return nil, devKeys{}, &startError{msg: "invalid accounts", err: err}
+	}
+	if s.dataDir != "" && keys.generated() {
+		if err := devkeys.Save(s.dataDir, keys.digests); err != nil {
+			return nil, devKeys{}, &startError{msg: "cannot keep the dev keys", attrs: []any{"path", s.dataDir}, err: err}
+		}
+	}
+	return dir, keys, nil
 }
 
 // closeHotPath gives every slice the hot path holds back to Redis, before the store
@@ -261,7 +291,7 @@ func (s *server) bindHTTP() (err error) {
 	s.guard = engine.NewAuthGuard(engine.AuthGuardOptions{})
 	s.metrics.AuthGuard(s.guard.Failures, s.guard.Refused)
 	api := httpapi.New(httpapi.Options{Engine: s.engine, Metrics: s.metrics, Logger: s.log, Tracing: s.tracing, AuthGuard: s.guard,
-		TrustedProxies: httpCfg.Proxies()})
+		TrustedProxies: httpCfg.Proxies(), Backup: s.backup()})
 	var h http.Handler = api
 	if s.cfg.Console.Enabled {
 		h = httpapi.Front(api, console.Mount(api)) // spec §16; 431 answered by the API, spec §3.10
@@ -269,6 +299,26 @@ func (s *server) bindHTTP() (err error) {
 	s.httpSrv = httpapi.NewServerWith(httpCfg.Addr, h, httpTimeouts(httpCfg))
 	s.httpSrv.ErrorLog = slog.NewLogLogger(s.log.Handler(), slog.LevelWarn)
 	return nil
+}
+
+// backup is the disk store's backup for POST /v1/admin/backup (spec §15.11): a
+// checkpoint of the store and the dev keys' digests; nil on another store.
+func (s *server) backup() func(ctx context.Context, dir string) error {
+	ds, ok := s.store.(*diskstore.Store)
+	if !ok {
+		return nil
+	}
+	return func(ctx context.Context, dir string) error {
+		start := time.Now()
+		if err := ds.Backup(ctx, dir); err != nil {
+			return err
+		}
+		if err := devkeys.Copy(s.dataDir, dir); err != nil {
+			return err
+		}
+		s.log.Info("backup taken", "duration_ms", time.Since(start).Milliseconds())
+		return nil
+	}
 }
 
 // bindAdmin binds the admin listener and builds its handler (spec §12.1); /readyz pings

@@ -113,12 +113,15 @@ func Start(t testing.TB, bin string, args []string, env ...string) *Proc {
 
 // StartAs runs bin with exactly args (bin may be a link named ratelimit, say) and env
 // added to the test's environment (less its LEASH_* variables), and waits for it to
-// serve; the listeners are where env puts them. The process is killed when the test ends.
+// serve; the listeners are where env puts them. The disk store, when the configuration
+// leaves it the default, is in a folder of the test's own (env may name another with
+// LEASH_STORE_DISK_PATH), so no test writes into the repository and parallel tests never
+// share one. The process is killed when the test ends.
 func StartAs(t testing.TB, bin string, args []string, env ...string) *Proc {
 	t.Helper()
 	p := &Proc{Stdout: new(testkit.SyncBuffer), Exited: make(chan error, 1)}
 	p.Cmd = exec.Command(bin, args...)
-	p.Cmd.Env = append(Environ(), env...)
+	p.Cmd.Env = append(append(Environ(), "LEASH_STORE_DISK_PATH="+filepath.Join(t.TempDir(), "leash-data")), env...)
 	stdout, stdoutW, err := os.Pipe()
 	if err != nil {
 		t.Fatal(err)

@@ -74,7 +74,7 @@ func (s servers) env() []string {
 func start(t *testing.T) servers {
 	t.Helper()
 	cfg := []string{"--config", leashproc.Config(t, config)}
-	mem := leashproc.Start(t, bin, cfg)
+	mem := leashproc.Start(t, bin, cfg, "LEASH_STORE_BACKEND=memory")
 	r := redistest.StartServer(t, false)
 	red := leashproc.Start(t, bin, cfg, "LEASH_STORE_BACKEND=redis", "LEASH_STORE_REDIS_URL="+r.URL(),
 		"LEASH_STORE_REDIS_READ_TIMEOUT=300ms", "LEASH_STORE_REDIS_DIAL_TIMEOUT=300ms")

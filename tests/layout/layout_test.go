@@ -18,7 +18,7 @@ const module = "github.com/leashd/leash/"
 // of its own floor or of one below, never one above; the first prefix that matches a
 // package names its floor.
 var floors = [][]string{
-	{"engine/algo", "store/redisstore/respipe", "internal/filewatch", "internal/suggest", "internal/yamlline", "tracing", "webhook/signature", "wire"},
+	{"engine/algo", "store/redisstore/respipe", "internal/filewatch", "internal/suggest", "internal/yamlline", "internal/backuptar", "internal/devkeys", "tracing", "webhook/signature", "wire"},
 	{"engine"}, // the domain, its capabilities and the ports they need from a store
 	{"store"},  // the backends: each implements the engine's ports and imports no edge
 	{"config", "internal/peerenv", "metrics", "webhook", "adapter/descriptors", "adapter/domains"},

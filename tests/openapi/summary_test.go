@@ -35,7 +35,12 @@ type Operation struct {
 	Path   string `json:"path"`
 }
 
-// summarize builds the summary of doc.
+// goOnly marks an operation that only the Go client and the leash command line call
+// (POST /v1/admin/backup's tar stream, which `leash backup` unpacks): the TypeScript and
+// Python clients, made for applications, leave it out, so the summary does too.
+const goOnly = "x-go-client-only"
+
+// summarize builds the summary of doc, less the operations marked goOnly.
 func summarize(doc *openapi3.T) Summary {
 	s := Summary{
 		Note:    "Generated from docs/openapi.yaml by `go test ./tests/openapi -run TestClientSummary -update`; do not edit.",
@@ -43,6 +48,9 @@ func summarize(doc *openapi3.T) Summary {
 	}
 	for path, item := range doc.Paths.Map() {
 		for method, op := range item.Operations() {
+			if _, skip := op.Extensions[goOnly]; skip {
+				continue
+			}
 			s.Operations = append(s.Operations, Operation{ID: op.OperationID, Method: method, Path: path})
 		}
 	}

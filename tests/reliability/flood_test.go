@@ -64,7 +64,7 @@ func TestKeyFloodMemoryBound(t *testing.T) {
 	if longRun() {
 		bin, maxEntries, duration, workers = leashproc.Plain(t), 100_000, 60*time.Second, 8
 	}
-	p := leashproc.Start(t, bin, nil, "LEASH_DEV_API_KEY=k", "LEASH_STORE_MEMORY_MAX_ENTRIES="+strconv.Itoa(maxEntries))
+	p := leashproc.Start(t, bin, nil, "LEASH_DEV_API_KEY=k", "LEASH_STORE_BACKEND=memory", "LEASH_STORE_MEMORY_MAX_ENTRIES="+strconv.Itoa(maxEntries))
 	base := "http://" + p.HTTP
 	c := apiClient()
 

@@ -119,7 +119,7 @@ envoy:
 
 // TestAccountIsolationMemory runs the cross-account test on the memory store.
 func TestAccountIsolationMemory(t *testing.T) {
-	p := leashproc.Start(t, binary, []string{"--config", isoConfig(t)})
+	p := leashproc.Start(t, binary, []string{"--config", isoConfig(t)}, "LEASH_STORE_BACKEND=memory")
 	runIsolation(t, p, nil)
 }
 

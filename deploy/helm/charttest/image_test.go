@@ -145,6 +145,30 @@ func TestDockerfile(t *testing.T) {
 	}
 }
 
+// TestDockerfileDataVolume: the image declares the disk store's directory a volume, points
+// store.disk.path at it through LEASH_STORE_DISK_PATH, and hands it to the nonroot user
+// (distroless has no shell to make it at run time).
+func TestDockerfileDataVolume(t *testing.T) {
+	final := finalStage(parseDockerfile(t))
+	has := func(cmd string, match func(args string) bool) bool {
+		return slices.ContainsFunc(final, func(in instruction) bool { return in.cmd == cmd && match(in.args) })
+	}
+	if !has("VOLUME", func(a string) bool {
+		return strings.Contains(a, `"/var/lib/leash"`) || strings.TrimSpace(a) == "/var/lib/leash"
+	}) {
+		t.Error("the final stage declares no VOLUME /var/lib/leash")
+	}
+	if !has("ENV", func(a string) bool { return strings.TrimSpace(a) == "LEASH_STORE_DISK_PATH=/var/lib/leash" }) {
+		t.Error("the final stage does not set LEASH_STORE_DISK_PATH=/var/lib/leash")
+	}
+	if !has("COPY", func(a string) bool {
+		f := strings.Fields(a)
+		return slices.Contains(f, "--chown=65532:65532") && len(f) > 0 && f[len(f)-1] == "/var/lib/leash"
+	}) {
+		t.Error("the final stage does not make /var/lib/leash the nonroot user's (COPY --chown=65532:65532 ... /var/lib/leash)")
+	}
+}
+
 // TestDockerfileGoVersion keeps the build image's Go at least go.mod's go directive: the
 // golang images set GOTOOLCHAIN=local, so an older one cannot build the module.
 func TestDockerfileGoVersion(t *testing.T) {

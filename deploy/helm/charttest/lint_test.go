@@ -115,6 +115,12 @@ func TestChartRefuses(t *testing.T) {
 			"mode sidecar needs accounts: without them each pod's Leash would make up its own dev API key"},
 		{"sidecar on redis without accounts", []string{"mode=sidecar", "config.store.backend=redis"},
 			"mode sidecar needs accounts"},
+		{"two replicas on the disk store", []string{"config.store.backend=disk", "replicaCount=2"},
+			"replicaCount is 2 with config.store.backend disk: each replica would count on its own"},
+		{"autoscaling on the disk store", []string{"config.store.backend=disk", "autoscaling.enabled=true"},
+			"autoscaling.enabled with config.store.backend disk"},
+		{"sidecar on the disk store", []string{"mode=sidecar", "config.store.backend=disk", "config.accounts[0].id=acme", "config.accounts[0].plan=pro"},
+			"mode sidecar with config.store.backend disk"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -206,7 +206,7 @@ func TestLeashKeysInSchema(t *testing.T) {
 	if err := yaml.Unmarshal([]byte(config.Example()), &example); err != nil {
 		t.Fatal(err)
 	}
-	notInSchema := []string{"http.addr", "grpc.addr", "admin.addr", "store.redis.password", "accounts[].api_keys", "operators[].api_keys"}
+	notInSchema := []string{"http.addr", "grpc.addr", "admin.addr", "store.disk.path", "store.redis.password", "accounts[].api_keys", "operators[].api_keys"}
 	check := func(path string) {
 		if inSchema[path] == slices.Contains(notInSchema, path) {
 			t.Errorf("config key %s: in the schema = %v, want %v", path, inSchema[path], !inSchema[path])

@@ -189,6 +189,9 @@ ports:
 {{- with .Values.redisSecretRef.url.name }}
 {{- $env = append $env (dict "name" "LEASH_STORE_REDIS_URL" "valueFrom" (dict "secretKeyRef" (dict "name" . "key" $.Values.redisSecretRef.url.key))) }}
 {{- end }}
+{{- if include "leash.onDisk" . }}
+{{- $env = append $env (dict "name" "LEASH_STORE_DISK_PATH" "value" "/var/lib/leash") }}
+{{- end }}
 {{- $env = concat $env (.Values.extraEnv | default list) }}
 {{- with $env }}
 env:
@@ -225,6 +228,10 @@ volumeMounts:
   - name: leash-ratelimit
     mountPath: {{ include "leash.descriptorsDir" . }}
     readOnly: true
+{{- end }}
+{{- if include "leash.onDisk" . }}
+  - name: leash-data
+    mountPath: /var/lib/leash
 {{- end }}
 {{- with .Values.extraVolumeMounts }}
   {{- toYaml . | nindent 2 }}
@@ -275,19 +282,32 @@ it is not one. */}}
 {{- end }}
 {{- end }}
 
+{{/* config.store.backend, or Leash's default (disk) when the values leave it out. */}}
+{{- define "leash.storeBackend" -}}
+{{- dig "store" "backend" "disk" (.Values.config | default dict) }}
+{{- end }}
+
+{{/* "true" when the service runs on the disk store: a StatefulSet with a PersistentVolumeClaim. */}}
+{{- define "leash.onDisk" -}}
+{{- if and (eq .Values.mode "service") (eq (include "leash.storeBackend" .) "disk") }}true{{ end }}
+{{- end }}
+
 {{/*
 Checks that need more than the schema; each fails the install with the reason.
 */}}
 {{- define "leash.validate" -}}
 {{- $v := .Values }}
-{{- $store := dig "store" "backend" "memory" ($v.config | default dict) }}
-{{- if and (eq $v.mode "service") (eq $store "memory") }}
+{{- $store := include "leash.storeBackend" . }}
+{{- if and (eq $v.mode "service") (has $store (list "memory" "disk")) }}
 {{- if gt (int $v.replicaCount) 1 }}
-{{- fail (printf "replicaCount is %d with config.store.backend memory: each replica would count on its own. Use config.store.backend: redis for more than one replica." (int $v.replicaCount)) }}
+{{- fail (printf "replicaCount is %d with config.store.backend %s: each replica would count on its own. Use config.store.backend: redis for more than one replica." (int $v.replicaCount) $store) }}
 {{- end }}
 {{- if $v.autoscaling.enabled }}
-{{- fail "autoscaling.enabled with config.store.backend memory: each replica would count on its own. Use config.store.backend: redis to scale out." }}
+{{- fail (printf "autoscaling.enabled with config.store.backend %s: each replica would count on its own. Use config.store.backend: redis to scale out." $store) }}
 {{- end }}
+{{- end }}
+{{- if and (eq $v.mode "sidecar") (eq $store "disk") }}
+{{- fail "mode sidecar with config.store.backend disk: a sidecar has no volume of its own to keep. Use config.store.backend: memory (per-pod limits) or redis (shared)." }}
 {{- end }}
 {{- if and $v.autoscaling.enabled (gt (int $v.autoscaling.minReplicas) (int $v.autoscaling.maxReplicas)) }}
 {{- fail "autoscaling.minReplicas is above autoscaling.maxReplicas" }}
