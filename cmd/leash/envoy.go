@@ -16,9 +16,9 @@ import (
 	"github.com/leashd/leash/adapter/rlqs"
 	"github.com/leashd/leash/adapter/rls"
 	"github.com/leashd/leash/adapter/xds"
+	"github.com/leashd/leash/cmd/leash/setup"
 	"github.com/leashd/leash/config"
 	"github.com/leashd/leash/engine/wiring"
-	"github.com/leashd/leash/internal/setup"
 )
 
 // envoyReloader applies reloads of the main config and of the descriptor files to the

@@ -25,7 +25,7 @@ import (
 	"strings"
 
 	"github.com/leashd/leash/cli"
-	"github.com/leashd/leash/internal/setup"
+	"github.com/leashd/leash/cmd/leash/setup"
 	"github.com/leashd/leash/internal/suggest"
 )
 

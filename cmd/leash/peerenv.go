@@ -6,7 +6,7 @@ import (
 	"log/slog"
 	"strings"
 
-	"github.com/leashd/leash/internal/peerenv"
+	"github.com/leashd/leash/cmd/leash/peerenv"
 )
 
 // peerEnviron is environ with envoyproxy/ratelimit's variables translated into LEASH_ ones,

@@ -15,11 +15,11 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/leashd/leash/cmd/leash/setup"
 	"github.com/leashd/leash/config"
 	"github.com/leashd/leash/engine"
 	"github.com/leashd/leash/httpapi"
 	"github.com/leashd/leash/internal/devkeys"
-	"github.com/leashd/leash/internal/setup"
 	"github.com/leashd/leash/tracing"
 	"go.opentelemetry.io/otel"
 )

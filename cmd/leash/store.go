@@ -8,10 +8,10 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/leashd/leash/cmd/leash/setup"
 	"github.com/leashd/leash/config"
 	"github.com/leashd/leash/engine"
 	"github.com/leashd/leash/engine/hotpath"
-	"github.com/leashd/leash/internal/setup"
 	"github.com/leashd/leash/metrics"
 	"github.com/leashd/leash/store/diskstore"
 	"github.com/leashd/leash/store/memstore"

@@ -21,8 +21,8 @@ var floors = [][]string{
 	{"engine/algo", "store/redisstore/respipe", "internal/filewatch", "internal/suggest", "internal/yamlline", "internal/backuptar", "internal/devkeys", "tracing", "webhook/signature", "wire"},
 	{"engine"}, // the domain, its capabilities and the ports they need from a store
 	{"store"},  // the backends: each implements the engine's ports and imports no edge
-	{"config", "internal/peerenv", "metrics", "webhook", "adapter/descriptors", "adapter/domains"},
-	{"httpapi", "adapter", "admin", "client", "cli", "console", "internal/setup"},
+	{"config", "metrics", "webhook", "adapter/descriptors", "adapter/domains"},
+	{"httpapi", "adapter", "admin", "client", "cli", "console"},
 	{"cmd"},
 }
 

@@ -8,8 +8,8 @@ import (
 
 	"sigs.k8s.io/yaml"
 
+	"github.com/leashd/leash/cmd/leash/peerenv"
 	"github.com/leashd/leash/config"
-	"github.com/leashd/leash/internal/peerenv"
 )
 
 // envoyGatewayExample is the EnvoyGateway resource that makes Envoy Gateway run Leash.

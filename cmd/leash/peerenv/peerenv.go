@@ -416,6 +416,7 @@ func (t *translator) replies() {
 	}
 }
 
+// store translates the peer's Redis backend: the node, Cluster or Sentinel, and TLS.
 func (t *translator) store() {
 	if bt := strings.ToLower(t.get("BACKEND_TYPE", "redis")); bt != "redis" {
 		t.refuse("BACKEND_TYPE", "Leash stores counters in Redis (BACKEND_TYPE=redis), or in memory for one instance (LEASH_STORE_BACKEND=memory)")
@@ -471,6 +472,11 @@ func (t *translator) store() {
 	default:
 		t.refuse("REDIS_TYPE", "use SINGLE, SENTINEL or CLUSTER")
 	}
+	t.redisClient()
+}
+
+// redisClient translates the peer's Redis credentials, pool size and timeout.
+func (t *translator) redisClient() {
 	if auth := t.get("REDIS_AUTH", ""); auth != "" {
 		if user, pass, ok := strings.Cut(auth, ":"); ok {
 			t.keys["store.redis.username"], t.keys["store.redis.password"] = user, pass

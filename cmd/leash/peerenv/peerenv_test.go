@@ -6,8 +6,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/leashd/leash/cmd/leash/peerenv"
 	"github.com/leashd/leash/config"
-	"github.com/leashd/leash/internal/peerenv"
 	"github.com/leashd/leash/testkit"
 )
 
@@ -243,8 +243,8 @@ func TestTableMatchesSpec(t *testing.T) {
 	if got, want := sorted(names), sorted(append(slices.Clone(peerVariables), extra...)); !slices.Equal(got, want) {
 		t.Errorf("Settings names\n%v\nwant the peer's variables\n%v", got, want)
 	}
-	spec := testkit.TableRows(t, "../../docs/spec.md", "### §9.17 ", "| the peer's variable |")
-	doc := testkit.TableRows(t, "../../docs/envoy.md", "## Migrating from envoyproxy/ratelimit", "| the peer's variable |")
+	spec := testkit.TableRows(t, "../../../docs/spec.md", "### §9.17 ", "| the peer's variable |")
+	doc := testkit.TableRows(t, "../../../docs/envoy.md", "## Migrating from envoyproxy/ratelimit", "| the peer's variable |")
 	if !slices.Equal(spec, doc) {
 		t.Error("the tables of docs/spec.md §9.17 and docs/envoy.md differ")
 	}

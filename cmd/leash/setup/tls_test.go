@@ -6,8 +6,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/leashd/leash/cmd/leash/setup"
 	"github.com/leashd/leash/config"
-	"github.com/leashd/leash/internal/setup"
 	"github.com/leashd/leash/testkit/testcert"
 )
 
