@@ -48,8 +48,10 @@ const (
 // maxCount is the largest request count one report may carry for a bucket (spec §14.6).
 const maxCount = uint64(engine.MaxLimit)
 
-// Counters is what the service reports to metrics; nil fields are skipped. domain is
-// bounded: a configured domain (envoy.domains or a descriptor file's), else "other".
+// Counters is what the service's streams are counted in; nil fields are skipped. Streams
+// and Sent are counted by StreamInterceptor, from the stream; Buckets, Reported and
+// Rejected by the service, which alone knows them. domain is bounded: a configured domain
+// (envoy.domains or a descriptor file's), else "other".
 type Counters struct {
 	// Streams adds delta to the open streams.
 	Streams func(delta int)
@@ -160,11 +162,7 @@ func (s *Service) StreamRateLimitQuotas(st grpc.BidiStreamingServer[rlqsv3.RateL
 		}
 	}()
 	proxy := &proxyStream{id: newStreamID(), interval: s.opts.ReportingInterval, buckets: make(map[string]*bucket)}
-	s.gauge(s.opts.Counters.Streams, 1)
-	defer func() {
-		s.forgetAll(proxy)
-		s.gauge(s.opts.Counters.Streams, -1)
-	}()
+	defer s.forgetAll(proxy)
 	for {
 		select {
 		case m := <-msgs:
@@ -344,10 +342,10 @@ func (s *Service) usage(ctx context.Context, proxy *proxyStream, cfg *domains.Co
 		if b.assigned && b.rule != "" && b.rule != res.rule {
 			// The rule this bucket was assigned under is gone (spec §14.5).
 			s.forget(proxy, key, b)
-			return s.sent("abandon", &rlqsv3.RateLimitQuotaResponse_BucketAction{
+			return &rlqsv3.RateLimitQuotaResponse_BucketAction{
 				BucketId:     b.id,
 				BucketAction: &rlqsv3.RateLimitQuotaResponse_BucketAction_AbandonAction_{AbandonAction: &rlqsv3.RateLimitQuotaResponse_BucketAction_AbandonAction{}},
-			})
+			}
 		}
 		b.rule = res.rule
 		switch {
@@ -372,27 +370,13 @@ func (s *Service) usage(ctx context.Context, proxy *proxyStream, cfg *domains.Co
 		strat = b.sent
 	}
 	b.sent, b.sentMS, b.assigned = strat, proxy.nowMS, true
-	kind := "token_bucket"
-	if strat.GetTokenBucket() == nil {
-		kind = "allow_all"
-		if strat.GetBlanketRule() == typev3.RateLimitStrategy_DENY_ALL {
-			kind = "deny_all"
-		}
-	}
-	return s.sent(kind, &rlqsv3.RateLimitQuotaResponse_BucketAction{
+	return &rlqsv3.RateLimitQuotaResponse_BucketAction{
 		BucketId: b.id,
 		BucketAction: &rlqsv3.RateLimitQuotaResponse_BucketAction_QuotaAssignmentAction_{QuotaAssignmentAction: &rlqsv3.RateLimitQuotaResponse_BucketAction_QuotaAssignmentAction{
 			AssignmentTimeToLive: durationpb.New(ttl),
 			RateLimitStrategy:    strat,
 		}},
-	})
-}
-
-func (s *Service) sent(kind string, a *rlqsv3.RateLimitQuotaResponse_BucketAction) *rlqsv3.RateLimitQuotaResponse_BucketAction {
-	if s.opts.Counters.Sent != nil {
-		s.opts.Counters.Sent(kind)
 	}
-	return a
 }
 
 // share records the bucket's demand and returns its share of the budget as a token
