@@ -104,7 +104,7 @@ func startInstance(t *testing.T, store engine.Store, st setup, addr string) *ins
 	o := st.opts
 	o.Engine, o.Demand, o.Accounts, o.Config, o.Logger = eng, store, eng.Accounts.Account, rlsSvc.Config, log
 	quota := rlqs.NewService(o)
-	srv, hs := rls.NewServerWith(rlsSvc, nil, rls.Limits{})
+	srv, hs := rls.NewServerWith(rlsSvc, nil, rls.Limits{}, quota.ServerOptions()...)
 	rls.RegisterQuota(srv, hs, quota)
 	var ln net.Listener
 	if st.inMemory {

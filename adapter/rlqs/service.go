@@ -49,8 +49,9 @@ const (
 // maxCount is the largest request count one report may carry for a bucket (spec §14.6).
 const maxCount = uint64(engine.MaxLimit)
 
-// Counters is what the service reports to metrics; nil fields are skipped. domain is
-// bounded: a configured domain (envoy.domains or a descriptor file's), else "other".
+// Counters is what the service's streams are counted in, by StreamInterceptor alone; nil
+// fields are skipped. domain is bounded: a configured domain (envoy.domains or a
+// descriptor file's), else "other".
 type Counters struct {
 	// Streams adds delta to the open streams.
 	Streams func(delta int)
@@ -84,8 +85,9 @@ type Options struct {
 	// MaxBucketsPerStream and MaxBucketsPerAccount bound the buckets tracked, per stream
 	// and per account on this instance; a bucket beyond them is ignored.
 	MaxBucketsPerStream, MaxBucketsPerAccount int
-	Counters                                  Counters
-	Logger                                    *slog.Logger
+	// Counters count the streams, through StreamInterceptor.
+	Counters Counters
+	Logger   *slog.Logger
 }
 
 // Service implements envoy.service.rate_limit_quota.v3.RateLimitQuotaService.
@@ -124,7 +126,8 @@ type proxyStream struct {
 	interval time.Duration // the reporting interval, as the reports show it
 	nowMS    int64         // the store's clock at the last decision
 	buckets  map[string]*bucket
-	failing  bool // decisions fail (logged once until one succeeds)
+	failing  bool   // decisions fail (logged once until one succeeds)
+	tally    *tally // counts what the stream's reports came to; nil: not counted
 }
 
 // bucket is one bucket of a stream.
@@ -160,12 +163,8 @@ func (s *Service) StreamRateLimitQuotas(st grpc.BidiStreamingServer[rlqsv3.RateL
 			}
 		}
 	}()
-	proxy := &proxyStream{id: newStreamID(), interval: s.opts.ReportingInterval, buckets: make(map[string]*bucket)}
-	s.gauge(s.opts.Counters.Streams, 1)
-	defer func() {
-		s.forgetAll(proxy)
-		s.gauge(s.opts.Counters.Streams, -1)
-	}()
+	proxy := &proxyStream{id: newStreamID(), interval: s.opts.ReportingInterval, buckets: make(map[string]*bucket), tally: tallyOf(st.Context())}
+	defer s.forgetAll(proxy)
 	for {
 		select {
 		case m := <-msgs:
@@ -191,30 +190,17 @@ func (s *Service) StreamRateLimitQuotas(st grpc.BidiStreamingServer[rlqsv3.RateL
 	}
 }
 
-// gauge adds delta through f, if set.
-func (s *Service) gauge(f func(int), delta int) {
-	if f != nil {
-		f(delta)
-	}
-}
-
-func (s *Service) reject(reason string) {
-	if s.opts.Counters.Rejected != nil {
-		s.opts.Counters.Rejected(reason)
-	}
-}
-
 // report handles one message: the domain (first message), then each bucket's usage.
 func (s *Service) report(ctx context.Context, proxy *proxyStream, m *rlqsv3.RateLimitQuotaUsageReports) (*rlqsv3.RateLimitQuotaResponse, error) {
 	cfg := s.opts.Config()
 	if proxy.domain == "" {
 		d := m.GetDomain()
 		if d == "" {
-			s.reject("no_domain")
+			proxy.tally.reject("no_domain")
 			return nil, status.Error(codes.InvalidArgument, "the first report must name a domain")
 		}
 		if engine.CheckNamespace(d) != nil {
-			s.reject("bad_domain")
+			proxy.tally.reject("bad_domain")
 			return nil, status.Error(codes.InvalidArgument, "the domain is not a valid namespace")
 		}
 		proxy.domain, proxy.label = d, domainLabel(cfg, d)
@@ -229,7 +215,7 @@ func (s *Service) report(ctx context.Context, proxy *proxyStream, m *rlqsv3.Rate
 		acct, ok = s.opts.Accounts(id)
 	}
 	if !ok {
-		s.reject("unmapped_domain")
+		proxy.tally.reject("unmapped_domain")
 		return nil, status.Error(codes.FailedPrecondition, "the domain maps to no account: set envoy.domains or envoy.default_account")
 	}
 	proxy.account = id
@@ -277,27 +263,25 @@ func sortedKey(bid map[string]string) string {
 func (s *Service) usage(ctx context.Context, proxy *proxyStream, cfg *domains.Config, acct *engine.Account, u *rlqsv3.RateLimitQuotaUsageReports_BucketQuotaUsage) *rlqsv3.RateLimitQuotaResponse_BucketAction {
 	bid := u.GetBucketId().GetBucket()
 	if len(bid) == 0 || len(bid) > descriptors.MaxBucketEntries {
-		s.reject("bad_bucket")
+		proxy.tally.reject("bad_bucket")
 		return nil
 	}
 	allowed, denied := u.GetNumRequestsAllowed(), u.GetNumRequestsDenied()
 	if allowed > maxCount || denied > maxCount {
-		s.reject("bad_counts")
+		proxy.tally.reject("bad_counts")
 		return nil
 	}
-	if s.opts.Counters.Reported != nil {
-		s.opts.Counters.Reported(proxy.label, allowed, denied)
-	}
+	proxy.tally.report(proxy.label, allowed, denied)
 	key := sortedKey(bid)
 	b := proxy.buckets[key]
 	if b == nil {
 		if len(proxy.buckets) >= s.opts.MaxBucketsPerStream || !s.take(proxy.account) {
-			s.reject("too_many_buckets")
+			proxy.tally.reject("too_many_buckets")
 			return nil
 		}
 		b = &bucket{id: u.GetBucketId(), entry: entryID(proxy.id, key), demand: -1}
 		proxy.buckets[key] = b
-		s.gauge(s.opts.Counters.Buckets, 1)
+		proxy.tally.track(1)
 	}
 	b.id = u.GetBucketId()
 
@@ -345,10 +329,10 @@ func (s *Service) usage(ctx context.Context, proxy *proxyStream, cfg *domains.Co
 		if b.assigned && b.rule != "" && b.rule != res.rule {
 			// The rule this bucket was assigned under is gone (spec §14.5).
 			s.forget(proxy, key, b)
-			return s.sent("abandon", &rlqsv3.RateLimitQuotaResponse_BucketAction{
+			return &rlqsv3.RateLimitQuotaResponse_BucketAction{
 				BucketId:     b.id,
 				BucketAction: &rlqsv3.RateLimitQuotaResponse_BucketAction_AbandonAction_{AbandonAction: &rlqsv3.RateLimitQuotaResponse_BucketAction_AbandonAction{}},
-			})
+			}
 		}
 		b.rule = res.rule
 		switch {
@@ -373,27 +357,13 @@ func (s *Service) usage(ctx context.Context, proxy *proxyStream, cfg *domains.Co
 		strat = b.sent
 	}
 	b.sent, b.sentMS, b.assigned = strat, proxy.nowMS, true
-	kind := "token_bucket"
-	if strat.GetTokenBucket() == nil {
-		kind = "allow_all"
-		if strat.GetBlanketRule() == typev3.RateLimitStrategy_DENY_ALL {
-			kind = "deny_all"
-		}
-	}
-	return s.sent(kind, &rlqsv3.RateLimitQuotaResponse_BucketAction{
+	return &rlqsv3.RateLimitQuotaResponse_BucketAction{
 		BucketId: b.id,
 		BucketAction: &rlqsv3.RateLimitQuotaResponse_BucketAction_QuotaAssignmentAction_{QuotaAssignmentAction: &rlqsv3.RateLimitQuotaResponse_BucketAction_QuotaAssignmentAction{
 			AssignmentTimeToLive: durationpb.New(ttl),
 			RateLimitStrategy:    strat,
 		}},
-	})
-}
-
-func (s *Service) sent(kind string, a *rlqsv3.RateLimitQuotaResponse_BucketAction) *rlqsv3.RateLimitQuotaResponse_BucketAction {
-	if s.opts.Counters.Sent != nil {
-		s.opts.Counters.Sent(kind)
 	}
-	return a
 }
 
 // share records the bucket's demand and returns its share of the budget as a token
@@ -522,7 +492,7 @@ func (s *Service) release(proxy *proxyStream, bs []*bucket) {
 		delete(s.perAcct, proxy.account)
 	}
 	s.mu.Unlock()
-	s.gauge(s.opts.Counters.Buckets, -len(bs))
+	proxy.tally.track(-len(bs))
 	select {
 	case <-s.done:
 		return

@@ -57,7 +57,7 @@ func serveJSON(w http.ResponseWriter, r *http.Request, svc *Service, log *slog.L
 		textStatus(w, http.StatusBadRequest)
 		return
 	}
-	resp, err := svc.ShouldRateLimit(r.Context(), &req)
+	resp, err := svc.observed(r.Context(), &req) // counted as a gRPC call is
 	if err != nil {
 		// The peer answers 400 to every failure; Leash keeps that for the caller's
 		// mistakes and reports its own failures as such (spec §9.15).

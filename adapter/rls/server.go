@@ -58,8 +58,9 @@ func NewServer(svc *Service, tlsConfig *tls.Config) (*grpc.Server, *health.Serve
 }
 
 // NewServerWith is NewServer with limits on slow and idle clients; a zero field of
-// limits takes the DefaultLimits value. extra options are added last (for example
-// tracing's interceptors, which then cover every service of the server).
+// limits takes the DefaultLimits value. extra options are added next (for example
+// tracing's interceptors, which then cover every service of the server), and svc's
+// UnaryInterceptor last, innermost, so a call's span is open when it annotates it.
 func NewServerWith(svc *Service, tlsConfig *tls.Config, limits Limits, extra ...grpc.ServerOption) (*grpc.Server, *health.Server) {
 	def := DefaultLimits()
 	if limits.Handshake <= 0 {
@@ -86,6 +87,7 @@ func NewServerWith(svc *Service, tlsConfig *tls.Config, limits Limits, extra ...
 		opts = append(opts, grpc.Creds(credentials.NewTLS(tlsConfig)))
 	}
 	opts = append(opts, extra...)
+	opts = append(opts, grpc.ChainUnaryInterceptor(svc.UnaryInterceptor))
 	srv := grpc.NewServer(opts...)
 	rlsv3.RegisterRateLimitServiceServer(srv, svc)
 	hs := health.NewServer()

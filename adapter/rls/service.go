@@ -32,10 +32,10 @@ import (
 	"github.com/leashd/leash/engine"
 	"github.com/leashd/leash/engine/wiring"
 	"github.com/leashd/leash/metrics"
-	"github.com/leashd/leash/tracing"
 )
 
-// Counters is what the service reports to metrics; nil fields are skipped.
+// Counters is what a ShouldRateLimit call is counted in, once it has ended, by the
+// observer it came through (UnaryInterceptor, the /json handler); nil fields are skipped.
 type Counters struct {
 	// Decision counts one decided descriptor (allowed or denied).
 	Decision func(allowed bool)
@@ -71,11 +71,12 @@ type Options struct {
 	DynamicMetadata bool
 	// Rules, if set, counts each descriptor rule's decisions (spec §12.2); the service keeps
 	// it synced with its config.
-	Rules    *metrics.Rules
+	Rules *metrics.Rules
+	// Counters count each call, through UnaryInterceptor and the /json handler.
 	Counters Counters
 	Logger   *slog.Logger
-	// Trace annotates the call's span (started by the server's tracing interceptor) with
-	// the decision (spec §12.8); false costs nothing.
+	// Trace has UnaryInterceptor annotate the call's span (started by the server's
+	// tracing interceptor, outside it) with the decision (spec §12.8); false costs nothing.
 	Trace bool
 }
 
@@ -250,39 +251,24 @@ func (s *Service) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReque
 	}
 	work.query = engine.Query{Edge: engine.EdgeEnvoy, Namespace: domains.Namespace(domain), Items: items, Shadow: s.opts.ShadowMode}
 	out, err := s.opts.Engine.Limits.Decide(ctx, acct, &work.query, results)
+	rec := outcomeOf(ctx)
 	if engine.CodeOf(err) == engine.CodeHardCapExceeded {
-		if s.opts.Trace && tracing.Recording(ctx) {
-			tracing.Annotate(ctx, tracing.AttrEdge.String(string(engine.EdgeEnvoy)), tracing.AttrDomain.String(domain),
-				tracing.AttrAccount.String(acct.ID), tracing.Outcome(false), tracing.AttrErrorCode.String(string(engine.CodeHardCapExceeded)))
-		}
+		rec.refuse(domain, acct.ID, len(ds))
 		return s.hardCapped(req, resp, err), nil
 	}
 	if err != nil {
-		if s.opts.Trace && tracing.Recording(ctx) {
-			tracing.Annotate(ctx, tracing.AttrErrorCode.String(string(engine.CodeOf(err))))
-		}
+		rec.fail(engine.CodeOf(err))
 		return nil, s.grpcError(err)
 	}
 	if !out.Allowed {
 		resp.OverallCode = rlsv3.RateLimitResponse_OVER_LIMIT
 	}
-	if s.opts.Trace && tracing.Recording(ctx) { // an unsampled call builds no attributes
-		annotate(ctx, domain, acct.ID, out, results)
-	}
-	if out.ShadowDenied && s.opts.Counters.GlobalShadow != nil {
-		s.opts.Counters.GlobalShadow()
-	}
+	rec.decide(domain, acct.ID, out, len(results))
 	replies := work.replies
 	for i := range results {
-		r := &results[i]
-		replies[i] = matches[i].reply(r, out.NowMS)
+		replies[i] = matches[i].reply(&results[i], out.NowMS)
 		resp.Statuses[i] = replies[i].status()
-		if r.Limited && s.opts.Counters.Decision != nil {
-			s.opts.Counters.Decision(r.Allowed && !r.ShadowDenied)
-		}
-		if r.ShadowDenied && s.opts.Counters.ShadowDenial != nil {
-			s.opts.Counters.ShadowDenial()
-		}
+		rec.item(&results[i])
 	}
 	if s.opts.ResponseHeaders {
 		if i := headerDescriptor(replies); i >= 0 {
@@ -293,32 +279,6 @@ func (s *Service) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReque
 		resp.DynamicMetadata = dynamicMetadata(req, matches, replies)
 	}
 	return resp, nil
-}
-
-// annotate adds a decided request's outcome to its span: the domain, the account, the
-// overall outcome, the number of descriptors and of denied ones, and the algorithm of the
-// deciding limit (a denying one, else the first limited descriptor's). Never a
-// descriptor's values.
-func annotate(ctx context.Context, domain, account string, out engine.Outcome, results []engine.ItemResult) {
-	denied := 0
-	alg := ""
-	for i := range results {
-		r := &results[i]
-		if !r.Limited {
-			continue
-		}
-		if !r.Allowed || r.ShadowDenied {
-			if denied == 0 {
-				alg = r.Limit.Algorithm.String()
-			}
-			denied++
-		} else if alg == "" {
-			alg = r.Limit.Algorithm.String()
-		}
-	}
-	tracing.Annotate(ctx, tracing.AttrEdge.String(string(engine.EdgeEnvoy)), tracing.AttrDomain.String(domain),
-		tracing.AttrAccount.String(account), tracing.Outcome(out.Allowed && !out.ShadowDenied),
-		tracing.AttrAlgorithm.String(alg), tracing.AttrDescriptors.Int(len(results)), tracing.AttrDenied.Int(denied))
 }
 
 // match is one descriptor matched against the descriptor files: its limits and counter
@@ -589,11 +549,6 @@ func (s *Service) hardCapped(req *rlsv3.RateLimitRequest, resp *rlsv3.RateLimitR
 		resp.Statuses[i] = &rlsv3.RateLimitResponse_DescriptorStatus{
 			Code:               rlsv3.RateLimitResponse_OVER_LIMIT,
 			DurationUntilReset: durationpb.New(time.Duration(retry) * time.Second),
-		}
-	}
-	if s.opts.Counters.Decision != nil {
-		for range req.GetDescriptors() {
-			s.opts.Counters.Decision(false)
 		}
 	}
 	if s.opts.ResponseHeaders {

@@ -20,8 +20,9 @@ import (
 )
 
 // TestTracingUnsampledAddsNoAllocation: with tracing on but the call unsampled, a
-// ShouldRateLimit call allocates no more than with tracing off apart from the
-// interceptor's own (non-recording) span: no attribute is built, and no result walked,
+// ShouldRateLimit call (through the service's observing interceptor, as the server runs it)
+// allocates no more than with tracing off apart from the tracing interceptor's own
+// (non-recording) span: no attribute is built, and no result walked,
 // for a span that does not record (spec §12.8). Both a decided call and one the hard cap
 // refuses are measured.
 func TestTracingUnsampledAddsNoAllocation(t *testing.T) {
@@ -49,12 +50,14 @@ func TestTracingUnsampledAddsNoAllocation(t *testing.T) {
 		eng := wiring.New(engine.RolesOf(ms), dir, wiring.Options{})
 		cfg := &domains.Config{Routing: domains.Routing{Domains: map[string]string{"edge": "acme"}}, Descriptors: loadFiles(t, files)}
 		svc := rls.NewService(cfg, rls.Options{Engine: eng, Accounts: eng.Accounts.Account, Trace: traced})
-		handler := func(ctx context.Context, req any) (any, error) {
+		decide := func(ctx context.Context, req any) (any, error) {
 			return svc.ShouldRateLimit(ctx, req.(*rlsv3.RateLimitRequest))
 		}
-		call := func() { _, _ = handler(ctx, req) }
+		// As the server chains them: tracing outside, the service's observer inside.
+		observed := func(ctx context.Context, req any) (any, error) { return svc.UnaryInterceptor(ctx, req, info, decide) }
+		call := func() { _, _ = observed(ctx, req) }
 		if traced {
-			call = func() { _, _ = tr.UnaryInterceptor(ctx, req, info, handler) }
+			call = func() { _, _ = tr.UnaryInterceptor(ctx, req, info, observed) }
 		}
 		call()
 		return testing.AllocsPerRun(200, call)

@@ -351,6 +351,7 @@ func (s *server) bindGRPC() (err error) {
 		return err
 	}
 	opts := append(s.metrics.GRPC().ServerOptions(), s.tracing.ServerOptions()...)
+	opts = append(opts, s.quota.ServerOptions()...) // counts RLQS streams and actions sent
 	s.grpcSrv, s.grpcHealth = rls.NewServerWith(s.rls, tlsConfig, rls.DefaultLimits(), opts...)
 	rls.RegisterQuota(s.grpcSrv, s.grpcHealth, s.quota)
 	s.undo.push(s.grpcSrv.Stop)
