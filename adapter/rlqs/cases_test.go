@@ -127,8 +127,13 @@ func TestTwoInstancesOneRedis(t *testing.T) {
 	}
 	first := measure(s, s.windows)
 	checkTotal(t, s, first, light, mid, heavy)
+	// Windows on the wall clock (Redis keeps it): on a loaded machine a report or an
+	// assignment can come a reporting interval late, which costs the light proxy a few
+	// requests at a window's start. A light proxy the heavy ones crowded out would get
+	// a third of the limit's share or less; TestThreeProxiesShareOneLimit holds the
+	// 90 % bound in a bubble's time.
 	for w := first; w < first+int64(s.windows); w++ {
-		if l := light.windows()[w]; l < 10*s.windowMS/1000*9/10 {
+		if l := light.windows()[w]; l < 10*s.windowMS/1000*3/4 {
 			t.Errorf("window %d: the light proxy admitted %d", w-first, l)
 		}
 	}
