@@ -24,6 +24,7 @@ import (
 
 	"github.com/leashd/leash/engine"
 	"github.com/leashd/leash/engine/wiring"
+	"github.com/leashd/leash/httpapi/clientip"
 	"github.com/leashd/leash/metrics"
 	"github.com/leashd/leash/tracing"
 	"go.opentelemetry.io/otel/attribute"
@@ -211,7 +212,7 @@ type API struct {
 	refusals *refusalLog
 	guard    *engine.AuthGuard
 	wrap     []func(http.Handler) http.Handler // Options.Middleware
-	proxies  trustedProxies
+	proxies  clientip.Proxies
 
 	// Header values shared by every response. They are never mutated: net/http only
 	// reads header value slices.
@@ -243,7 +244,7 @@ func New(opts Options) *API {
 		guard:      opts.AuthGuard,
 		wrap:       opts.Middleware,
 		backup:     opts.Backup,
-		proxies:    trustedProxies(opts.TrustedProxies),
+		proxies:    clientip.Proxies(opts.TrustedProxies),
 		hdrJSON:    []string{"application/json"},
 		hdrBearer:  []string{"Bearer"},
 		hdrRetry1:  []string{"1"},
@@ -402,7 +403,7 @@ func (x *exchange) annotate(attrs ...attribute.KeyValue) {
 // client returns the request's client address (spec §15.7), resolved once per request.
 func (x *exchange) client() netip.Addr {
 	if !x.clientSet {
-		x.clientAddr, x.clientSet = x.a.proxies.client(x.r), true
+		x.clientAddr, x.clientSet = x.a.proxies.Client(x.r), true
 	}
 	return x.clientAddr
 }

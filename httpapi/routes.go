@@ -242,13 +242,3 @@ func bearerKey(r *http.Request) string {
 	}
 	return strings.TrimLeft(v[len(scheme):], " \t")
 }
-
-// peerAddr is the request's peer address (the connection's, not a header's), IPv4 in
-// IPv6 unmapped; the zero Addr when it cannot be read.
-func peerAddr(r *http.Request) netip.Addr {
-	ap, err := netip.ParseAddrPort(r.RemoteAddr)
-	if err != nil {
-		return netip.Addr{}
-	}
-	return ap.Addr().Unmap()
-}

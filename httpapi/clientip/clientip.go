@@ -1,4 +1,11 @@
-package httpapi
+// Package clientip finds a request's client address behind trusted proxies (spec §15.7).
+// Without trusted proxies the client is the connection's peer and forwarded headers are
+// never read. When the peer is a trusted proxy, the client is the right-most address of
+// X-Forwarded-For (or, without that header, of Forwarded's for= parameters) that is not
+// itself a trusted proxy: the addresses to its right were appended by proxies we trust,
+// those to its left were sent by the client and could be anything. It imports only the
+// standard library.
+package clientip
 
 import (
 	"net/http"
@@ -6,20 +13,13 @@ import (
 	"strings"
 )
 
-// Client addresses behind proxies (spec §15.7). Without trusted proxies the client is the
-// connection's peer and forwarded headers are never read. When the peer is a trusted
-// proxy, the client is the right-most address of X-Forwarded-For (or, without that
-// header, of Forwarded's for= parameters) that is not itself a trusted proxy: the
-// addresses to its right were appended by proxies we trust, those to its left were sent
-// by the client and could be anything.
-
 // maxForwardedHops bounds how many entries of a forwarded header are read, from the right.
 const maxForwardedHops = 64
 
-// trustedProxies is the parsed http.trusted_proxies.
-type trustedProxies []netip.Prefix
+// Proxies are the trusted proxies (http.trusted_proxies); none: the client is the peer.
+type Proxies []netip.Prefix
 
-func (t trustedProxies) trusts(a netip.Addr) bool {
+func (t Proxies) trusts(a netip.Addr) bool {
 	for _, p := range t {
 		if p.Contains(a) {
 			return true
@@ -28,10 +28,11 @@ func (t trustedProxies) trusts(a netip.Addr) bool {
 	return false
 }
 
-// client returns the request's client address: the peer, or behind a trusted proxy the
+// Client returns the request's client address: the peer, or behind a trusted proxy the
 // address the proxies forwarded. An entry that is not an address where the client should
-// be (e.g. "unknown") leaves the client unknown: the peer's address is used.
-func (t trustedProxies) client(r *http.Request) netip.Addr {
+// be (e.g. "unknown") leaves the client unknown: the peer's address is used. It is the
+// zero Addr when the peer's address cannot be read.
+func (t Proxies) Client(r *http.Request) netip.Addr {
 	peer := peerAddr(r)
 	if len(t) == 0 || !peer.IsValid() || !t.trusts(peer) {
 		return peer
@@ -50,6 +51,16 @@ func (t trustedProxies) client(r *http.Request) netip.Addr {
 		}
 	}
 	return hops[0] // every hop is a trusted proxy: the first one made the request
+}
+
+// peerAddr is the request's peer address (the connection's, not a header's), IPv4 in
+// IPv6 unmapped; the zero Addr when it cannot be read.
+func peerAddr(r *http.Request) netip.Addr {
+	ap, err := netip.ParseAddrPort(r.RemoteAddr)
+	if err != nil {
+		return netip.Addr{}
+	}
+	return ap.Addr().Unmap()
 }
 
 // forwardedHops returns, left to right, at most maxForwardedHops of the last addresses of
