@@ -448,3 +448,35 @@ func TestConcurrentWritesReopen(t *testing.T) {
 		}
 	}
 }
+
+// TestReopenBound reopens a store of 20,000 counters with room for all of them, then
+// with room for 4,096: the first holds them all, the second no more than its bound, each
+// counter it holds as it was (Open sizes the memory store from the tables it finds, but
+// never beyond the bound).
+func TestReopenBound(t *testing.T) {
+	const n, small = 20_000, 4096
+	dir := t.TempDir()
+	clock := testkit.NewFakeClock(time.UnixMilli(t0))
+	s := open(t, dir, clock, diskstore.Options{SyncInterval: time.Hour, MaxEntries: 2 * n})
+	for i := range n {
+		spend(t, s, ctr(fmt.Sprint("k", i), 3_600_000), 100, 1)
+	}
+	mustClose(t, s)
+	for _, bound := range []int{2 * n, small} {
+		s := open(t, dir, clock, diskstore.Options{SyncInterval: time.Hour, MaxEntries: bound})
+		held := s.Len()
+		if want := min(n, bound); held > want || (bound > n && held != n) {
+			t.Errorf("MaxEntries %d: reopened store holds %d counters, want %d", bound, held, want)
+		}
+		kept := 0
+		for i := range n {
+			if d := spend(t, s, ctr(fmt.Sprint("k", i), 3_600_000), 100, 0); d.Remaining == 99 {
+				kept++
+			}
+		}
+		if kept != held {
+			t.Errorf("MaxEntries %d: %d counters kept their count, want the %d held", bound, kept, held)
+		}
+		mustClose(t, s)
+	}
+}
