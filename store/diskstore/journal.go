@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"sync"
 	"sync/atomic"
 
 	"github.com/cockroachdb/pebble/v2"
@@ -23,23 +22,6 @@ type journal struct {
 	dirty atomic.Bool
 	// deletes counts records deleted since the last compaction.
 	deletes atomic.Int64
-
-	// Group commit: Set and Delete add their record to the open group, and wait until a
-	// commit of the group returns; one caller at a time commits (the leader), and the
-	// records that arrive meanwhile are committed together by the next.
-	mu         sync.Mutex
-	open       *group // the group records are added to; nil: none yet
-	committing bool   // a leader is committing a group
-}
-
-// group is records committed together in one Pebble batch.
-type group struct {
-	b *pebble.Batch
-	// lead hands the next commit to one of the group's waiters (capacity 1).
-	lead chan struct{}
-	// done is closed once the group is committed, err its outcome.
-	done chan struct{}
-	err  error
 }
 
 var _ memstore.Journal = (*journal)(nil)
@@ -69,66 +51,16 @@ func (j *journal) wrote(op string, err error) error {
 }
 
 // Set writes a record.
-func (j *journal) Set(key, value []byte) error {
-	return j.wrote("set", j.add(func(b *pebble.Batch) { _ = b.Set(key, value, nil) }))
+func (j *journal) Set(key, value []byte) (err error) {
+	defer closedWrite(&err)
+	return j.wrote("set", j.db.Set(key, value, pebble.Sync))
 }
 
 // Delete removes a record.
-func (j *journal) Delete(key []byte) error {
-	j.deletes.Add(1)
-	return j.wrote("delete", j.add(func(b *pebble.Batch) { _ = b.Delete(key, nil) }))
-}
-
-// add puts a record into the open group (the batch copies it) and returns once the group
-// is committed: in the write-ahead log, as a commit with pebble.Sync. Records of one key
-// are added in the order the memory store's locks give them, and a caller waits for its
-// group before it releases its lock, so Pebble sees them in that order.
-func (j *journal) add(put func(*pebble.Batch)) error {
-	j.mu.Lock()
-	if j.open == nil {
-		j.open = &group{b: j.db.NewBatch(), lead: make(chan struct{}, 1), done: make(chan struct{})}
-	}
-	g := j.open
-	put(g.b)
-	if !j.committing {
-		j.committing = true
-		j.mu.Unlock()
-		j.lead()
-	} else {
-		j.mu.Unlock()
-	}
-	select {
-	case <-g.done:
-	case <-g.lead:
-		j.lead()
-	}
-	<-g.done
-	return g.err
-}
-
-// lead commits the open group; then it hands the next commit to a waiter of the group
-// opened meanwhile, or ends the commits when none was. The caller is the leader.
-func (j *journal) lead() {
-	j.mu.Lock()
-	g := j.open
-	j.open = nil
-	j.mu.Unlock()
-	g.err = j.commit(g.b)
-	close(g.done)
-	j.mu.Lock()
-	if j.open != nil {
-		j.open.lead <- struct{}{}
-	} else {
-		j.committing = false
-	}
-	j.mu.Unlock()
-}
-
-// commit commits a group's batch with pebble.Sync and releases it.
-func (j *journal) commit(b *pebble.Batch) (err error) {
+func (j *journal) Delete(key []byte) (err error) {
 	defer closedWrite(&err)
-	defer func() { _ = b.Close() }()
-	return b.Commit(pebble.Sync)
+	j.deletes.Add(1)
+	return j.wrote("delete", j.db.Delete(key, pebble.Sync))
 }
 
 // Batch starts a batch of records.
