@@ -406,8 +406,8 @@ func sumMonth(rep engine.AccountUsageReport, month engine.Month) int64 {
 	return n
 }
 
-// TestConcurrentWritesReopen spends from many goroutines at once, so their records share
-// commits, on one hot counter and on counters of their own; after a reopen every counter
+// TestConcurrentWritesReopen spends from many goroutines at once, so their commits
+// overlap, on one hot counter and on counters of their own; after a reopen every counter
 // holds exactly what was answered.
 func TestConcurrentWritesReopen(t *testing.T) {
 	dir := t.TempDir()
