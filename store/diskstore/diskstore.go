@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"runtime/debug"
 	"sync"
 	"time"
 
@@ -129,6 +130,8 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 
 // load reads every record into the memory store, and deletes those that are dead.
 func (s *Store) load(ctx context.Context) (loaded, dropped int, err error) {
+	defer loadingGC()()
+	s.ExpectCounters(s.countersOnDisk())
 	it, err := s.db.NewIterWithContext(ctx, nil)
 	if err != nil {
 		return 0, 0, fmt.Errorf("diskstore: load %s: %w", s.path, err)
@@ -160,6 +163,62 @@ func (s *Store) load(ctx context.Context) (loaded, dropped int, err error) {
 		return 0, 0, fmt.Errorf("diskstore: load %s: drop dead records: %w", s.path, err)
 	}
 	return loaded, dropped, nil
+}
+
+// countersOnDisk estimates the counter records in the database's tables (not those in
+// its memtable), from the tables' properties: a hint to size the memory store for them.
+func (s *Store) countersOnDisk() int {
+	levels, err := s.db.SSTables(pebble.WithProperties(), pebble.WithKeyRangeFilter([]byte{recCounter}, []byte{recCounter + 1}))
+	if err != nil {
+		s.log.Debug("diskstore: no table properties to size the load", "path", s.path, "err", err)
+		return 0
+	}
+	var n int
+	for _, tables := range levels {
+		for _, t := range tables {
+			if t.Properties == nil || len(t.Smallest.UserKey) == 0 || len(t.Largest.UserKey) == 0 {
+				continue
+			}
+			if t.Smallest.UserKey[0] != recCounter || t.Largest.UserKey[0] != recCounter {
+				continue // a table of other records too: its share of counters is unknown
+			}
+			n += int(t.Properties.NumEntries) - int(t.Properties.NumDeletions)
+		}
+	}
+	return max(n, 0)
+}
+
+// recCounter is the first byte of a counter record's key (memstore's journal).
+const recCounter = 'c'
+
+// loadGC counts the loads under way, which run with the garbage collector relaxed.
+var loadGC struct {
+	sync.Mutex
+	n    int
+	prev int
+}
+
+// loadingGC relaxes the garbage collector while a load builds the memory store (most of
+// what it allocates stays), and returns the function that restores it once the last
+// concurrent load ends.
+func loadingGC() (restore func()) {
+	loadGC.Lock()
+	if loadGC.n == 0 {
+		loadGC.prev = debug.SetGCPercent(400)
+		if loadGC.prev < 0 || loadGC.prev > 400 { // off, or already more relaxed
+			debug.SetGCPercent(loadGC.prev)
+		}
+	}
+	loadGC.n++
+	loadGC.Unlock()
+	return func() {
+		loadGC.Lock()
+		loadGC.n--
+		if loadGC.n == 0 {
+			debug.SetGCPercent(loadGC.prev)
+		}
+		loadGC.Unlock()
+	}
 }
 
 // compactAfterDeletes is how many deleted records make the syncer compact the database,

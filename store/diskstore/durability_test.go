@@ -405,3 +405,78 @@ func sumMonth(rep engine.AccountUsageReport, month engine.Month) int64 {
 	}
 	return n
 }
+
+// TestConcurrentWritesReopen spends from many goroutines at once, so their commits
+// overlap, on one hot counter and on counters of their own; after a reopen every counter
+// holds exactly what was answered.
+func TestConcurrentWritesReopen(t *testing.T) {
+	dir := t.TempDir()
+	clock := testkit.NewFakeClock(time.UnixMilli(t0))
+	opts := diskstore.Options{SyncInterval: time.Hour}
+	s := open(t, dir, clock, opts)
+	const writers, rounds, own = 16, 300, 10
+	hot := ctr("hot", 3_600_000)
+	var wg sync.WaitGroup
+	for w := range writers {
+		wg.Go(func() {
+			for i := range rounds {
+				if _, err := s.Spend(ctx, engine.Spend{Counter: hot, Limit: 1_000_000, Cost: 1}); err != nil {
+					t.Error(err)
+					return
+				}
+				c := ctr(fmt.Sprintf("w%d-%d", w, i%own), 3_600_000)
+				if _, err := s.Spend(ctx, engine.Spend{Counter: c, Limit: 1_000_000, Cost: 1}); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	mustClose(t, s)
+	s = open(t, dir, clock, opts)
+	defer mustClose(t, s)
+	if d := spend(t, s, hot, 1_000_000, 0); d.Remaining != 1_000_000-writers*rounds {
+		t.Errorf("hot counter after reopen: remaining %d, want %d", d.Remaining, 1_000_000-writers*rounds)
+	}
+	for w := range writers {
+		for k := range own {
+			c := ctr(fmt.Sprintf("w%d-%d", w, k), 3_600_000)
+			if d := spend(t, s, c, 1_000_000, 0); d.Remaining != 1_000_000-rounds/own {
+				t.Errorf("counter %q after reopen: remaining %d, want %d", c.Key, d.Remaining, 1_000_000-rounds/own)
+			}
+		}
+	}
+}
+
+// TestReopenBound reopens a store of 20,000 counters with room for all of them, then
+// with room for 4,096: the first holds them all, the second no more than its bound, each
+// counter it holds as it was (Open sizes the memory store from the tables it finds, but
+// never beyond the bound).
+func TestReopenBound(t *testing.T) {
+	const n, small = 20_000, 4096
+	dir := t.TempDir()
+	clock := testkit.NewFakeClock(time.UnixMilli(t0))
+	s := open(t, dir, clock, diskstore.Options{SyncInterval: time.Hour, MaxEntries: 2 * n})
+	for i := range n {
+		spend(t, s, ctr(fmt.Sprint("k", i), 3_600_000), 100, 1)
+	}
+	mustClose(t, s)
+	for _, bound := range []int{2 * n, small} {
+		s := open(t, dir, clock, diskstore.Options{SyncInterval: time.Hour, MaxEntries: bound})
+		held := s.Len()
+		if want := min(n, bound); held > want || (bound > n && held != n) {
+			t.Errorf("MaxEntries %d: reopened store holds %d counters, want %d", bound, held, want)
+		}
+		kept := 0
+		for i := range n {
+			if d := spend(t, s, ctr(fmt.Sprint("k", i), 3_600_000), 100, 0); d.Remaining == 99 {
+				kept++
+			}
+		}
+		if kept != held {
+			t.Errorf("MaxEntries %d: %d counters kept their count, want the %d held", bound, kept, held)
+		}
+		mustClose(t, s)
+	}
+}

@@ -53,16 +53,48 @@ func (s *restorer) restoreCounter(k, v []byte, now int64) (bool, error) {
 	sh, h := s.shardOf(k)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	if i, found := sh.find(h, k); found {
+	// One lookup of the hash: at Open every counter is new, and its hash free.
+	i, taken := sh.counters[h]
+	if taken && sh.entries[i].key == string(k) {
 		sh.entries[i].st, sh.entries[i].exp = st, exp
 		sh.noteExp(exp)
 		return true, nil
 	}
-	if err := sh.reserve(s.core, now); err != nil {
-		return false, nil // full of live leases: the counter starts over, as if evicted
+	if taken {
+		if i, found := sh.collided[string(k)]; found {
+			sh.entries[i].st, sh.entries[i].exp = st, exp
+			sh.noteExp(exp)
+			return true, nil
+		}
 	}
-	sh.insertCounter(h, string(k), st, exp)
+	if sh.live() >= sh.capacity {
+		if err := sh.reserve(s.core, now); err != nil {
+			return false, nil // full of live leases: the counter starts over, as if evicted
+		}
+		_, taken = sh.counters[h] // reserve may have removed the counter holding h
+	}
+	sh.placeCounter(h, taken, string(k), st, exp)
 	return true, nil
+}
+
+// ExpectCounters sizes the store for about n counters about to be restored, so loading
+// them does not grow each shard's index and slab step by step. It only reserves memory
+// (no more than each shard's bound), and does nothing to a shard that holds counters.
+func (s *restorer) ExpectCounters(n int) {
+	if n <= 0 {
+		return
+	}
+	per := n/len(s.shards) + n/len(s.shards)/8 + 16 // hashing spreads keys a little unevenly
+	for i := range s.shards {
+		sh := &s.shards[i]
+		sh.mu.Lock()
+		if sh.numCounters() == 0 && len(sh.entries) == 0 {
+			c := min(per, sh.capacity)
+			sh.counters = make(map[uint64]int32, c)
+			sh.entries = make([]entry, 0, c)
+		}
+		sh.mu.Unlock()
+	}
 }
 
 func (s *restorer) restoreLease(k, v []byte, now int64) (bool, error) {

@@ -104,6 +104,13 @@ func (sh *shard) find(h uint64, k []byte) (int32, bool) {
 
 // insertCounter adds a counter; the caller has made room.
 func (sh *shard) insertCounter(h uint64, key string, st [3]int64, exp int64) {
+	_, taken := sh.counters[h]
+	sh.placeCounter(h, taken, key, st, exp)
+}
+
+// placeCounter adds a counter whose hash h is taken (or not) by another counter; the
+// caller has made room.
+func (sh *shard) placeCounter(h uint64, taken bool, key string, st [3]int64, exp int64) {
 	var i int32
 	if sh.free != nilIndex {
 		i = sh.free
@@ -113,7 +120,7 @@ func (sh *shard) insertCounter(h uint64, key string, st [3]int64, exp int64) {
 		i = int32(len(sh.entries) - 1)
 	}
 	sh.entries[i] = entry{key: key, st: st, exp: exp, nextFree: nilIndex}
-	if _, taken := sh.counters[h]; taken {
+	if taken {
 		sh.collided[key] = i
 	} else {
 		sh.counters[h] = i
