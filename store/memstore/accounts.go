@@ -8,6 +8,7 @@ import (
 	"sync"
 
 	"github.com/leashd/leash/engine"
+	"github.com/leashd/leash/store/memstore/record"
 )
 
 // accountStore holds the admin API's accounts and keys behind one mutex: they change
@@ -51,7 +52,7 @@ func (s *admin) CreateAccount(_ context.Context, acc engine.StoredAccount) (engi
 		return a.withKeys(old), false, nil
 	}
 	acc.CreatedMS, acc.Keys = s.nowMS(), 0
-	if err := s.journalAccounts(func(b JournalBatch) { b.Set(prefixed(nil, recAccount, acc.ID), mustJSON(acc)) }); err != nil {
+	if err := s.journalAccounts(func(b JournalBatch) { b.Set(record.Prefixed(nil, record.Account, acc.ID), record.JSON(acc)) }); err != nil {
 		return engine.StoredAccount{}, false, fmt.Errorf("memstore: create account: %w", err)
 	}
 	a.accounts[acc.ID] = acc
@@ -119,7 +120,7 @@ func (s *admin) UpdateAccount(_ context.Context, id string, u engine.AccountUpda
 	if u.Suspended != nil {
 		acc.Suspended = *u.Suspended
 	}
-	if err := s.journalAccounts(func(b JournalBatch) { b.Set(prefixed(nil, recAccount, id), mustJSON(acc)) }); err != nil {
+	if err := s.journalAccounts(func(b JournalBatch) { b.Set(record.Prefixed(nil, record.Account, id), record.JSON(acc)) }); err != nil {
 		return engine.StoredAccount{}, false, fmt.Errorf("memstore: update account: %w", err)
 	}
 	a.accounts[id] = acc
@@ -139,9 +140,9 @@ func (s *admin) DeleteAccount(_ context.Context, id string) (bool, error) {
 		return false, nil
 	}
 	err := s.journalAccounts(func(b JournalBatch) {
-		b.Delete(prefixed(nil, recAccount, id))
+		b.Delete(record.Prefixed(nil, record.Account, id))
 		for kid := range a.keys[id] {
-			b.Delete(keyRec(nil, id, kid))
+			b.Delete(record.APIKey(nil, id, kid))
 		}
 	})
 	if err != nil {
@@ -179,7 +180,7 @@ func (s *admin) IssueKey(_ context.Context, k engine.StoredKey) (engine.StoredKe
 		a.keys[k.Account] = ks
 	}
 	k.CreatedMS = s.nowMS()
-	if err := s.journalAccounts(func(b JournalBatch) { b.Set(keyRec(nil, k.Account, k.ID), mustJSON(k)) }); err != nil {
+	if err := s.journalAccounts(func(b JournalBatch) { b.Set(record.APIKey(nil, k.Account, k.ID), record.JSON(k)) }); err != nil {
 		return engine.StoredKey{}, fmt.Errorf("memstore: issue key: %w", err)
 	}
 	ks[k.ID] = k
@@ -220,7 +221,7 @@ func (s *admin) RevokeKey(_ context.Context, account, keyID string) (bool, error
 	if _, ok := a.keys[account][keyID]; !ok {
 		return false, nil
 	}
-	if err := s.journalAccounts(func(b JournalBatch) { b.Delete(keyRec(nil, account, keyID)) }); err != nil {
+	if err := s.journalAccounts(func(b JournalBatch) { b.Delete(record.APIKey(nil, account, keyID)) }); err != nil {
 		return false, fmt.Errorf("memstore: revoke key: %w", err)
 	}
 	delete(a.keys[account], keyID)
@@ -269,6 +270,6 @@ func (s *admin) journalAccounts(change func(JournalBatch)) error {
 	}
 	b := s.j.Batch()
 	change(b)
-	b.Set([]byte{recVersion}, appendVarints(nil, s.accts.version+1))
+	b.Set([]byte{record.Version}, record.AppendVarints(nil, s.accts.version+1))
 	return b.Commit()
 }

@@ -10,6 +10,7 @@ import (
 	"sync"
 
 	"github.com/leashd/leash/engine"
+	"github.com/leashd/leash/store/memstore/record"
 )
 
 // auditStore holds the audit log (spec §15.10) in process: every entry by id, and each
@@ -58,7 +59,7 @@ func (s *admin) AppendAudit(_ context.Context, e engine.AuditEntry) (engine.Audi
 	e.ID = engine.NextAuditID(a.last, s.nowMS())
 	e.TimeMS = auditMS(e.ID)
 	if s.j != nil {
-		if err := s.j.Set(prefixed(nil, recAudit, e.ID), mustJSON(e)); err != nil {
+		if err := s.j.Set(record.Prefixed(nil, record.Audit, e.ID), record.JSON(e)); err != nil {
 			return engine.AuditEntry{}, fmt.Errorf("memstore: append audit: %w", err)
 		}
 	}
@@ -76,7 +77,7 @@ func (a *auditStore) add(e engine.AuditEntry, j Journal) {
 	}
 	var dropped func(engine.AuditEntry)
 	if j != nil {
-		dropped = func(old engine.AuditEntry) { _ = j.Delete(prefixed(nil, recAudit, old.ID)) }
+		dropped = func(old engine.AuditEntry) { _ = j.Delete(record.Prefixed(nil, record.Audit, old.ID)) }
 	}
 	a.all = insert(a.all, e, cutoff, engine.MaxAuditEntries, dropped)
 	a.byAcct[e.Account] = insert(a.byAcct[e.Account], e, cutoff, engine.MaxAuditPerAccount, nil)

@@ -8,6 +8,7 @@ import (
 
 	"github.com/leashd/leash/engine"
 	"github.com/leashd/leash/engine/algo"
+	"github.com/leashd/leash/store/memstore/record"
 )
 
 var (
@@ -180,7 +181,7 @@ func (s *decisions) SpendAll(_ context.Context, spends []engine.Spend, out []eng
 		for i := range n {
 			if res[i].Write {
 				var kb, vb [recBufSize]byte
-				b.Set(append(append(kb[:0], recCounter), keys[i]...), counterVal(vb[:0], sts[i], res[i].ExpiresMS))
+				b.Set(record.CounterKey(kb[:0], keys[i]), record.CounterValue(vb[:0], sts[i], res[i].ExpiresMS))
 			}
 		}
 		if err := b.Commit(); err != nil {

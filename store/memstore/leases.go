@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/leashd/leash/engine"
+	"github.com/leashd/leash/store/memstore/record"
 )
 
 // lease is one held lease: unexpired while exp > now.
@@ -186,7 +187,7 @@ func (s *decisions) Release(_ context.Context, set engine.LeaseSet, token string
 	if i, held := ls.pos[token]; held {
 		if sh.j != nil {
 			var b [recBufSize]byte
-			if err := sh.j.Delete(leaseRec(b[:0], ls.key, token)); err != nil {
+			if err := sh.j.Delete(record.LeaseKey(b[:0], ls.key, token)); err != nil {
 				return engine.ReleaseResult{}, fmt.Errorf("memstore: release: %w", err)
 			}
 		}

@@ -39,6 +39,7 @@ import (
 	"time"
 
 	"github.com/leashd/leash/engine"
+	"github.com/leashd/leash/store/memstore/demand"
 )
 
 // Defaults of Options.
@@ -79,7 +80,8 @@ type Options struct {
 type Store struct {
 	*core
 	decisions // counters and leases (counters.go, leases.go)
-	tables    // rules, usage and RLQS demand (rules.go, usage.go, demand.go)
+	tables    // rules and usage (rules.go, usage.go)
+	*demands  // RLQS demand (package demand)
 	outbox    // webhooks and the outbox (webhooks.go)
 	admin     // accounts, keys and the audit log (accounts.go, audit.go)
 	restorer  // loading a journal's records (restore.go)
@@ -87,6 +89,9 @@ type Store struct {
 	done      chan struct{}
 	closeOnce sync.Once
 }
+
+// demands is the RLQS demand table, embedded under an unexported name.
+type demands = demand.Store
 
 // The roles of a Store: each sees the shared core.
 type (
@@ -105,7 +110,6 @@ type core struct {
 	mask      uint64
 	usage     usageStore
 	hooks     hookStore    // webhooks and the outbox (webhooks.go)
-	demand    demandStore  // RLQS demand entries (demand.go)
 	accts     accountStore // accounts and keys of the admin API (accounts.go)
 	audit     auditStore   // the audit log (audit.go)
 	j         Journal      // nil: none
@@ -145,8 +149,9 @@ func New(opts Options) *Store {
 	}
 	s := &Store{
 		core: c, decisions: decisions{c}, tables: tables{c}, outbox: outbox{c}, admin: admin{c}, restorer: restorer{c},
-		stop: make(chan struct{}),
-		done: make(chan struct{}),
+		demands: demand.New(c.NowMS),
+		stop:    make(chan struct{}),
+		done:    make(chan struct{}),
 	}
 	per, extra := opts.MaxEntries/n, opts.MaxEntries%n
 	for i := range s.shards {
@@ -226,7 +231,7 @@ func (s *Store) Sweep() {
 		sh.mu.Unlock()
 	}
 	s.usage.prune(now, s.j)
-	s.demand.sweep(now)
+	s.demands.Sweep(now)
 }
 
 func (s *Store) sweeper(every time.Duration) {

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/leashd/leash/engine"
+	"github.com/leashd/leash/store/memstore/record"
 )
 
 // Restore loads one journal record (see Journal) into the store, before it serves: the
@@ -18,33 +19,33 @@ import (
 // removals: of a counter evicted to make room, or of an audit entry beyond the bounds.
 func (s *restorer) Restore(key, value []byte) (keep bool, err error) {
 	if len(key) == 0 {
-		return false, errRecord
+		return false, record.ErrMalformed
 	}
 	now := s.nowMS()
 	rest := key[1:]
 	switch key[0] {
-	case recCounter:
+	case record.Counter:
 		return s.restoreCounter(rest, value, now)
-	case recLease:
+	case record.Lease:
 		return s.restoreLease(rest, value, now)
-	case recRule:
+	case record.Rule:
 		return s.restoreRule(rest, value)
-	case recDaily, recMonthly, recBatch:
+	case record.Daily, record.Monthly, record.Batch:
 		return s.restoreUsage(key[0], rest, value, now)
-	case recWebhook, recEvent, recOnce:
+	case record.Webhook, record.Event, record.Once:
 		return s.restoreHook(key[0], rest, value, now)
-	case recAccount, recKey, recVersion:
+	case record.Account, record.Key, record.Version:
 		return s.restoreAccount(key[0], rest, value)
-	case recAudit:
+	case record.Audit:
 		return s.restoreAudit(value, now)
 	}
-	return false, fmt.Errorf("%w: kind %q", errRecord, key[0])
+	return false, fmt.Errorf("%w: kind %q", record.ErrMalformed, key[0])
 }
 
 func (s *restorer) restoreCounter(k, v []byte, now int64) (bool, error) {
 	var st [3]int64
 	var exp int64
-	if _, err := readVarints(v, &st[0], &st[1], &st[2], &exp); err != nil {
+	if _, err := record.ReadVarints(v, &st[0], &st[1], &st[2], &exp); err != nil {
 		return false, err
 	}
 	if exp <= now {
@@ -98,12 +99,12 @@ func (s *restorer) ExpectCounters(n int) {
 }
 
 func (s *restorer) restoreLease(k, v []byte, now int64) (bool, error) {
-	set, rest, err := readString(k)
+	set, rest, err := record.ReadString(k)
 	if err != nil {
 		return false, err
 	}
 	l := lease{token: string(rest)}
-	if _, err := readVarints(v, &l.exp, &l.ttl); err != nil {
+	if _, err := record.ReadVarints(v, &l.exp, &l.ttl); err != nil {
 		return false, err
 	}
 	if l.exp <= now {
@@ -136,10 +137,10 @@ func (s *restorer) restoreLease(k, v []byte, now int64) (bool, error) {
 
 func (s *restorer) restoreRule(k, v []byte) (bool, error) {
 	if len(k) == 0 {
-		return false, errRecord
+		return false, record.ErrMalformed
 	}
 	kind, rk := engine.RuleKind(k[len(k)-1]), k[:len(k)-1]
-	r, err := decodeRule(v)
+	r, err := record.DecodeRule(v)
 	if err != nil {
 		return false, err
 	}
@@ -165,36 +166,36 @@ func (s *restorer) restoreUsage(kind byte, k, v []byte, now int64) (bool, error)
 	defer u.mu.Unlock()
 	today := engine.DayOf(now)
 	switch kind {
-	case recDaily:
-		acct, rest, err := readString(k)
+	case record.Daily:
+		acct, rest, err := record.ReadString(k)
 		if err != nil {
 			return false, err
 		}
-		ns, rest, err := readString(rest)
+		ns, rest, err := record.ReadString(rest)
 		if err != nil {
 			return false, err
 		}
 		var day, total, blocked int64
-		if _, err := readVarints(rest, &day); err != nil {
+		if _, err := record.ReadVarints(rest, &day); err != nil {
 			return false, err
 		}
-		if _, err := readVarints(v, &total, &blocked); err != nil {
+		if _, err := record.ReadVarints(v, &total, &blocked); err != nil {
 			return false, err
 		}
 		if engine.Day(day) < today-keepDays {
 			return false, nil
 		}
 		u.daily[engine.UsageKey{Account: acct, Namespace: ns, Day: engine.Day(day)}] = engine.UsageCount{Total: total, Blocked: blocked}
-	case recMonthly:
-		acct, rest, err := readString(k)
+	case record.Monthly:
+		acct, rest, err := record.ReadString(k)
 		if err != nil {
 			return false, err
 		}
 		var month, total int64
-		if _, err := readVarints(rest, &month); err != nil {
+		if _, err := record.ReadVarints(rest, &month); err != nil {
 			return false, err
 		}
-		if _, err := readVarints(v, &total); err != nil {
+		if _, err := record.ReadVarints(v, &total); err != nil {
 			return false, err
 		}
 		if engine.Month(month) < today.Month()-keepMonths {
@@ -203,7 +204,7 @@ func (s *restorer) restoreUsage(kind byte, k, v []byte, now int64) (bool, error)
 		u.monthly[accountMonth{acct, engine.Month(month)}] = total
 	default:
 		var at int64
-		if _, err := readVarints(v, &at); err != nil {
+		if _, err := record.ReadVarints(v, &at); err != nil {
 			return false, err
 		}
 		if now-at > keepBatchesMS {
@@ -219,20 +220,20 @@ func (s *restorer) restoreHook(kind byte, k, v []byte, now int64) (bool, error) 
 	hs.lock()
 	defer hs.mu.Unlock()
 	switch kind {
-	case recWebhook:
+	case record.Webhook:
 		var w engine.Webhook
 		if err := json.Unmarshal(v, &w); err != nil {
-			return false, fmt.Errorf("%w: webhook: %w", errRecord, err)
+			return false, fmt.Errorf("%w: webhook: %w", record.ErrMalformed, err)
 		}
 		hs.webhooks[string(k)] = w
-	case recEvent:
+	case record.Event:
 		due, n := binary.Varint(v)
 		if n <= 0 {
-			return false, errRecord
+			return false, record.ErrMalformed
 		}
 		e := &outboxEntry{dueMS: due}
 		if err := json.Unmarshal(v[n:], &e.ev); err != nil {
-			return false, fmt.Errorf("%w: event: %w", errRecord, err)
+			return false, fmt.Errorf("%w: event: %w", record.ErrMalformed, err)
 		}
 		if old, dup := hs.events[e.ev.ID]; dup {
 			heap.Remove(&hs.due, old.index)
@@ -241,7 +242,7 @@ func (s *restorer) restoreHook(kind byte, k, v []byte, now int64) (bool, error) 
 		heap.Push(&hs.due, e)
 	default:
 		var until int64
-		if _, err := readVarints(v, &until); err != nil {
+		if _, err := record.ReadVarints(v, &until); err != nil {
 			return false, err
 		}
 		if until <= now {
@@ -257,17 +258,17 @@ func (s *restorer) restoreAccount(kind byte, k, v []byte) (bool, error) {
 	a.lockInit()
 	defer a.mu.Unlock()
 	switch kind {
-	case recAccount:
+	case record.Account:
 		var acc engine.StoredAccount
 		if err := json.Unmarshal(v, &acc); err != nil {
-			return false, fmt.Errorf("%w: account: %w", errRecord, err)
+			return false, fmt.Errorf("%w: account: %w", record.ErrMalformed, err)
 		}
 		acc.Keys = 0
 		a.accounts[acc.ID] = acc
-	case recKey:
+	case record.Key:
 		var key engine.StoredKey
 		if err := json.Unmarshal(v, &key); err != nil {
-			return false, fmt.Errorf("%w: key: %w", errRecord, err)
+			return false, fmt.Errorf("%w: key: %w", record.ErrMalformed, err)
 		}
 		if _, ok := a.accounts[key.Account]; !ok {
 			return false, nil
@@ -278,7 +279,7 @@ func (s *restorer) restoreAccount(kind byte, k, v []byte) (bool, error) {
 		a.keys[key.Account][key.ID] = key
 	default:
 		var version int64
-		if _, err := readVarints(v, &version); err != nil {
+		if _, err := record.ReadVarints(v, &version); err != nil {
 			return false, err
 		}
 		a.version = max(a.version, version)
@@ -289,7 +290,7 @@ func (s *restorer) restoreAccount(kind byte, k, v []byte) (bool, error) {
 func (s *restorer) restoreAudit(v []byte, now int64) (bool, error) {
 	var e engine.AuditEntry
 	if err := json.Unmarshal(v, &e); err != nil {
-		return false, fmt.Errorf("%w: audit entry: %w", errRecord, err)
+		return false, fmt.Errorf("%w: audit entry: %w", record.ErrMalformed, err)
 	}
 	if e.ID < engine.AuditCutoff(now) {
 		return false, nil

@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/leashd/leash/engine"
+	"github.com/leashd/leash/store/memstore/record"
 )
 
 // rulePair is a namespace's two rule slots; the rules are the store's own copies.
@@ -88,7 +89,7 @@ func (s *tables) PutRule(_ context.Context, account, namespace string, r engine.
 	c := copyRule(r)
 	if sh.j != nil {
 		var b [recBufSize]byte
-		if err := sh.j.Set(ruleRec(b[:0], string(k), r.Algorithm.Kind()), encodeRule(c)); err != nil {
+		if err := sh.j.Set(record.RuleKey(b[:0], string(k), r.Algorithm.Kind()), record.EncodeRule(c)); err != nil {
 			if *slot == nil && p.concurrent == nil && p.rate == nil {
 				delete(sh.rules, string(k))
 			}
@@ -120,7 +121,7 @@ func (s *tables) DeleteRule(_ context.Context, account, namespace string, kind e
 	deleted := *slot != nil
 	if deleted && sh.j != nil {
 		var b [recBufSize]byte
-		if err := sh.j.Delete(ruleRec(b[:0], string(k), kind)); err != nil {
+		if err := sh.j.Delete(record.RuleKey(b[:0], string(k), kind)); err != nil {
 			return false, fmt.Errorf("memstore: delete rule: %w", err)
 		}
 	}

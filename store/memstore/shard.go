@@ -7,6 +7,7 @@ import (
 	"sync"
 
 	"github.com/leashd/leash/engine"
+	"github.com/leashd/leash/store/memstore/record"
 )
 
 // nilIndex ends the free list.
@@ -133,7 +134,7 @@ func (sh *shard) removeCounter(i int32) {
 	e := &sh.entries[i]
 	if sh.j != nil {
 		var b [recBufSize]byte
-		_ = sh.j.Delete(counterRec(b[:0], e.key))
+		_ = sh.j.Delete(record.CounterKey(b[:0], e.key))
 	}
 	h := maphash.String(sh.seed, e.key) // as maphash.Bytes of the encoded key
 	if j, ok := sh.counters[h]; ok && j == i {
@@ -265,40 +266,35 @@ func (sh *shard) compact() {
 	sh.free, sh.hand, sh.cursor = nilIndex, 0, 0
 }
 
-// Key encoding: strings are length-prefixed (uvarint), so the encoding is injective; the
-// last string needs no prefix.
-
-func appendString(b []byte, s string) []byte {
-	b = binary.AppendUvarint(b, uint64(len(s)))
-	return append(b, s...)
-}
+// Key encoding: strings are length-prefixed (record.AppendString), so the encoding is
+// injective; the last string needs no prefix.
 
 // keyBufSize is the stack buffer for encoded keys; longer keys spill to the heap.
 const keyBufSize = 256
 
 func appendCounterKey(b []byte, c *engine.Counter) []byte {
-	b = appendString(b, c.Account)
-	b = appendString(b, c.Namespace)
+	b = record.AppendString(b, c.Account)
+	b = record.AppendString(b, c.Namespace)
 	b = append(b, byte(c.Algorithm))
 	b = binary.AppendUvarint(b, uint64(c.WindowMS))
 	return append(b, c.Key...)
 }
 
 func appendLeaseKey(b []byte, set *engine.LeaseSet) []byte {
-	b = appendString(b, set.Account)
-	b = appendString(b, set.Namespace)
+	b = record.AppendString(b, set.Account)
+	b = record.AppendString(b, set.Namespace)
 	return append(b, set.Key...)
 }
 
 func appendRuleKey(b []byte, account, namespace string) []byte {
-	b = appendString(b, account)
+	b = record.AppendString(b, account)
 	return append(b, namespace...)
 }
 
 // dropLeaseRec records through the journal that a lease is no longer held.
 func (sh *shard) dropLeaseRec(set, token string) {
 	var b [recBufSize]byte
-	_ = sh.j.Delete(leaseRec(b[:0], set, token))
+	_ = sh.j.Delete(record.LeaseKey(b[:0], set, token))
 }
 
 // putLeaseRec records a held lease through the journal, if there is one.
@@ -307,7 +303,7 @@ func (sh *shard) putLeaseRec(set string, l lease) error {
 		return nil
 	}
 	var b, v [recBufSize]byte
-	return sh.j.Set(leaseRec(b[:0], set, l.token), appendVarints(v[:0], l.exp, l.ttl))
+	return sh.j.Set(record.LeaseKey(b[:0], set, l.token), record.AppendVarints(v[:0], l.exp, l.ttl))
 }
 
 // putCounterRec records a counter's state through the journal, if there is one.
@@ -316,5 +312,5 @@ func (sh *shard) putCounterRec(key []byte, st [3]int64, exp int64) error {
 		return nil
 	}
 	var b, v [recBufSize]byte
-	return sh.j.Set(append(append(b[:0], recCounter), key...), counterVal(v[:0], st, exp))
+	return sh.j.Set(record.CounterKey(b[:0], key), record.CounterValue(v[:0], st, exp))
 }

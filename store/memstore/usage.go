@@ -6,6 +6,7 @@ import (
 	"sync"
 
 	"github.com/leashd/leash/engine"
+	"github.com/leashd/leash/store/memstore/record"
 )
 
 // Retention of usage state, by the store's clock: spec §7.7 asks for at least 35 days,
@@ -57,7 +58,7 @@ func (u *usageStore) prune(now int64, j Journal) {
 		if k.Day < today-keepDays {
 			delete(u.daily, k)
 			if b != nil {
-				b.Delete(dailyRec(nil, k))
+				b.Delete(record.DailyKey(nil, k))
 			}
 		}
 	}
@@ -65,7 +66,7 @@ func (u *usageStore) prune(now int64, j Journal) {
 		if k.month < month-keepMonths {
 			delete(u.monthly, k)
 			if b != nil {
-				b.Delete(monthlyRec(nil, k))
+				b.Delete(record.MonthlyKey(nil, k.account, int64(k.month)))
 			}
 		}
 	}
@@ -73,7 +74,7 @@ func (u *usageStore) prune(now int64, j Journal) {
 		if now-at > keepBatchesMS {
 			delete(u.batches, id)
 			if b != nil {
-				b.Delete(prefixed(nil, recBatch, id))
+				b.Delete(record.Prefixed(nil, record.Batch, id))
 			}
 		}
 	}
@@ -158,16 +159,16 @@ func (s *tables) journalUsage(b engine.UsageBatch, now int64) error {
 	u := &s.usage
 	jb := s.j.Batch()
 	if b.ID != "" {
-		jb.Set(prefixed(nil, recBatch, b.ID), appendVarints(nil, now))
+		jb.Set(record.Prefixed(nil, record.Batch, b.ID), record.AppendVarints(nil, now))
 	}
 	months := make(map[accountMonth]int64)
 	for k, c := range b.Counts {
 		d := u.daily[k]
-		jb.Set(dailyRec(nil, k), appendVarints(nil, d.Total+c.Total, d.Blocked+c.Blocked))
+		jb.Set(record.DailyKey(nil, k), record.AppendVarints(nil, d.Total+c.Total, d.Blocked+c.Blocked))
 		months[accountMonth{k.Account, k.Day.Month()}] += c.Total
 	}
 	for m, add := range months {
-		jb.Set(monthlyRec(nil, m), appendVarints(nil, u.monthly[m]+add))
+		jb.Set(record.MonthlyKey(nil, m.account, int64(m.month)), record.AppendVarints(nil, u.monthly[m]+add))
 	}
 	return jb.Commit()
 }

@@ -6,6 +6,7 @@ import (
 	"slices"
 
 	"github.com/leashd/leash/engine"
+	"github.com/leashd/leash/store/memstore/record"
 )
 
 // The account-wide reads (spec §15.5). They visit every shard, or every usage entry: they
@@ -16,7 +17,7 @@ func (s *tables) RuleNamespaces(_ context.Context, account string) ([]engine.Nam
 	if s.closed.Load() {
 		return nil, ErrClosed
 	}
-	prefix := appendString(nil, account)
+	prefix := record.AppendString(nil, account)
 	var out []engine.NamespaceRules
 	for i := range s.shards {
 		sh := &s.shards[i]

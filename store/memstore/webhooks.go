@@ -9,6 +9,7 @@ import (
 	"sync"
 
 	"github.com/leashd/leash/engine"
+	"github.com/leashd/leash/store/memstore/record"
 )
 
 // hookStore holds the webhooks, the outbox and the outbox's once-keys behind one mutex:
@@ -81,7 +82,7 @@ func (hs *hookStore) pruneOnce(now int64, j Journal) {
 		if until <= now {
 			delete(hs.once, k)
 			if j != nil {
-				_ = j.Delete(prefixed(nil, recOnce, k)) // Restore drops it if this fails
+				_ = j.Delete(record.Prefixed(nil, record.Once, k)) // Restore drops it if this fails
 			}
 		}
 	}
@@ -121,7 +122,7 @@ func (s *outbox) PutWebhook(_ context.Context, account string, w engine.Webhook)
 	hs.lock()
 	defer hs.mu.Unlock()
 	if s.j != nil {
-		if err := s.j.Set(prefixed(nil, recWebhook, account), mustJSON(w)); err != nil {
+		if err := s.j.Set(record.Prefixed(nil, record.Webhook, account), record.JSON(w)); err != nil {
 			return fmt.Errorf("memstore: put webhook: %w", err)
 		}
 	}
@@ -142,7 +143,7 @@ func (s *outbox) DeleteWebhook(_ context.Context, account string) (bool, error) 
 	defer hs.mu.Unlock()
 	_, ok := hs.webhooks[account]
 	if ok && s.j != nil {
-		if err := s.j.Delete(prefixed(nil, recWebhook, account)); err != nil {
+		if err := s.j.Delete(record.Prefixed(nil, record.Webhook, account)); err != nil {
 			return false, fmt.Errorf("memstore: delete webhook: %w", err)
 		}
 	}
@@ -183,9 +184,9 @@ func (s *outbox) Enqueue(_ context.Context, ev engine.OutboxEvent, onceKey strin
 	e := &outboxEntry{ev: ev, dueMS: now}
 	if s.j != nil {
 		b := s.j.Batch()
-		b.Set(prefixed(nil, recEvent, ev.ID), eventVal(e))
+		b.Set(record.Prefixed(nil, record.Event, ev.ID), record.EventValue(nil, e.dueMS, e.ev))
 		if onceKey != "" {
-			b.Set(prefixed(nil, recOnce, onceKey), appendVarints(nil, until))
+			b.Set(record.Prefixed(nil, record.Once, onceKey), record.AppendVarints(nil, until))
 		}
 		if err := b.Commit(); err != nil {
 			return false, fmt.Errorf("memstore: enqueue: %w", err)
@@ -224,7 +225,7 @@ func (s *outbox) Claim(_ context.Context, max int, visibilityMS int64) ([]engine
 		for _, e := range claimed {
 			next := *e
 			next.dueMS = now + visibilityMS
-			b.Set(prefixed(nil, recEvent, e.ev.ID), eventVal(&next))
+			b.Set(record.Prefixed(nil, record.Event, e.ev.ID), record.EventValue(nil, next.dueMS, next.ev))
 		}
 		if err := b.Commit(); err != nil {
 			for _, e := range claimed { // unclaimed: back as they were
@@ -255,7 +256,7 @@ func (s *outbox) Ack(_ context.Context, id string) error {
 	defer hs.mu.Unlock()
 	if e, ok := hs.events[id]; ok {
 		if s.j != nil {
-			if err := s.j.Delete(prefixed(nil, recEvent, id)); err != nil {
+			if err := s.j.Delete(record.Prefixed(nil, record.Event, id)); err != nil {
 				return fmt.Errorf("memstore: ack: %w", err)
 			}
 		}
@@ -286,7 +287,7 @@ func (s *outbox) Retry(_ context.Context, id string, delayMS int64) error {
 			next := *e
 			next.ev.Attempts++
 			next.dueMS = now + delayMS
-			if err := s.j.Set(prefixed(nil, recEvent, id), eventVal(&next)); err != nil {
+			if err := s.j.Set(record.Prefixed(nil, record.Event, id), record.EventValue(nil, next.dueMS, next.ev)); err != nil {
 				return fmt.Errorf("memstore: retry: %w", err)
 			}
 		}
