@@ -18,12 +18,16 @@ const (
 	maxCmdFuncLines = 80   // lines of one function under cmd/
 )
 
-// sized are the trees whose packages keep to the bounds; the rest of the tree joins them
-// as it is split.
-var sized = []string{"store/redisstore", "cmd"}
+// sized are the trees of production code, whose packages keep to the bounds.
+var sized = []string{"adapter", "admin", "cli", "client", "cmd", "config", "console", "engine", "httpapi",
+	"internal", "metrics", "store", "tracing", "webhook", "wire"}
+
+// manyMethods are the packages whose types may have more methods: the Go client offers
+// one method per /v1 operation on one type, as net/http's Client-like APIs do.
+var manyMethods = map[string]bool{"client": true}
 
 // TestSizes fails when a package under sized has a type with more than maxMethods
-// methods or more than maxPackageLines lines of non-test code, or when a function under
+// methods (outside manyMethods) or more than maxPackageLines lines of non-test code, or when a function under
 // cmd/ is longer than maxCmdFuncLines lines.
 func TestSizes(t *testing.T) {
 	n := 0
@@ -32,7 +36,7 @@ func TestSizes(t *testing.T) {
 			if err != nil || !d.IsDir() {
 				return err
 			}
-			if checkSizes(t, dir, strings.HasPrefix(tree, "cmd")) {
+			if checkSizes(t, dir, strings.HasPrefix(tree, "cmd"), !manyMethods[tree]) {
 				n++
 			}
 			return nil
@@ -47,7 +51,7 @@ func TestSizes(t *testing.T) {
 }
 
 // checkSizes checks the package in dir, if any, and reports whether there was one.
-func checkSizes(t *testing.T, dir string, funcs bool) bool {
+func checkSizes(t *testing.T, dir string, funcs, bounded bool) bool {
 	t.Helper()
 	fset := token.NewFileSet()
 	files, _ := filepath.Glob(filepath.Join(dir, "*.go"))
@@ -79,7 +83,7 @@ func checkSizes(t *testing.T, dir string, funcs bool) bool {
 		t.Errorf("%s: %d lines of non-test code, more than %d", dir, lines, maxPackageLines)
 	}
 	for typ, n := range methods {
-		if n > maxMethods {
+		if n > maxMethods && bounded {
 			t.Errorf("%s: type %s has %d methods, more than %d", dir, typ, n, maxMethods)
 		}
 	}
