@@ -6,7 +6,7 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -s -w -X main.version=$(VERSION)
 IMAGE   ?= leash:$(VERSION)
 
-.PHONY: build run test test-stress clients-deps clients-test console-test fuzz reliability-long rlqs-long bench bench-http bench-load bench-grpc bench-cluster bench-load-ratio bench-grpc-ratio image helm-test fmt vet clean
+.PHONY: build run test test-stress test-disk-long clients-deps clients-test console-test fuzz reliability-long rlqs-long bench bench-http bench-load bench-grpc bench-cluster bench-load-ratio bench-grpc-ratio image helm-test fmt vet clean
 
 # Time per fuzz target: FUZZTIME for `make fuzz`, TEST_FUZZTIME for the short run that ends
 # `make test`. FUZZPARALLEL, if set, is the number of fuzzing workers per target.
@@ -38,6 +38,12 @@ STRESS_ROUNDS   ?= 5
 STRESS_PARALLEL ?= 2
 test-stress:
 	GO=$(GO) ROUNDS=$(STRESS_ROUNDS) PARALLEL=$(STRESS_PARALLEL) bash scripts/test-stress.sh
+
+# The disk store's durability at full length (part of it runs in make test): the
+# conformance suite reopening the store every 8 calls, and 20 kill -9 rounds both on the store
+# and through the binary (docs/reliability.md).
+test-disk-long:
+	LEASH_DISK_REOPEN_EVERY=8 LEASH_CRASH_ROUNDS=20 $(GO) test -race -count=1 -timeout 20m -run '^(TestConformanceReopened|TestKill9|TestDiskCrash)$$' ./store/diskstore/ ./tests/reliability/
 
 # The TypeScript client's dev dependencies (typescript, @types/node) from
 # clients/typescript/package-lock.json; make test needs them for tests/clients. Without npm

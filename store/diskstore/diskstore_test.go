@@ -4,6 +4,8 @@ import (
 	"context"
 	"io"
 	"log/slog"
+	"os"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -72,9 +74,17 @@ type reopening struct {
 	calls int
 }
 
-// reopenEvery is how many calls pass between reopenings: reopening before every call
-// makes the suite take many minutes.
-const reopenEvery = 8
+// reopenEvery is how many calls pass between reopenings: 48, or LEASH_DISK_REOPEN_EVERY
+// (make test-disk-long: 8). Reopening before every call makes the suite take many minutes.
+var reopenEvery = envInt("LEASH_DISK_REOPEN_EVERY", 48)
+
+// envInt is the positive integer in the environment variable name, or def.
+func envInt(name string, def int) int {
+	if n, err := strconv.Atoi(os.Getenv(name)); err == nil && n > 0 {
+		return n
+	}
+	return def
+}
 
 // cur takes the lock, which the caller releases after its call, and reopens the store
 // every reopenEvery calls.

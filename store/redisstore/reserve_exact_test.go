@@ -189,7 +189,7 @@ func TestReservationFrozenRedis(t *testing.T) {
 			if s0.ClusterAddrs == nil {
 				s0 = Options{URL: o.URL, Prefix: o.Prefix}
 			}
-			testkit.Eventually(t, "Redis counting what A admitted once it resumed", 3*time.Second, func() bool {
+			testkit.Eventually(t, "Redis counting what A admitted once it resumed", 10*time.Second, func() bool {
 				return counted(t, s0, c, limit) == admitted
 			})
 		})
