@@ -344,9 +344,7 @@ func TestBackupWhileWriting(t *testing.T) {
 			}
 		})
 	}
-	for acquired[0].Load() < 100 {
-		time.Sleep(time.Millisecond) // polling the writers, which run on their own
-	}
+	testkit.Eventually(t, "writer 0 holding 100 leases", 30*time.Second, func() bool { return acquired[0].Load() >= 100 })
 	backup := filepath.Join(t.TempDir(), "backup")
 	if err := s.Backup(ctx, backup); err != nil {
 		t.Fatalf("Backup: %v", err)
