@@ -6,7 +6,7 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -s -w -X main.version=$(VERSION)
 IMAGE   ?= leash:$(VERSION)
 
-.PHONY: build run test test-stress test-disk-long clients-deps clients-test console-test fuzz reliability-long rlqs-long bench bench-http bench-load bench-grpc bench-cluster bench-load-ratio bench-grpc-ratio image helm-test fmt vet clean
+.PHONY: build run test test-stress test-disk-long clients-deps clients-test console-test fuzz reliability-long rlqs-long bench bench-http bench-load bench-grpc bench-disk bench-cluster bench-load-ratio bench-grpc-ratio image helm-test fmt vet clean
 
 # Time per fuzz target: FUZZTIME for `make fuzz`, TEST_FUZZTIME for the short run that ends
 # `make test`. FUZZPARALLEL, if set, is the number of fuzzing workers per target.
@@ -97,6 +97,10 @@ bench-load: build
 
 bench-grpc: build
 	bash scripts/bench-grpc.sh
+
+# POST /v1/limit on the disk store against the memory store, in one run (docs/performance.md).
+bench-disk: build
+	bash scripts/bench-disk.sh
 
 bench-cluster: build
 	bash scripts/bench-cluster.sh
