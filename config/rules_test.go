@@ -8,7 +8,9 @@ import (
 // badValues holds, for every key with a rule of its own, a value the rule refuses (as a
 // LEASH_ variable writes it), what the problem must say, and another variable the case
 // needs, if any.
-type badValue struct{ value, want, with string }
+// file, when set, is a config file to load instead of the variable (a list a variable
+// cannot write).
+type badValue struct{ value, want, with, file string }
 
 var badValues = map[string]badValue{
 	"http.addr":                          {value: "8080", want: `must be host:port or :port, got "8080"`},
@@ -34,7 +36,7 @@ var badValues = map[string]badValue{
 	"store.memory.max_entries":           {value: "0", want: "must be 1 or more"},
 	"shutdown.drain_delay":               {value: "-1s", want: "must be 0 or more"},
 	"shutdown.timeout":                   {value: "0s", want: "must be more than 0"},
-	"envoy.config_paths":                 {value: "a, ,b", want: ""}, // blanks are dropped from a variable's list: no problem
+	"envoy.config_paths":                 {file: "envoy: {config_paths: [a, \" \"]}\n", want: "envoy.config_paths[1]: must not be empty"},
 	"envoy.header_names.limit":           {value: "Rate Limit", want: "must be an HTTP header name"},
 	"envoy.header_names.remaining":       {value: "X_R", want: "must be an HTTP header name"},
 	"envoy.header_names.reset":           {value: "", want: "must be an HTTP header name"},
@@ -76,19 +78,21 @@ func TestEveryRuleRefuses(t *testing.T) {
 			if bad.with != "" {
 				env = append(env, bad.with)
 			}
-			_, err := Load(nil, env)
-			if bad.want == "" {
-				if err != nil {
-					t.Fatalf("refused: %v", err)
-				}
-				return
+			var paths []string
+			if bad.file != "" {
+				env, paths = nil, writeFiles(t, bad.file)
 			}
+			_, err := Load(paths, env)
 			if err == nil {
 				t.Fatalf("%s=%q was accepted", envName(k.path), bad.value)
 			}
 			e := err.(*Error)
-			if len(e.Problems) != 1 || !strings.Contains(e.Problems[0], bad.want) || !strings.Contains(e.Problems[0], envName(k.path)) {
-				t.Fatalf("problems = %q, want one naming %s and saying %q", e.Problems, envName(k.path), bad.want)
+			where := envName(k.path)
+			if bad.file != "" {
+				where = paths[0]
+			}
+			if len(e.Problems) != 1 || !strings.Contains(e.Problems[0], bad.want) || !strings.Contains(e.Problems[0], where) {
+				t.Fatalf("problems = %q, want one naming %s and saying %q", e.Problems, where, bad.want)
 			}
 		})
 	}
