@@ -57,7 +57,8 @@ func TestFailedStartClosesWhatItOpened(t *testing.T) {
 		ln.Close()
 	}
 	env := []string{"LEASH_HTTP_ADDR=" + addrs[0], "LEASH_ADMIN_ADDR=" + addrs[1], "LEASH_GRPC_ADDR=" + addrs[2],
-		"LEASH_ENVOY_JSON_ADDR=" + taken.Addr().String(), "LEASH_DEV_API_KEY=k"}
+		"LEASH_ENVOY_JSON_ADDR=" + taken.Addr().String(), "LEASH_DEV_API_KEY=k",
+		"LEASH_STORE_DISK_PATH=" + t.TempDir()} // the default disk store's folder, not ./leash-data in the repository
 	cfg, err := config.Load(nil, env)
 	if err != nil {
 		t.Fatal(err)
