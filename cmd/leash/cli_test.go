@@ -18,12 +18,12 @@ import (
 	"github.com/leashd/leash/testkit/leashproc"
 )
 
-// leashCLI runs the built binary with args and env (plus PATH only) and returns its exit
-// status, stdout and stderr.
+// leashCLI runs the built binary with args and env (plus PATH and GORACE only) and returns
+// its exit status, stdout and stderr.
 func leashCLI(t *testing.T, env []string, args ...string) (int, string, string) {
 	t.Helper()
 	cmd := exec.Command(binary, args...)
-	cmd.Env = append([]string{"PATH=" + os.Getenv("PATH")}, env...)
+	cmd.Env = append([]string{"PATH=" + os.Getenv("PATH"), "GORACE=" + os.Getenv("GORACE")}, env...)
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	err := cmd.Run()

@@ -48,10 +48,50 @@ func Build(dir string, race bool) (string, error) {
 	return bin, nil
 }
 
-// Main builds the race-enabled binary into a temporary folder, stores its path in *bin,
-// runs the package's tests and removes the folder; a test package's TestMain returns
-// through it: `func TestMain(m *testing.M) { os.Exit(leashproc.Main(m, &binary)) }`.
+// BinEnv and PlainBinEnv name the environment variables that hand the tests a leash binary
+// built beforehand: BinEnv's with the race detector, PlainBinEnv's without. make test
+// builds each once for every package that runs the binary, instead of one link a package.
+const (
+	BinEnv      = "LEASH_TEST_BIN"
+	PlainBinEnv = "LEASH_TEST_PLAIN_BIN"
+)
+
+// prebuilt returns the binary the environment variable env names, "" when it is unset.
+func prebuilt(env string) (string, error) {
+	bin := os.Getenv(env)
+	if bin == "" {
+		return "", nil
+	}
+	if st, err := os.Stat(bin); err != nil || st.IsDir() {
+		return "", fmt.Errorf("%s=%s: not a binary: %v", env, bin, err)
+	}
+	return bin, nil
+}
+
+// quickRaceExit sets GORACE=atexit_sleep_ms=0 for the children this test process starts,
+// unless GORACE is set already: a binary built with -race otherwise sleeps a second before
+// it exits, which every `leash` command a test runs would wait for. Races are still
+// reported when they happen.
+func quickRaceExit() {
+	if _, set := os.LookupEnv("GORACE"); !set {
+		os.Setenv("GORACE", "atexit_sleep_ms=0")
+	}
+}
+
+// Main stores the race-enabled binary's path in *bin, runs the package's tests and returns
+// their exit code; a test package's TestMain returns through it:
+// `func TestMain(m *testing.M) { os.Exit(leashproc.Main(m, &binary)) }`. The binary is
+// BinEnv's when set, otherwise built into a temporary folder removed afterwards.
 func Main(m *testing.M, bin *string) int {
+	quickRaceExit()
+	var err error
+	if *bin, err = prebuilt(BinEnv); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	if *bin != "" {
+		return m.Run()
+	}
 	dir, err := os.MkdirTemp("", "leash-bin")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -67,9 +107,17 @@ func Main(m *testing.M, bin *string) int {
 
 // Plain builds leash without -race into the test's temporary folder, for figures a
 // production build would show (the race detector slows every request several times).
+// PlainBinEnv's binary is used when set.
 func Plain(t testing.TB) string {
 	t.Helper()
-	bin, err := Build(t.TempDir(), false)
+	bin, err := prebuilt(PlainBinEnv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if bin != "" {
+		return bin
+	}
+	bin, err = Build(t.TempDir(), false)
 	if err != nil {
 		t.Fatal(err)
 	}
