@@ -51,7 +51,8 @@ func TestConformance(t *testing.T) {
 }
 
 // TestConformanceReopened runs the suite on a store that is closed and opened again
-// every few calls, so most answers depend on what the disk kept.
+// every few calls, so most answers depend on what the disk kept. Its property tests run
+// one random case in reopenSample (TestConformance runs them all on one store).
 func TestConformanceReopened(t *testing.T) {
 	if testing.Short() {
 		t.Skip("reopens a store thousands of times")
@@ -61,8 +62,12 @@ func TestConformanceReopened(t *testing.T) {
 		r.s = open(t, r.dir, clock, diskstore.Options{SyncInterval: time.Hour})
 		t.Cleanup(func() { r.Close() })
 		return r
-	})
+	}, storetest.Sample(reopenSample))
 }
+
+// reopenSample: TestConformanceReopened's property tests run one case in 4, or in
+// LEASH_DISK_REOPEN_SAMPLE (make test-disk-long: 1, every case).
+var reopenSample = envInt("LEASH_DISK_REOPEN_SAMPLE", 4)
 
 // reopening is an engine.Store that reopens its disk store before each call.
 type reopening struct {

@@ -41,21 +41,28 @@ func TestConformanceCluster(t *testing.T) {
 // runs through reservations (reserve.go) wherever a window counter is spent on.
 var eager = ReserveOptions{From: 1, Share: 2, Part: 1, Hits: 1}
 
+// runReserving runs the suite's decision port, its property tests whole, and the engine's
+// part with eager reservations: reservations change how window counters are spent and
+// nothing else, so the other ports are left to the runs without them.
+func runReserving(t *testing.T, o Options) {
+	newStore := func(t *testing.T, clock engine.Clock) rstore {
+		o := o
+		o.Clock = clock
+		return openReserving(t, o, eager)
+	}
+	storetest.RunDecider(t, func(t *testing.T, c engine.Clock) engine.Decider { return newStore(t, c) })
+	storetest.RunEngine(t, func(t *testing.T, c engine.Clock) engine.Store { return newStore(t, c) })
+}
+
 // TestConformanceSingleReserving runs the suite with eager reservations on one node.
 func TestConformanceSingleReserving(t *testing.T) {
 	t.Parallel()
-	url := singleURL(t)
-	storetest.Run(t, func(t *testing.T, clock engine.Clock) engine.Store {
-		return openReserving(t, Options{URL: url, Clock: clock}, eager)
-	})
+	runReserving(t, Options{URL: singleURL(t)})
 }
 
 // TestConformanceClusterReserving runs the suite with eager reservations on a 3-master
 // Cluster.
 func TestConformanceClusterReserving(t *testing.T) {
 	t.Parallel()
-	c := sharedCluster(t)
-	storetest.Run(t, func(t *testing.T, clock engine.Clock) engine.Store {
-		return openReserving(t, Options{ClusterAddrs: c.Addrs(), Clock: clock}, eager)
-	})
+	runReserving(t, Options{ClusterAddrs: sharedCluster(t).Addrs()})
 }

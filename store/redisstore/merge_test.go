@@ -129,11 +129,14 @@ func (m mirrored) Reset(ctx context.Context, c engine.Counter) (bool, error) {
 	return existed, err
 }
 
-// runMerged runs the conformance suite on mirrored stores opened with o (then changed by
-// each of tweak), and returns how many Spend calls went to Redis and in how many commands.
+// runMerged runs the conformance suite's decision port and engine part on mirrored stores
+// opened with o (then changed by each of tweak), and returns how many Spend calls went to
+// Redis and in how many commands. Merging changes how spends reach Redis and nothing else,
+// so the other ports are left to the unmerged runs (TestConformanceSingle and Cluster);
+// each property test runs a quarter of its random cases, every one of them mirrored.
 func runMerged(t *testing.T, o Options, ro ReserveOptions, tweak ...func(*Store)) (calls, commands int64) {
 	var nCalls, nCommands atomic.Int64
-	storetest.Run(t, func(t *testing.T, clock engine.Clock) engine.Store {
+	newStore := func(t *testing.T, clock engine.Clock) engine.Store {
 		o := o
 		o.Clock = clock
 		s := openReserving(t, o, ro)
@@ -146,7 +149,9 @@ func runMerged(t *testing.T, o Options, ro ReserveOptions, tweak ...func(*Store)
 			nCommands.Add(st.Commands)
 		})
 		return mirrored{rstore: s, t: t, mu: new(sync.Mutex), active: make(map[engine.Counter]*overlap)}
-	})
+	}
+	storetest.RunDecider(t, func(t *testing.T, c engine.Clock) engine.Decider { return newStore(t, c) }, storetest.Sample(4))
+	storetest.RunEngine(t, newStore)
 	return nCalls.Load(), nCommands.Load()
 }
 

@@ -66,7 +66,7 @@ func propertyTests() []subtest {
 	return []subtest{
 		{"FixedWindowAtMostLimitPerWindow", func(h *harness) {
 			rng := h.rng()
-			for i := range 120 {
+			for i := range h.cases(120) {
 				L, W := 1+rng.Int64N(12), 1+rng.Int64N(3000)
 				c := h.counter(engine.FixedWindow, fmt.Sprintf("p%d", i), W)
 				h.clock.SetMS(baseMS + rng.Int64N(W))
@@ -100,7 +100,7 @@ func propertyTests() []subtest {
 		{"TokenBucketAtMostRate", func(h *harness) {
 			rng := h.rng()
 			type event struct{ at, units int64 }
-			for i := range 120 {
+			for i := range h.cases(120) {
 				L, W := 1+rng.Int64N(12), 1+rng.Int64N(5000)
 				c := h.counter(engine.TokenBucket, fmt.Sprintf("p%d", i), W)
 				var events []event
@@ -133,7 +133,7 @@ func propertyTests() []subtest {
 		}},
 		{"SlidingWindowResetIsExact", func(h *harness) {
 			rng := h.rng()
-			for i := range 80 {
+			for i := range h.cases(80) {
 				L, W := 1+rng.Int64N(20), 1+rng.Int64N(3000)
 				c := h.counter(engine.SlidingWindow, fmt.Sprintf("p%d", i), W)
 				for range 30 {
@@ -151,7 +151,7 @@ func propertyTests() []subtest {
 		}},
 		{"LeasesNeverOverLimit", func(h *harness) {
 			rng := h.rng()
-			for i := range 100 {
+			for i := range h.cases(100) {
 				limit, ttl := 1+rng.Int64N(5), 1+rng.Int64N(500)
 				set := h.set(fmt.Sprintf("p%d", i))
 				held := map[string]int64{} // model: token → expiry

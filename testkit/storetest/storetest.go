@@ -40,8 +40,8 @@ type Constructor[P any] func(t *testing.T, clock engine.Clock) P
 // Run runs the whole conformance suite: every port's run below on the ports of one
 // engine.Store, and RunEngine on the whole store. A store that is not also an
 // engine.AccountStore and an engine.AuditStore fails those ports' subtests.
-func Run(t *testing.T, newStore Constructor[engine.Store]) {
-	RunDecider(t, func(t *testing.T, c engine.Clock) engine.Decider { return newStore(t, c) })
+func Run(t *testing.T, newStore Constructor[engine.Store], opts ...Option) {
+	RunDecider(t, func(t *testing.T, c engine.Clock) engine.Decider { return newStore(t, c) }, opts...)
 	RunPinger(t, func(t *testing.T, c engine.Clock) engine.Pinger { return newStore(t, c) })
 	RunRules(t, func(t *testing.T, c engine.Clock) engine.RuleStore { return newStore(t, c) })
 	RunUsage(t, func(t *testing.T, c engine.Clock) engine.UsageStore { return newStore(t, c) })
@@ -61,7 +61,7 @@ func Run(t *testing.T, newStore Constructor[engine.Store]) {
 // issue, and a suspended account's decisions. A store that is not also an
 // engine.AccountStore fails it.
 func RunEngine(t *testing.T, newStore Constructor[engine.Store]) {
-	run(t, []group{{"Engine", []subtest{{"AccountsConfigReadOnly", engineAccountsTest}}}}, func(t *testing.T, c engine.Clock) ports {
+	run(t, nil, []group{{"Engine", []subtest{{"AccountsConfigReadOnly", engineAccountsTest}}}}, func(t *testing.T, c engine.Clock) ports {
 		s := newStore(t, c)
 		return ports{Decider: s, RuleStore: s, UsageStore: s, WebhookStore: s, DemandStore: s, Pinger: s,
 			AccountStore: portOf[engine.AccountStore](t, s), store: s}
@@ -78,10 +78,23 @@ func portOf[P any](t *testing.T, s engine.Store) P {
 	return p
 }
 
+// Option changes how a port's suite runs.
+type Option func(*options)
+
+type options struct {
+	// sample: the property tests run one case in sample (1: every case).
+	sample int
+}
+
+// Sample runs the property tests on one case in n of their random cases, for a variant
+// of a store whose paths a full run already covers (the same scripts, merged or reserved
+// differently): every other subtest runs whole. n < 1 counts as 1.
+func Sample(n int) Option { return func(o *options) { o.sample = max(1, n) } }
+
 // RunDecider runs the suite of the decision port: the three algorithms, counters, resets,
 // SpendAll, overdraft, leases (and their account-wide read) and the properties.
-func RunDecider(t *testing.T, newDecider Constructor[engine.Decider]) {
-	run(t, []group{
+func RunDecider(t *testing.T, newDecider Constructor[engine.Decider], opts ...Option) {
+	run(t, opts, []group{
 		{"FixedWindow", fixedWindowTests()},
 		{"SlidingWindow", slidingWindowTests()},
 		{"TokenBucket", tokenBucketTests()},
@@ -96,19 +109,19 @@ func RunDecider(t *testing.T, newDecider Constructor[engine.Decider]) {
 
 // RunPinger runs the suite of the health port.
 func RunPinger(t *testing.T, newPinger Constructor[engine.Pinger]) {
-	run(t, []group{{"Ping", pingTests()}}, func(t *testing.T, c engine.Clock) ports { return ports{Pinger: newPinger(t, c)} })
+	run(t, nil, []group{{"Ping", pingTests()}}, func(t *testing.T, c engine.Clock) ports { return ports{Pinger: newPinger(t, c)} })
 }
 
 // RunRules runs the suite of the rules port, its namespace list included.
 func RunRules(t *testing.T, newRules Constructor[engine.RuleStore]) {
-	run(t, []group{
+	run(t, nil, []group{
 		{"Rules", append(ruleTests(), named(isolationTests(), "Rules", "Isolation"), named(viewTests(), "RuleNamespaces", "Namespaces"))},
 	}, func(t *testing.T, c engine.Clock) ports { return ports{RuleStore: newRules(t, c)} })
 }
 
 // RunUsage runs the suite of the usage port, an account's usage included.
 func RunUsage(t *testing.T, newUsage Constructor[engine.UsageStore]) {
-	run(t, []group{
+	run(t, nil, []group{
 		{"Usage", append(usageTests(), named(isolationTests(), "Usage", "Isolation"), named(viewTests(), "AccountUsage", "Account"))},
 	}, func(t *testing.T, c engine.Clock) ports { return ports{UsageStore: newUsage(t, c)} })
 }
@@ -116,23 +129,23 @@ func RunUsage(t *testing.T, newUsage Constructor[engine.UsageStore]) {
 // RunWebhooks runs the suite of the webhooks port: webhooks and the outbox. Each subtest
 // needs a store with an empty outbox.
 func RunWebhooks(t *testing.T, newWebhooks Constructor[engine.WebhookStore]) {
-	run(t, []group{{"Webhooks", webhookTests()}, {"Outbox", outboxTests()}},
+	run(t, nil, []group{{"Webhooks", webhookTests()}, {"Outbox", outboxTests()}},
 		func(t *testing.T, c engine.Clock) ports { return ports{WebhookStore: newWebhooks(t, c)} })
 }
 
 // RunDemand runs the suite of the RLQS demand port.
 func RunDemand(t *testing.T, newDemand Constructor[engine.DemandStore]) {
-	run(t, []group{{"Demand", demandTests()}}, func(t *testing.T, c engine.Clock) ports { return ports{DemandStore: newDemand(t, c)} })
+	run(t, nil, []group{{"Demand", demandTests()}}, func(t *testing.T, c engine.Clock) ports { return ports{DemandStore: newDemand(t, c)} })
 }
 
 // RunAccounts runs the suite of the admin API's accounts and keys.
 func RunAccounts(t *testing.T, newAccounts Constructor[engine.AccountStore]) {
-	run(t, []group{{"Accounts", accountTests()}}, func(t *testing.T, c engine.Clock) ports { return ports{AccountStore: newAccounts(t, c)} })
+	run(t, nil, []group{{"Accounts", accountTests()}}, func(t *testing.T, c engine.Clock) ports { return ports{AccountStore: newAccounts(t, c)} })
 }
 
 // RunAudit runs the suite of the audit log.
 func RunAudit(t *testing.T, newAudit Constructor[engine.AuditStore]) {
-	run(t, []group{{"Audit", auditTests()}}, func(t *testing.T, c engine.Clock) ports { return ports{AuditStore: newAudit(t, c)} })
+	run(t, nil, []group{{"Audit", auditTests()}}, func(t *testing.T, c engine.Clock) ports { return ports{AuditStore: newAudit(t, c)} })
 }
 
 // group is a named list of subtests.
@@ -142,7 +155,11 @@ type group struct {
 }
 
 // run runs groups, each subtest on the ports newPorts makes for it.
-func run(t *testing.T, groups []group, newPorts Constructor[ports]) {
+func run(t *testing.T, opts []Option, groups []group, newPorts Constructor[ports]) {
+	o := options{sample: 1}
+	for _, opt := range opts {
+		opt(&o)
+	}
 	if want := time.Date(2027, 1, 16, 0, 0, 0, 0, time.UTC).UnixMilli(); BaseMS != want {
 		t.Fatalf("BaseMS is %d, want %d", BaseMS, want)
 	}
@@ -150,7 +167,9 @@ func run(t *testing.T, groups []group, newPorts Constructor[ports]) {
 		t.Run(g.name, func(t *testing.T) {
 			for _, st := range g.tests {
 				t.Run(st.name, func(t *testing.T) {
-					st.run(newHarness(t, newPorts))
+					h := newHarness(t, newPorts)
+					h.sample = o.sample
+					st.run(h)
 				})
 			}
 		})
@@ -195,7 +214,12 @@ type harness struct {
 	ctx   context.Context
 	// a and b are two distinct accounts unique to the subtest.
 	a, b string
+	// sample: the property tests run one case in sample (Sample).
+	sample int
 }
+
+// cases is how many of a property test's n random cases run: n / sample, at least 1.
+func (h *harness) cases(n int) int { return max(1, n/max(1, h.sample)) }
 
 func newHarness(t *testing.T, newPorts Constructor[ports]) *harness {
 	clock := testkit.NewFakeClock(time.UnixMilli(BaseMS))
