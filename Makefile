@@ -33,7 +33,7 @@ test-bins:
 
 # Four test binaries at a time on any machine (go test's default is one per core): many
 # packages spend their time waiting on child processes, Redis failovers and wall-clock
-# windows, and on 2 cores -p 2 leaves a third of the CPU idle. make test-stress runs the
+# windows, and on 2 cores -p 2 left a quarter of the CPU idle. make test-stress runs the
 # suites under twice this load.
 test: clients-deps test-bins
 	$(GO) vet ./...

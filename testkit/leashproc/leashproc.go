@@ -62,8 +62,12 @@ func prebuilt(env string) (string, error) {
 	if bin == "" {
 		return "", nil
 	}
-	if st, err := os.Stat(bin); err != nil || st.IsDir() {
-		return "", fmt.Errorf("%s=%s: not a binary: %v", env, bin, err)
+	st, err := os.Stat(bin)
+	if err != nil {
+		return "", fmt.Errorf("%s: %w", env, err)
+	}
+	if st.IsDir() {
+		return "", fmt.Errorf("%s=%s is a folder, not the leash binary", env, bin)
 	}
 	return bin, nil
 }
