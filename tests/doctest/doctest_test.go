@@ -101,11 +101,19 @@ type expectation struct {
 	text  string   // a line of text, numbers masked
 }
 
-// digits are the numbers masked in text lines.
-var digits = regexp.MustCompile(`[0-9][0-9.]*`)
+// durations are the Go durations masked in text lines (21.9s, 1m0s, 250ms), and digits
+// the other numbers.
+var (
+	durations = regexp.MustCompile(`\b(?:[0-9][0-9.]*(?:ns|us|µs|ms|h|m|s))+\b`)
+	digits    = regexp.MustCompile(`[0-9][0-9.]*`)
+)
 
-// mask replaces every number of a text line with "#".
-func mask(s string) string { return digits.ReplaceAllString(strings.TrimSpace(s), "#") }
+// mask replaces every duration of a text line with "<duration>" and every other number
+// with "#".
+func mask(s string) string {
+	s = durations.ReplaceAllString(strings.TrimSpace(s), "<duration>")
+	return digits.ReplaceAllString(s, "#")
+}
 
 // expectations reads the outputs shown in a run block's comments.
 func expectations(b block) []expectation {
@@ -297,5 +305,15 @@ func TestExpectations(t *testing.T) {
 	}
 	if !es[1].matches("RateLimit-Limit: 3\r") {
 		t.Fatal("a header expectation does not match its header")
+	}
+	// A duration shown in one form matches another's: the run's clock sets the numbers,
+	// and a retry just after a minute began is printed "1m0s", not "22s".
+	for _, d := range []string{"1m0s", "59.5s", "1h0m0s", "250ms"} {
+		if !es[3].matches("allowed: 2 of 3 remaining, resets in " + d) {
+			t.Errorf("%q does not match %q", "resets in "+d, es[3].shown)
+		}
+	}
+	if es[3].matches("allowed: 2 of 3 remaining, resets in 5") || es[3].matches("allowed: 2 of 3 remaining, resets in 5 s") {
+		t.Error("a number without its unit matches a duration")
 	}
 }
